@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/podnet/podnet/cni"
+)
+
+const (
+	defaultConfDir = "/etc/cni/net.d"
+	defaultBinDir  = "/opt/cni/bin"
+	defaultIfName  = "eth0"
+)
+
+// globalOptions are the flags every command shares. Their defaults come
+// from cnitool's environment, so scripts written for cnitool work as they
+// are.
+type globalOptions struct {
+	confDir  string
+	binDirs  []string
+	cacheDir string
+	timeout  time.Duration
+}
+
+func (o *globalOptions) register(cmd *cobra.Command) {
+	f := cmd.PersistentFlags()
+	f.StringVar(&o.confDir, "conf-dir", envOr("NETCONFPATH", defaultConfDir), "directory of network configs ($NETCONFPATH)")
+	f.StringArrayVar(&o.binDirs, "bin-dir", splitPath(envOr("CNI_PATH", defaultBinDir)), "plugin directory, repeatable ($CNI_PATH)")
+	f.StringVar(&o.cacheDir, "cache-dir", cni.DefaultCacheDir, "result cache directory")
+	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "deadline for the whole operation")
+}
+
+func (o *globalOptions) runtime() *cni.Runtime {
+	return cni.NewRuntime(o.binDirs, cni.WithCacheDir(o.cacheDir))
+}
+
+func (o *globalOptions) context(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(cmd.Context(), o.timeout)
+}
+
+// network loads the named network from the conf dir. When it is missing,
+// the error says which files were broken, since that is the usual reason.
+func (o *globalOptions) network(name string) (*cni.NetworkConfigList, error) {
+	dc, err := cni.LoadDir(o.confDir)
+	if err != nil {
+		return nil, err
+	}
+	if n := dc.Network(name); n != nil {
+		return n, nil
+	}
+	msg := "no network " + quote(name) + " in " + o.confDir
+	if len(dc.Broken) > 0 {
+		var reasons []string
+		for _, b := range dc.Broken {
+			reasons = append(reasons, b.Error())
+		}
+		msg += " (broken files: " + strings.Join(reasons, "; ") + ")"
+	}
+	return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "%s", msg)
+}
+
+func envOr(key, fallback string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return fallback
+}
+
+func splitPath(s string) []string {
+	var out []string
+	for _, p := range filepath.SplitList(s) {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// netnsPath turns a namespace name into its path under /run/netns; a path
+// is returned as it is.
+func netnsPath(arg string) string {
+	if strings.ContainsRune(arg, '/') {
+		return arg
+	}
+	return filepath.Join("/run/netns", arg)
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/podnet/podnet/cni"
+)
+
+type podOptions struct {
+	ifName      string
+	containerID string
+}
+
+func newPodCommand(opts *globalOptions) *cobra.Command {
+	po := &podOptions{}
+	cmd := &cobra.Command{Use: "pod", Short: "Attach network namespaces to networks and detach them"}
+	cmd.PersistentFlags().StringVar(&po.ifName, "ifname", envOr("CNI_IFNAME", defaultIfName), "interface name in the namespace ($CNI_IFNAME)")
+	cmd.PersistentFlags().StringVar(&po.containerID, "container-id", "", "container ID (default: derived from the namespace path)")
+
+	verb := func(use, short string, run func(cmd *cobra.Command, rt *cni.Runtime, list *cni.NetworkConfigList, conf *cni.RuntimeConf) error) *cobra.Command {
+		return &cobra.Command{
+			Use:   use + " NETWORK NETNS",
+			Short: short,
+			Args:  cobra.ExactArgs(2),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				list, err := opts.network(args[0])
+				if err != nil {
+					return err
+				}
+				conf, err := po.runtimeConf(netnsPath(args[1]))
+				if err != nil {
+					return err
+				}
+				return run(cmd, opts.runtime(), list, conf)
+			},
+		}
+	}
+	cmd.AddCommand(verb("add", "Attach a namespace to a network and print the result", func(cmd *cobra.Command, rt *cni.Runtime, list *cni.NetworkConfigList, conf *cni.RuntimeConf) error {
+		ctx, cancel := opts.context(cmd)
+		defer cancel()
+		res, err := rt.AddNetworkList(ctx, list, conf)
+		if err != nil {
+			return err
+		}
+		return printJSON(cmd, res)
+	}))
+	cmd.AddCommand(verb("check", "Check that an attachment is still as ADD left it", func(cmd *cobra.Command, rt *cni.Runtime, list *cni.NetworkConfigList, conf *cni.RuntimeConf) error {
+		ctx, cancel := opts.context(cmd)
+		defer cancel()
+		return rt.CheckNetworkList(ctx, list, conf)
+	}))
+	cmd.AddCommand(verb("del", "Detach a namespace from a network (idempotent)", func(cmd *cobra.Command, rt *cni.Runtime, list *cni.NetworkConfigList, conf *cni.RuntimeConf) error {
+		ctx, cancel := opts.context(cmd)
+		defer cancel()
+		// DEL of an attachment uses the configuration it was added with,
+		// when the cache has it: today's file may have changed since.
+		if a, err := rt.CachedAttachment(list.Name, conf); err == nil && a != nil {
+			if cached, err := a.CachedNetworkConfigList(); err == nil {
+				list = cached
+			}
+		}
+		return rt.DelNetworkList(ctx, list, conf)
+	}))
+	cmd.AddCommand(&cobra.Command{
+		Use:   "status NETWORK [NETNS]",
+		Short: "Ask the network's plugins whether they are ready; with NETNS, print the cached attachment too",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := opts.context(cmd)
+			defer cancel()
+			list, err := opts.network(args[0])
+			if err != nil {
+				return err
+			}
+			rt := opts.runtime()
+			if err := rt.StatusNetworkList(ctx, list); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "network %q: ready\n", list.Name)
+			if len(args) == 1 {
+				return nil
+			}
+			conf, err := po.runtimeConf(netnsPath(args[1]))
+			if err != nil {
+				return err
+			}
+			a, err := rt.CachedAttachment(list.Name, conf)
+			if err != nil {
+				return err
+			}
+			if a == nil || a.Result == nil {
+				return cni.Errorf(cni.CodeUnknownContainer, "no cached attachment of container %q interface %q to network %q", conf.ContainerID, conf.IfName, list.Name)
+			}
+			return printJSON(cmd, a.Result)
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "gc NETWORK",
+		Short: "Delete cached attachments of the network whose namespace no longer exists, then send GC to its plugins",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := opts.context(cmd)
+			defer cancel()
+			list, err := opts.network(args[0])
+			if err != nil {
+				return err
+			}
+			rt := opts.runtime()
+			cached, err := rt.CachedAttachments(list.Name)
+			if err != nil {
+				return err
+			}
+			var valid []cni.GCAttachment
+			for _, a := range cached {
+				if _, err := os.Stat(a.NetNS); err == nil && a.NetNS != "" {
+					valid = append(valid, cni.GCAttachment{ContainerID: a.ContainerID, IfName: a.IfName})
+				}
+			}
+			if err := rt.GCNetworkList(ctx, list, valid); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "network %q: %d attachment(s) kept, %d removed\n", list.Name, len(valid), len(cached)-len(valid))
+			return nil
+		},
+	})
+	return cmd
+}
+
+// runtimeConf builds the attachment's identity from flags and cnitool's
+// environment variables (CNI_ARGS, CAP_ARGS).
+func (po *podOptions) runtimeConf(netns string) (*cni.RuntimeConf, error) {
+	id := po.containerID
+	if id == "" {
+		// Deterministic, so del finds what add cached without a flag.
+		sum := sha256.Sum256([]byte(netns))
+		id = "podnet-" + hex.EncodeToString(sum[:10])
+	}
+	conf := &cni.RuntimeConf{ContainerID: id, NetNS: netns, IfName: po.ifName}
+	if s := os.Getenv("CNI_ARGS"); s != "" {
+		args, err := cni.ParseArgs(s)
+		if err != nil {
+			return nil, err
+		}
+		conf.Args = args
+	}
+	if s := os.Getenv("CAP_ARGS"); s != "" {
+		if err := json.Unmarshal([]byte(s), &conf.CapabilityArgs); err != nil {
+			return nil, cni.Errorf(cni.CodeInvalidEnvironment, "CAP_ARGS is not a JSON object: %v", err)
+		}
+	}
+	return conf, nil
+}
+
+func printJSON(cmd *cobra.Command, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(cmd.OutOrStdout(), string(b))
+	return err
+}

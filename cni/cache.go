@@ -1,0 +1,199 @@
+package cni
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// DefaultCacheDir is where results are cached unless configured otherwise;
+// it is libcni's default, so runtimes on one node share attachments.
+const DefaultCacheDir = "/var/lib/cni"
+
+// cacheKind marks libcni's cache layout version, which podnet reads and
+// writes unchanged.
+const cacheKind = "cniCacheV1"
+
+// cacheEntry is one cached attachment in libcni's cniCacheV1 layout.
+// Config is the network configuration used at ADD, base64 in JSON as
+// libcni writes a []byte.
+type cacheEntry struct {
+	Kind           string          `json:"kind"`
+	ContainerID    string          `json:"containerId"`
+	Config         []byte          `json:"config"`
+	IfName         string          `json:"ifName"`
+	NetworkName    string          `json:"networkName"`
+	NetNS          string          `json:"netns,omitempty"`
+	CniArgs        [][2]string     `json:"cniArgs,omitempty"`
+	CapabilityArgs map[string]any  `json:"capabilityArgs,omitempty"`
+	RawResult      json.RawMessage `json:"result,omitempty"`
+}
+
+// Attachment is a cached attachment of a container to a network: what ADD
+// was called with and what it returned.
+type Attachment struct {
+	Network        string
+	ContainerID    string
+	IfName         string
+	NetNS          string
+	Args           [][2]string
+	CapabilityArgs map[string]any
+	Config         []byte  // the network configuration used at ADD
+	Result         *Result // nil when the cached result is missing or unreadable
+	Path           string  // the cache file
+}
+
+// cachePath is <dir>/results/<network>-<containerID>-<ifname>, libcni's
+// layout.
+func cachePath(dir, network, containerID, ifName string) string {
+	return filepath.Join(dir, "results", network+"-"+containerID+"-"+ifName)
+}
+
+// writeCache stores an attachment durably: a temp file in the same
+// directory, fsynced, then renamed over the old entry, so that a crash
+// leaves the old entry or the new one, never a torn or empty file.
+func writeCache(dir string, list *NetworkConfigList, rt *RuntimeConf, result *Result) error {
+	entry := cacheEntry{
+		Kind:           cacheKind,
+		ContainerID:    rt.ContainerID,
+		Config:         list.Bytes,
+		IfName:         rt.IfName,
+		NetworkName:    list.Name,
+		NetNS:          rt.NetNS,
+		CniArgs:        rt.Args,
+		CapabilityArgs: rt.CapabilityArgs,
+	}
+	if result != nil {
+		entry.RawResult = result.Bytes()
+	}
+	data, err := json.Marshal(entry)
+	if err != nil {
+		return Errorf(CodeIOFailure, "cannot encode cache entry: %v", err)
+	}
+	path := cachePath(dir, list.Name, rt.ContainerID, rt.IfName)
+	if err := writeFileAtomic(path, data); err != nil {
+		return Errorf(CodeIOFailure, "cannot write result cache: %v", err)
+	}
+	return nil
+}
+
+// writeFileAtomic replaces path with data through a synced temp file and a
+// rename, then syncs the directory so the rename itself survives a crash.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	cleanup := func() { _ = os.Remove(tmp.Name()) }
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		cleanup()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		cleanup()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		cleanup()
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		cleanup()
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// readCache returns the cached attachment, or nil when there is none. A
+// corrupt or empty entry is reported as errCorruptCache so that DEL can go
+// on without it rather than be blocked by it.
+func readCache(path string) (*Attachment, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, Errorf(CodeIOFailure, "cannot read result cache: %v", err)
+	}
+	var e cacheEntry
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, fmt.Errorf("%w %s: %v", errCorruptCache, path, err)
+	}
+	if e.Kind != cacheKind {
+		return nil, fmt.Errorf("%w %s: kind %q is not %q", errCorruptCache, path, e.Kind, cacheKind)
+	}
+	a := &Attachment{
+		Network:        e.NetworkName,
+		ContainerID:    e.ContainerID,
+		IfName:         e.IfName,
+		NetNS:          e.NetNS,
+		Args:           e.CniArgs,
+		CapabilityArgs: e.CapabilityArgs,
+		Config:         e.Config,
+		Path:           path,
+	}
+	if len(e.RawResult) > 0 && string(e.RawResult) != "null" {
+		// An unreadable result still leaves a usable attachment: DEL and
+		// GC need its identity more than its result.
+		a.Result, _ = ParseResult(e.RawResult)
+	}
+	return a, nil
+}
+
+// errCorruptCache marks a cache entry that cannot be decoded.
+var errCorruptCache = errors.New("corrupt result cache entry")
+
+// removeCache deletes a cache entry; a missing one is fine.
+func removeCache(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return Errorf(CodeIOFailure, "cannot remove result cache: %v", err)
+	}
+	return nil
+}
+
+// listCache returns every readable cached attachment in dir, optionally
+// only those of one network. Unreadable entries are skipped: one bad file
+// must not hide the others from GC.
+func listCache(dir, network string) ([]*Attachment, error) {
+	entries, err := os.ReadDir(filepath.Join(dir, "results"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, Errorf(CodeIOFailure, "cannot list result cache: %v", err)
+	}
+	var out []*Attachment
+	for _, de := range entries {
+		name := de.Name()
+		if de.IsDir() || strings.HasPrefix(name, ".") {
+			continue
+		}
+		if network != "" && !strings.HasPrefix(name, network+"-") {
+			continue
+		}
+		a, err := readCache(filepath.Join(dir, "results", name))
+		if err != nil || a == nil {
+			continue
+		}
+		if network != "" && a.Network != network {
+			continue
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}

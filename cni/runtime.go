@@ -1,0 +1,460 @@
+package cni
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Runtime executes network configuration lists: the runtime side of the
+// specification. It is safe for concurrent use; it holds no per-call state
+// and locks nothing. Callers serialise operations on one attachment.
+type Runtime struct {
+	path        []string
+	cacheDir    string
+	exec        Exec
+	rollback    bool
+	execTimeout time.Duration
+}
+
+// rollbackTimeout bounds the DEL that undoes a failed ADD.
+const rollbackTimeout = 30 * time.Second
+
+// Option configures a Runtime.
+type Option func(*Runtime)
+
+// WithCacheDir sets the result cache directory (default /var/lib/cni).
+func WithCacheDir(dir string) Option { return func(r *Runtime) { r.cacheDir = dir } }
+
+// WithExec replaces the plugin executor; for tests of chaining logic.
+func WithExec(e Exec) Option { return func(r *Runtime) { r.exec = e } }
+
+// WithRollback sets whether a failed ADD is undone by DEL of the plugins
+// that ran (default true).
+func WithRollback(on bool) Option { return func(r *Runtime) { r.rollback = on } }
+
+// WithPluginTimeout bounds every single plugin execution, in addition to
+// the caller's context (default: only the context).
+func WithPluginTimeout(d time.Duration) Option { return func(r *Runtime) { r.execTimeout = d } }
+
+// NewRuntime returns a Runtime that looks for plugins in path.
+func NewRuntime(path []string, opts ...Option) *Runtime {
+	r := &Runtime{path: path, cacheDir: DefaultCacheDir, exec: &RawExec{}, rollback: true}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// Path returns the plugin directories.
+func (r *Runtime) Path() []string { return r.path }
+
+// CacheDir returns the result cache directory.
+func (r *Runtime) CacheDir() string { return r.cacheDir }
+
+// RuntimeConf is what a runtime knows about one attachment.
+type RuntimeConf struct {
+	ContainerID    string
+	NetNS          string
+	IfName         string
+	Args           [][2]string
+	CapabilityArgs map[string]any
+	// CacheDir overrides the Runtime's cache directory for this call.
+	CacheDir string
+}
+
+func (r *Runtime) cacheDirFor(rt *RuntimeConf) string {
+	if rt != nil && rt.CacheDir != "" {
+		return rt.CacheDir
+	}
+	return r.cacheDir
+}
+
+// PluginError says which plugin of which network failed at which verb.
+// It wraps the plugin's *Error, so errors.As and CodeOf see the code.
+type PluginError struct {
+	Network string
+	Verb    string
+	Plugin  string // type
+	Index   int    // position in the chain, from 0
+	Err     error
+}
+
+func (e *PluginError) Error() string {
+	return fmt.Sprintf("network %q: plugin %q (#%d) %s: %v", e.Network, e.Plugin, e.Index, e.Verb, e.Err)
+}
+
+func (e *PluginError) Unwrap() error { return e.Err }
+
+func validateRuntimeConf(rt *RuntimeConf, needNetNS bool) error {
+	switch {
+	case rt == nil:
+		return Errorf(CodeInvalidEnvironment, "runtime config is missing")
+	case rt.ContainerID == "":
+		return Errorf(CodeInvalidEnvironment, "container ID is empty")
+	case rt.IfName == "":
+		return Errorf(CodeInvalidEnvironment, "interface name is empty")
+	case needNetNS && rt.NetNS == "":
+		return Errorf(CodeInvalidEnvironment, "network namespace path is empty")
+	}
+	if strings.ContainsAny(rt.ContainerID, "/\x00") {
+		return Errorf(CodeInvalidEnvironment, "container ID %q contains a path separator", rt.ContainerID)
+	}
+	if strings.ContainsAny(rt.IfName, "/\x00") || rt.IfName == "." || rt.IfName == ".." {
+		return Errorf(CodeInvalidEnvironment, "interface name %q is not a valid file name", rt.IfName)
+	}
+	return nil
+}
+
+// AddNetworkList runs ADD through the chain, each plugin getting the
+// previous one's result, caches the final result and returns it in the
+// list's version. When a plugin fails and rollback is on, the plugins that
+// ran (the failing one included) get DEL in reverse order, and the error
+// reports both the ADD failure and any rollback failure.
+func (r *Runtime) AddNetworkList(ctx context.Context, list *NetworkConfigList, rt *RuntimeConf) (*Result, error) {
+	if err := validateRuntimeConf(rt, true); err != nil {
+		return nil, err
+	}
+	var prev *Result
+	for i, p := range list.Plugins {
+		out, err := r.runPlugin(ctx, "ADD", list, i, prev, rt)
+		var res *Result
+		if err == nil {
+			res, err = decodeAddResult(out, list.CNIVersion)
+			if err != nil {
+				err = &PluginError{Network: list.Name, Verb: "ADD", Plugin: p.Type, Index: i, Err: err}
+			}
+		}
+		if err != nil {
+			if r.rollback {
+				// The caller's deadline may be what failed the ADD: the
+				// rollback gets its own, so it runs but cannot hang.
+				rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+				rbErr := r.delChain(rbCtx, list, i, prev, rt)
+				cancel()
+				if rbErr != nil {
+					err = errors.Join(err, fmt.Errorf("rollback after failed ADD: %w", rbErr))
+				}
+			}
+			return nil, err
+		}
+		prev = res
+	}
+	if prev == nil {
+		return nil, Errorf(CodeInvalidNetworkConfig, "network %q has no plugins", list.Name)
+	}
+	if err := writeCache(r.cacheDirFor(rt), list, rt, prev); err != nil {
+		return nil, err
+	}
+	return prev, nil
+}
+
+func decodeAddResult(out []byte, version string) (*Result, error) {
+	res, err := ParseResult(out)
+	if err != nil {
+		e := AsError(err, CodeInvalidResult)
+		if e.Code == CodeDecodingFailure {
+			e = &Error{Code: CodeInvalidResult, Msg: "plugin printed an invalid result: " + e.Msg, Details: e.Details}
+		}
+		return nil, e
+	}
+	if res.CNIVersion == version {
+		return res, nil
+	}
+	return res.ConvertTo(version)
+}
+
+// DelNetworkList runs DEL through the chain in reverse order. From 0.4.0
+// on, each plugin gets the cached result as prevResult; a cache entry that
+// is missing or corrupt is not an obstacle, DEL goes on without it. Every
+// plugin gets its DEL even when an earlier one failed, so one stuck plugin
+// does not leak the others' resources; the cache entry is kept until DEL
+// has succeeded everywhere, so a retry still has the result.
+func (r *Runtime) DelNetworkList(ctx context.Context, list *NetworkConfigList, rt *RuntimeConf) error {
+	if err := validateRuntimeConf(rt, false); err != nil {
+		return err
+	}
+	path := cachePath(r.cacheDirFor(rt), list.Name, rt.ContainerID, rt.IfName)
+	var prev *Result
+	if AtLeast(list.CNIVersion, "0.4.0") {
+		if a, err := readCache(path); err == nil && a != nil && a.Result != nil {
+			prev, _ = a.Result.ConvertTo(list.CNIVersion)
+		}
+	}
+	if err := r.delChain(ctx, list, len(list.Plugins)-1, prev, rt); err != nil {
+		return err
+	}
+	return removeCache(path)
+}
+
+// delChain runs DEL on plugins last..0.
+func (r *Runtime) delChain(ctx context.Context, list *NetworkConfigList, last int, prev *Result, rt *RuntimeConf) error {
+	var errs []error
+	for i := last; i >= 0; i-- {
+		if _, err := r.runPlugin(ctx, "DEL", list, i, prev, rt); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CheckNetworkList runs CHECK through the chain with the cached result. It
+// needs 0.4.0 or later and a cached result; disableCheck turns it off.
+func (r *Runtime) CheckNetworkList(ctx context.Context, list *NetworkConfigList, rt *RuntimeConf) error {
+	if !AtLeast(list.CNIVersion, "0.4.0") {
+		return Errorf(CodeIncompatibleVersion, "network %q: cniVersion %s has no CHECK (0.4.0 or later)", list.Name, list.CNIVersion)
+	}
+	if list.DisableCheck {
+		return nil
+	}
+	if err := validateRuntimeConf(rt, true); err != nil {
+		return err
+	}
+	path := cachePath(r.cacheDirFor(rt), list.Name, rt.ContainerID, rt.IfName)
+	a, err := readCache(path)
+	if err != nil {
+		return AsError(err, CodeIOFailure)
+	}
+	if a == nil || a.Result == nil {
+		return Errorf(CodeUnknownContainer, "network %q: no cached result for container %q interface %q (%s)", list.Name, rt.ContainerID, rt.IfName, path)
+	}
+	prev, err := a.Result.ConvertTo(list.CNIVersion)
+	if err != nil {
+		return err
+	}
+	for i := range list.Plugins {
+		if _, err := r.runPlugin(ctx, "CHECK", list, i, prev, rt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StatusNetworkList asks every plugin whether it can serve ADD (1.1.0 and
+// later; older networks are assumed ready). All plugins are asked and all
+// failures returned; CodeOf gives the first one's code.
+func (r *Runtime) StatusNetworkList(ctx context.Context, list *NetworkConfigList) error {
+	if !AtLeast(list.CNIVersion, "1.1.0") {
+		return nil
+	}
+	var errs []error
+	for i := range list.Plugins {
+		if _, err := r.runPlugin(ctx, "STATUS", list, i, nil, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// GCAttachment names an attachment that must survive GC.
+type GCAttachment struct {
+	ContainerID string `json:"containerID"`
+	IfName      string `json:"ifname"`
+}
+
+// GCNetworkList deletes every cached attachment of the network that is
+// not in valid, then (1.1.0 and later) sends GC with the valid attachments
+// to every plugin so they can free what no cache entry remembers. Every
+// failure is collected; GC never stops at the first.
+func (r *Runtime) GCNetworkList(ctx context.Context, list *NetworkConfigList, valid []GCAttachment) error {
+	if list.DisableGC {
+		return nil
+	}
+	keep := make(map[GCAttachment]bool, len(valid))
+	for _, v := range valid {
+		keep[v] = true
+	}
+	cached, err := listCache(r.cacheDir, list.Name)
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, a := range cached {
+		if keep[GCAttachment{ContainerID: a.ContainerID, IfName: a.IfName}] {
+			continue
+		}
+		rt := &RuntimeConf{ContainerID: a.ContainerID, NetNS: a.NetNS, IfName: a.IfName, Args: a.Args, CapabilityArgs: a.CapabilityArgs}
+		if err := r.DelNetworkList(ctx, list, rt); err != nil {
+			errs = append(errs, fmt.Errorf("stale attachment %s/%s: %w", a.ContainerID, a.IfName, err))
+		}
+	}
+	if AtLeast(list.CNIVersion, "1.1.0") {
+		if valid == nil {
+			valid = []GCAttachment{}
+		}
+		for i := range list.Plugins {
+			if _, err := r.runPluginWith(ctx, "GC", list, i, nil, nil, map[string]any{"cni.dev/valid-attachments": valid}); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// GetVersionInfo asks a plugin which versions it supports.
+func (r *Runtime) GetVersionInfo(ctx context.Context, pluginType string) (*VersionInfo, error) {
+	path, err := r.exec.FindInPath(pluginType, r.path)
+	if err != nil {
+		return nil, err
+	}
+	stdin := []byte(`{"cniVersion":"` + CurrentVersion + `"}`)
+	out, err := r.execOnce(ctx, path, stdin, r.environ("VERSION", nil))
+	if err != nil {
+		return nil, err
+	}
+	var vi VersionInfo
+	if err := json.Unmarshal(out, &vi); err != nil || vi.CNIVersion == "" {
+		return nil, Errorf(CodeDecodingFailure, "plugin %q printed an invalid VERSION answer: %s", pluginType, abbreviate(out))
+	}
+	if len(vi.SupportedVersions) == 0 {
+		// Plugins from before 0.3.0 answered only cniVersion.
+		vi.SupportedVersions = []string{vi.CNIVersion}
+	}
+	return &vi, nil
+}
+
+// ValidateNetworkList checks that every plugin of the list (and its IPAM
+// plugin) exists, is executable and supports the list's version, and
+// returns the union of the capabilities the plugins declare.
+func (r *Runtime) ValidateNetworkList(ctx context.Context, list *NetworkConfigList) ([]string, error) {
+	caps := map[string]bool{}
+	var errs []error
+	check := func(idx int, typ string) {
+		vi, err := r.GetVersionInfo(ctx, typ)
+		if err != nil {
+			errs = append(errs, &PluginError{Network: list.Name, Verb: "VERSION", Plugin: typ, Index: idx, Err: err})
+			return
+		}
+		if !vi.Supports(list.CNIVersion) {
+			errs = append(errs, &PluginError{Network: list.Name, Verb: "VERSION", Plugin: typ, Index: idx,
+				Err: Errorf(CodeIncompatibleVersion, "plugin supports %s, not cniVersion %s", strings.Join(vi.SupportedVersions, ", "), list.CNIVersion)})
+		}
+	}
+	for i, p := range list.Plugins {
+		check(i, p.Type)
+		if p.IPAMType != "" {
+			check(i, p.IPAMType)
+		}
+		for c, on := range p.Capabilities {
+			if on {
+				caps[c] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(caps))
+	for c := range caps {
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return out, errors.Join(errs...)
+}
+
+// CachedAttachment returns what the cache holds for an attachment, or nil.
+// A corrupt entry is returned as an error; callers doing DEL ignore it.
+func (r *Runtime) CachedAttachment(network string, rt *RuntimeConf) (*Attachment, error) {
+	if err := validateRuntimeConf(rt, false); err != nil {
+		return nil, err
+	}
+	return readCache(cachePath(r.cacheDirFor(rt), network, rt.ContainerID, rt.IfName))
+}
+
+// CachedAttachments lists the cached attachments, of one network or
+// (network == "") of all.
+func (r *Runtime) CachedAttachments(network string) ([]*Attachment, error) {
+	return listCache(r.cacheDir, network)
+}
+
+// CachedNetworkConfigList returns the configuration an attachment was
+// added with, so it can be torn down as it was set up even when the
+// configuration on disk has changed since.
+func (a *Attachment) CachedNetworkConfigList() (*NetworkConfigList, error) {
+	if len(a.Config) == 0 {
+		return nil, Errorf(CodeInvalidNetworkConfig, "cached attachment %s has no configuration", a.Path)
+	}
+	list, err := ParseNetworkConfigList(a.Config, a.Path)
+	if err != nil {
+		return nil, err
+	}
+	if len(list.Plugins) == 0 {
+		return nil, Errorf(CodeInvalidNetworkConfig, "cached attachment %s: configuration has no plugins", a.Path)
+	}
+	return list, nil
+}
+
+// runPlugin executes one verb on plugin i of list.
+func (r *Runtime) runPlugin(ctx context.Context, verb string, list *NetworkConfigList, i int, prev *Result, rt *RuntimeConf) ([]byte, error) {
+	return r.runPluginWith(ctx, verb, list, i, prev, rt, nil)
+}
+
+func (r *Runtime) runPluginWith(ctx context.Context, verb string, list *NetworkConfigList, i int, prev *Result, rt *RuntimeConf, extra map[string]any) ([]byte, error) {
+	p := list.Plugins[i]
+	wrap := func(err error) error {
+		return &PluginError{Network: list.Name, Verb: verb, Plugin: p.Type, Index: i, Err: err}
+	}
+	path, err := r.exec.FindInPath(p.Type, r.path)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	var capArgs map[string]any
+	if rt != nil {
+		capArgs = rt.CapabilityArgs
+	}
+	stdin, err := buildPluginConfig(list, p, prev, capArgs, extra)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	env, err := r.environFor(verb, rt)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	out, err := r.execOnce(ctx, path, stdin, env)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return out, nil
+}
+
+func (r *Runtime) execOnce(ctx context.Context, path string, stdin []byte, env []string) ([]byte, error) {
+	if r.execTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.execTimeout)
+		defer cancel()
+	}
+	return r.exec.ExecPlugin(ctx, path, stdin, env)
+}
+
+func (r *Runtime) environFor(verb string, rt *RuntimeConf) ([]string, error) {
+	var vars []string
+	if rt != nil && (verb == "ADD" || verb == "DEL" || verb == "CHECK") {
+		args, err := FormatArgs(rt.Args)
+		if err != nil {
+			return nil, err
+		}
+		vars = []string{
+			"CNI_CONTAINERID=" + rt.ContainerID,
+			"CNI_NETNS=" + rt.NetNS,
+			"CNI_IFNAME=" + rt.IfName,
+			"CNI_ARGS=" + args,
+		}
+	}
+	return r.environ(verb, vars), nil
+}
+
+// environ is the process environment without any inherited CNI_*
+// variable, plus CNI_COMMAND, CNI_PATH and vars.
+func (r *Runtime) environ(verb string, vars []string) []string {
+	base := os.Environ()
+	env := make([]string, 0, len(base)+len(vars)+2)
+	for _, kv := range base {
+		if !strings.HasPrefix(kv, "CNI_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "CNI_COMMAND="+verb, "CNI_PATH="+strings.Join(r.path, string(os.PathListSeparator)))
+	return append(env, vars...)
+}
