@@ -166,10 +166,11 @@ func removeCache(path string) error {
 	return nil
 }
 
-// listCache returns every readable cached attachment in dir, optionally
-// only those of one network. Unreadable entries are skipped: one bad file
-// must not hide the others from GC.
-func listCache(dir, network string) ([]*Attachment, error) {
+// listCache returns every readable cached attachment in dir that keep
+// accepts. nameHint, when not empty, must occur in the file name, which
+// spares reading unrelated entries. Unreadable entries are skipped: one
+// bad file must not hide the others from GC.
+func listCache(dir, nameHint string, keep func(*Attachment) bool) ([]*Attachment, error) {
 	entries, err := os.ReadDir(filepath.Join(dir, "results"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -180,17 +181,11 @@ func listCache(dir, network string) ([]*Attachment, error) {
 	var out []*Attachment
 	for _, de := range entries {
 		name := de.Name()
-		if de.IsDir() || strings.HasPrefix(name, ".") {
-			continue
-		}
-		if network != "" && !strings.HasPrefix(name, network+"-") {
+		if de.IsDir() || strings.HasPrefix(name, ".") || !strings.Contains(name, nameHint) {
 			continue
 		}
 		a, err := readCache(filepath.Join(dir, "results", name))
-		if err != nil || a == nil {
-			continue
-		}
-		if network != "" && a.Network != network {
+		if err != nil || a == nil || !keep(a) {
 			continue
 		}
 		out = append(out, a)

@@ -269,7 +269,7 @@ func (r *Runtime) GCNetworkList(ctx context.Context, list *NetworkConfigList, va
 	for _, v := range valid {
 		keep[v] = true
 	}
-	cached, err := listCache(r.cacheDir, list.Name)
+	cached, err := r.CachedAttachments(list.Name)
 	var errs []error
 	if err != nil {
 		errs = append(errs, err)
@@ -366,7 +366,21 @@ func (r *Runtime) CachedAttachment(network string, rt *RuntimeConf) (*Attachment
 // CachedAttachments lists the cached attachments, of one network or
 // (network == "") of all.
 func (r *Runtime) CachedAttachments(network string) ([]*Attachment, error) {
-	return listCache(r.cacheDir, network)
+	hint := ""
+	if network != "" {
+		hint = network + "-"
+	}
+	return listCache(r.cacheDir, hint, func(a *Attachment) bool { return network == "" || a.Network == network })
+}
+
+// CachedAttachmentsOf lists the cached attachments of one container, to
+// any network: what a sandbox's teardown must undo, whatever the
+// configuration says today.
+func (r *Runtime) CachedAttachmentsOf(containerID string) ([]*Attachment, error) {
+	if containerID == "" {
+		return nil, Errorf(CodeInvalidEnvironment, "container ID is empty")
+	}
+	return listCache(r.cacheDir, "-"+containerID+"-", func(a *Attachment) bool { return a.ContainerID == containerID })
 }
 
 // CachedNetworkConfigList returns the configuration an attachment was

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/sandbox"
 )
 
 const (
@@ -26,7 +29,9 @@ type globalOptions struct {
 	confDir  string
 	binDirs  []string
 	cacheDir string
+	stateDir string
 	timeout  time.Duration
+	logLevel string
 }
 
 func (o *globalOptions) register(cmd *cobra.Command) {
@@ -34,7 +39,19 @@ func (o *globalOptions) register(cmd *cobra.Command) {
 	f.StringVar(&o.confDir, "conf-dir", envOr("NETCONFPATH", defaultConfDir), "directory of network configs ($NETCONFPATH)")
 	f.StringArrayVar(&o.binDirs, "bin-dir", splitPath(envOr("CNI_PATH", defaultBinDir)), "plugin directory, repeatable ($CNI_PATH)")
 	f.StringVar(&o.cacheDir, "cache-dir", cni.DefaultCacheDir, "result cache directory")
+	f.StringVar(&o.stateDir, "state-dir", sandbox.DefaultStateDir, "where podnet keeps the records of the sandboxes it creates")
 	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "deadline for the whole operation")
+	f.StringVar(&o.logLevel, "log-level", "warn", "log level on stderr: debug, info, warn or error")
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return o.setupLogging() }
+}
+
+func (o *globalOptions) setupLogging() error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", o.logLevel)
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	return nil
 }
 
 func (o *globalOptions) runtime() *cni.Runtime {

@@ -100,35 +100,7 @@ func newPodCommand(opts *globalOptions) *cobra.Command {
 			return printJSON(cmd, a.Result)
 		},
 	})
-	cmd.AddCommand(&cobra.Command{
-		Use:   "gc NETWORK",
-		Short: "Delete cached attachments of the network whose namespace no longer exists, then send GC to its plugins",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := opts.context(cmd)
-			defer cancel()
-			list, err := opts.network(args[0])
-			if err != nil {
-				return err
-			}
-			rt := opts.runtime()
-			cached, err := rt.CachedAttachments(list.Name)
-			if err != nil {
-				return err
-			}
-			var valid []cni.GCAttachment
-			for _, a := range cached {
-				if _, err := os.Stat(a.NetNS); err == nil && a.NetNS != "" {
-					valid = append(valid, cni.GCAttachment{ContainerID: a.ContainerID, IfName: a.IfName})
-				}
-			}
-			if err := rt.GCNetworkList(ctx, list, valid); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "network %q: %d attachment(s) kept, %d removed\n", list.Name, len(valid), len(cached)-len(valid))
-			return nil
-		},
-	})
+	cmd.AddCommand(newPodGCCommand(opts), newPodLsCommand(opts), newPodRmCommand(opts))
 	return cmd
 }
 

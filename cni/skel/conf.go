@@ -44,8 +44,10 @@ func confError(format string, args ...any) error {
 }
 
 // decodeConf decodes and checks the configuration: undecodable input is
-// code 6; a document of the wrong shape is code 7.
-func decodeConf(data []byte, cmd string) (*NetConf, error) {
+// code 6; a document of the wrong shape is code 7. With an error, it
+// still returns what it decoded, so that the error can be written in the
+// configuration's version.
+func decodeConf(data []byte) (*NetConf, error) {
 	raw, err := decodeObject(data)
 	if err != nil {
 		return nil, err
@@ -59,16 +61,16 @@ func decodeConf(data []byte, cmd string) (*NetConf, error) {
 		return nil, confError("%v", err)
 	}
 	if _, ok := raw["cniVersion"]; !ok || conf.CNIVersion == "" {
-		return nil, confError("cniVersion is missing")
+		return &conf, confError("cniVersion is missing")
 	}
 	if conf.Name == "" {
-		return nil, confError("name is missing")
+		return &conf, confError("name is missing")
 	}
 	if !networkNamePattern.MatchString(conf.Name) {
-		return nil, confError("name %q is not a valid network name", conf.Name)
+		return &conf, confError("name %q is not a valid network name", conf.Name)
 	}
 	if conf.Type == "" {
-		return nil, confError("type is missing")
+		return &conf, confError("type is missing")
 	}
 	if p := bytes.TrimSpace(conf.RawPrevResult); string(p) == "null" {
 		conf.RawPrevResult = nil

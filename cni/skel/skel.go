@@ -14,6 +14,8 @@ import (
 )
 
 // Plugin is a CNI plugin: a handler per verb, and what it supports.
+// A panic in a handler becomes a code-100 error; a panic in a goroutine
+// a handler started cannot be caught and crashes the plugin.
 type Plugin struct {
 	// Add configures the container and returns the result. skel converts
 	// it to the configuration's cniVersion before printing it.
@@ -167,7 +169,7 @@ func (inv *invocation) dispatch() ([]byte, error) {
 	if cmd == "VERSION" {
 		return inv.version(args.StdinData)
 	}
-	if inv.conf, err = decodeConf(args.StdinData, cmd); err != nil {
+	if inv.conf, err = decodeConf(args.StdinData); err != nil {
 		return nil, err
 	}
 	args.NetConf = inv.conf

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/podnet/podnet/netplugin"
+	"github.com/podnet/podnet/sandbox"
+)
+
+// podEnv is what the sandbox-level commands share: the sandbox records,
+// and the cni network plugin behind a PluginManager, its host resolving a
+// sandbox ID to the namespace path in the records.
+type podEnv struct {
+	store   *sandbox.Store
+	plugin  *netplugin.CNIPlugin
+	manager *netplugin.PluginManager
+}
+
+// podEnv prepares the plugin. With requireReady, a plugin whose Status is
+// not nil is an error explaining why; tear-down works without it.
+func (o *globalOptions) podEnv(network string, requireReady bool) (*podEnv, error) {
+	env := &podEnv{store: sandbox.NewStore(o.stateDir)}
+	plugins := netplugin.ProbeNetworkPlugins(o.confDir, o.binDirs,
+		netplugin.WithCacheDir(o.cacheDir), netplugin.WithDefaultNetwork(network))
+	host := netplugin.HostFunc(env.netnsOf)
+	p, err := netplugin.SelectPlugin(plugins, netplugin.CNIPluginName, netplugin.InitConfig{Host: host})
+	if err != nil {
+		return nil, err
+	}
+	env.plugin = p.(*netplugin.CNIPlugin)
+	if err := env.plugin.Status(); err != nil && requireReady {
+		env.close()
+		def, broken := env.plugin.Networks()
+		msg := err.Error()
+		if def == nil && network != "" {
+			msg = fmt.Sprintf("%s: no network %q in %s", msg, network, o.confDir)
+		} else if def == nil {
+			msg = fmt.Sprintf("%s: no valid network in %s", msg, o.confDir)
+		}
+		var reasons []string
+		for _, b := range broken {
+			reasons = append(reasons, b.Error())
+		}
+		if len(reasons) > 0 {
+			msg += " (broken: " + strings.Join(reasons, "; ") + ")"
+		}
+		return nil, errors.New(msg)
+	}
+	if env.manager, err = netplugin.NewPluginManager(p, nil); err != nil {
+		env.close()
+		return nil, err
+	}
+	return env, nil
+}
+
+func (e *podEnv) close() {
+	if e.plugin != nil {
+		_ = e.plugin.Close()
+	}
+}
+
+// netnsOf finds a sandbox's namespace by its ID.
+func (e *podEnv) netnsOf(id string) (string, error) {
+	all, _ := e.store.List()
+	for _, sb := range all {
+		if sb.ID == id {
+			return sb.NetNS, nil
+		}
+	}
+	return "", fmt.Errorf("sandbox %q: %w", id, fs.ErrNotExist)
+}

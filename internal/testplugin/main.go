@@ -1,0 +1,138 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/internal/testplugin/record"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	envVersions = "PODNET_TESTPLUGIN_VERSIONS"
+	envRecord   = "PODNET_TESTPLUGIN_RECORD"
+	envChild    = "PODNET_TESTPLUGIN_CHILD" // set in the spawned child: how long to sleep
+)
+
+func main() {
+	if d := os.Getenv(envChild); d != "" {
+		sleepFor, _ := time.ParseDuration(d)
+		time.Sleep(sleepFor)
+		os.Exit(0)
+	}
+	os.Exit(run())
+}
+
+func run() int {
+	cmd := os.Getenv("CNI_COMMAND")
+	stdin, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		return fail(&cni.Error{Code: cni.CodeIOFailure, Msg: "read stdin: " + err.Error()})
+	}
+	conf, confErr := parseConfig(stdin)
+
+	dir := conf.Record
+	if dir == "" {
+		dir = os.Getenv(envRecord)
+	}
+	if dir != "" {
+		if err := writeRecord(dir, cmd, stdin); err != nil {
+			return fail(&cni.Error{Code: cni.CodeIOFailure, Msg: "record: " + err.Error()})
+		}
+	}
+	versions := supportedVersions()
+	if cmd == "VERSION" {
+		return printJSON(&cni.VersionInfo{CNIVersion: newest(versions), SupportedVersions: versions})
+	}
+	if confErr != nil {
+		return fail(confErr)
+	}
+	if conf.SpawnChild {
+		if err := spawnChild(conf, dir); err != nil {
+			return fail(&cni.Error{Code: cni.CodeInternal, Msg: "spawn child: " + err.Error()})
+		}
+	}
+	if d := conf.sleepFor(cmd); d > 0 {
+		time.Sleep(d)
+	}
+	if conf.Crash.has(cmd) {
+		fmt.Fprintf(os.Stderr, "testplugin: crashing on %s as configured\n", cmd)
+		return 2
+	}
+	if !slices.Contains(versions, conf.CNIVersion) {
+		return fail(cni.Errorf(cni.CodeIncompatibleVersion, "testplugin: cniVersion %q not in %s", conf.CNIVersion, strings.Join(versions, ",")))
+	}
+	if f, ok := conf.Fail[cmd]; ok {
+		return fail(&cni.Error{Code: f.Code, Msg: f.Msg, Details: f.Details})
+	}
+	if conf.Garbage.has(cmd) {
+		fmt.Println("this is not JSON {")
+		return 0
+	}
+	switch cmd {
+	case "ADD":
+		if conf.Null {
+			fmt.Println("null")
+			return 0
+		}
+		if conf.Result != nil {
+			os.Stdout.Write(append(conf.Result, '\n'))
+			return 0
+		}
+		r, err := defaultResult(conf)
+		if err != nil {
+			return fail(cni.AsError(err, cni.CodeInternal))
+		}
+		return printJSON(r)
+	case "DEL", "CHECK", "STATUS", "GC":
+		return 0
+	}
+	return fail(cni.Errorf(cni.CodeInvalidEnvironment, "testplugin: unknown CNI_COMMAND %q", cmd))
+}
+
+func supportedVersions() []string {
+	if s := os.Getenv(envVersions); s != "" {
+		return strings.Split(s, ",")
+	}
+	return cni.SupportedVersions
+}
+
+func newest(versions []string) string {
+	best := ""
+	for _, v := range versions {
+		if best == "" || cni.AtLeast(v, best) {
+			best = v
+		}
+	}
+	return best
+}
+
+func writeRecord(dir, cmd string, stdin []byte) error {
+	r := &record.Record{Command: cmd, Env: map[string]string{}, Stdin: string(stdin), PID: os.Getpid(), PGID: unix.Getpgrp()}
+	for _, kv := range os.Environ() {
+		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "CNI_") {
+			r.Env[k] = v
+		}
+	}
+	return record.Write(dir, r)
+}
+
+func fail(e *cni.Error) int {
+	os.Stdout.Write(append(e.JSON(), '\n'))
+	return 1
+}
+
+func printJSON(v any) int {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fail(cni.Errorf(cni.CodeInternal, "marshal: %v", err))
+	}
+	os.Stdout.Write(append(b, '\n'))
+	return 0
+}

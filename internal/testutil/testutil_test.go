@@ -1,0 +1,87 @@
+package testutil
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/podnet/podnet/netns"
+)
+
+type fakeGate struct{ skipped, failed bool }
+
+func (*fakeGate) Helper()                 {}
+func (g *fakeGate) Skip(...any)           { g.skipped = true }
+func (g *fakeGate) Fatalf(string, ...any) { g.failed = true }
+
+func TestRequireRoot(t *testing.T) {
+	tests := []struct {
+		euid         int
+		ci           string
+		skip, failed bool
+	}{
+		{0, "", false, false},
+		{0, "true", false, false},
+		{1000, "", true, false},
+		{1000, "true", false, true},
+	}
+	for _, tt := range tests {
+		var g fakeGate
+		requireRoot(&g, tt.euid, tt.ci)
+		if g.skipped != tt.skip || g.failed != tt.failed {
+			t.Errorf("euid %d CI %q: skipped %v failed %v, want %v %v", tt.euid, tt.ci, g.skipped, g.failed, tt.skip, tt.failed)
+		}
+	}
+}
+
+func TestModuleRoot(t *testing.T) {
+	root, err := ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil || !bytes.Contains(b, []byte("module github.com/podnet/podnet\n")) {
+		t.Fatalf("%s is not podnet's module root (%v)", root, err)
+	}
+}
+
+func TestBuildBinary(t *testing.T) {
+	dir := t.TempDir()
+	a := BuildBinary(t, "./internal/testplugin", dir)
+	b := BuildBinaryAs(t, "./internal/testplugin", dir, "other-name")
+	if filepath.Base(a) != "testplugin" || filepath.Base(b) != "other-name" {
+		t.Fatalf("paths %s %s", a, b)
+	}
+	for _, p := range []string{a, b} {
+		fi, err := os.Stat(p)
+		if err != nil || fi.Mode().Perm()&0o111 == 0 {
+			t.Fatalf("%s: %v %v", p, fi, err)
+		}
+	}
+	builds.Lock()
+	n := len(builds.m)
+	builds.Unlock()
+	if n != 1 {
+		t.Fatalf("%d builds cached, want the one package once", n)
+	}
+}
+
+func TestNewNetNS(t *testing.T) {
+	RequireRoot(t)
+	var name, path string
+	t.Run("inner", func(t *testing.T) {
+		name, path = NewNetNS(t)
+		if err := netns.IsNetNS(path); err != nil {
+			t.Fatal(err)
+		}
+		if filepath.Base(path) != name || name[:len(NetNSPrefix)] != NetNSPrefix {
+			t.Fatalf("name %s path %s", name, path)
+		}
+	})
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("namespace %s still there after its test: %v", path, err)
+	}
+}
