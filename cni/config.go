@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 )
@@ -38,9 +37,6 @@ type PluginConfig struct {
 // DefaultConfExtensions are the file name extensions a conf dir is read for.
 var DefaultConfExtensions = []string{".conf", ".conflist", ".json"}
 
-// networkNamePattern is the specification's rule for network names.
-var networkNamePattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`)
-
 // configError is a code-7 error naming where in which document the fault is.
 func configError(source, field, format string, args ...any) *Error {
 	msg := fmt.Sprintf(format, args...)
@@ -66,8 +62,8 @@ func ParseNetworkConfigList(data []byte, source string) (*NetworkConfigList, err
 	if list.Name, err = stringField(raw, source, "name", true); err != nil {
 		return nil, err
 	}
-	if !networkNamePattern.MatchString(list.Name) {
-		return nil, configError(source, "name", "%q is not a valid network name (letters, digits, '_', '.', '-'; not starting with a punctuation mark)", list.Name)
+	if err := ValidateNetworkName(list.Name); err != nil {
+		return nil, configError(source, "name", "%v", err)
 	}
 	if list.CNIVersion, err = pickVersion(raw, source); err != nil {
 		return nil, err

@@ -92,21 +92,17 @@ func (e *PluginError) Error() string {
 func (e *PluginError) Unwrap() error { return e.Err }
 
 func validateRuntimeConf(rt *RuntimeConf, needNetNS bool) error {
-	switch {
-	case rt == nil:
+	if rt == nil {
 		return Errorf(CodeInvalidEnvironment, "runtime config is missing")
-	case rt.ContainerID == "":
-		return Errorf(CodeInvalidEnvironment, "container ID is empty")
-	case rt.IfName == "":
-		return Errorf(CodeInvalidEnvironment, "interface name is empty")
-	case needNetNS && rt.NetNS == "":
+	}
+	if err := ValidateContainerID(rt.ContainerID); err != nil {
+		return Errorf(CodeInvalidEnvironment, "%v", err)
+	}
+	if err := ValidateIfName(rt.IfName); err != nil {
+		return Errorf(CodeInvalidEnvironment, "%v", err)
+	}
+	if needNetNS && rt.NetNS == "" {
 		return Errorf(CodeInvalidEnvironment, "network namespace path is empty")
-	}
-	if strings.ContainsAny(rt.ContainerID, "/\x00") {
-		return Errorf(CodeInvalidEnvironment, "container ID %q contains a path separator", rt.ContainerID)
-	}
-	if strings.ContainsAny(rt.IfName, "/\x00") || rt.IfName == "." || rt.IfName == ".." {
-		return Errorf(CodeInvalidEnvironment, "interface name %q is not a valid file name", rt.IfName)
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 
 	"github.com/podnet/podnet/cni"
 )
@@ -35,10 +34,6 @@ type Attachment struct {
 	IfName      string `json:"ifname"`
 }
 
-// networkNamePattern is the specification's rule for network names (the
-// same rule cni applies when loading configuration).
-var networkNamePattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`)
-
 func confError(format string, args ...any) error {
 	return cni.Errorf(cni.CodeInvalidNetworkConfig, "config: "+format, args...)
 }
@@ -66,8 +61,8 @@ func decodeConf(data []byte) (*NetConf, error) {
 	if conf.Name == "" {
 		return &conf, confError("name is missing")
 	}
-	if !networkNamePattern.MatchString(conf.Name) {
-		return &conf, confError("name %q is not a valid network name", conf.Name)
+	if err := cni.ValidateNetworkName(conf.Name); err != nil {
+		return &conf, confError("name: %v", err)
 	}
 	if conf.Type == "" {
 		return &conf, confError("type is missing")

@@ -2,9 +2,6 @@ package skel
 
 import (
 	"path/filepath"
-	"regexp"
-	"strings"
-	"unicode"
 
 	"github.com/podnet/podnet/cni"
 )
@@ -19,12 +16,6 @@ var need = map[string]struct{ containerID, netns, ifName, path bool }{
 	"STATUS":  {false, false, false, true},
 	"VERSION": {},
 }
-
-// containerIDPattern is the specification's rule for container IDs.
-var containerIDPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`)
-
-// maxIfNameLen is IFNAMSIZ less the terminating NUL.
-const maxIfNameLen = 15
 
 func envError(format string, args ...any) error {
 	return cni.Errorf(cni.CodeInvalidEnvironment, format, args...)
@@ -82,24 +73,18 @@ func validateContainerID(id string) error {
 	if id == "" {
 		return envError("CNI_CONTAINERID is not set")
 	}
-	if !containerIDPattern.MatchString(id) {
-		return envError("CNI_CONTAINERID %q is invalid: letters, digits, '_', '.' and '-', starting with a letter or digit", id)
+	if err := cni.ValidateContainerID(id); err != nil {
+		return envError("CNI_CONTAINERID: %v", err)
 	}
 	return nil
 }
 
 func validateIfName(name string) error {
-	switch {
-	case name == "":
+	if name == "" {
 		return envError("CNI_IFNAME is not set")
-	case len(name) > maxIfNameLen:
-		return envError("CNI_IFNAME %q is longer than %d bytes", name, maxIfNameLen)
-	case name == "." || name == "..":
-		return envError("CNI_IFNAME %q is not a valid interface name", name)
-	case strings.ContainsAny(name, "/:"):
-		return envError("CNI_IFNAME %q contains '/' or ':'", name)
-	case strings.ContainsFunc(name, unicode.IsSpace):
-		return envError("CNI_IFNAME %q contains white space", name)
+	}
+	if err := cni.ValidateIfName(name); err != nil {
+		return envError("CNI_IFNAME: %v", err)
 	}
 	return nil
 }
