@@ -44,7 +44,7 @@ deps:
 	@command -v ip >/dev/null && command -v nft >/dev/null || { \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 nftables iptables >/dev/null; }
 
-run: build
+run: deps build
 	$(CURDIR)/scripts/demo.sh $(BIN)
 
 clean:

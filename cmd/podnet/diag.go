@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// newDiagCommand holds small network diagnostics meant to run inside a
+// pod (`podnet run -- podnet diag serve`), so that checking pod
+// connectivity needs no tools beyond podnet itself.
+func newDiagCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "diag", Short: "Connectivity diagnostics to run inside pods"}
+	var listen string
+	serve := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve HTTP, answering with the addresses of this network namespace",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
+			srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				fmt.Fprintf(w, "hello from %s (pod addresses %v) to %s\n", hostname(), localAddrs(), r.RemoteAddr)
+			})}
+			go func() {
+				<-cmd.Context().Done()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				_ = srv.Shutdown(ctx)
+			}()
+			fmt.Fprintf(cmd.ErrOrStderr(), "podnet diag: serving on %s\n", ln.Addr())
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
+	}
+	serve.Flags().StringVar(&listen, "listen", ":8080", "address to listen on")
+	var timeout time.Duration
+	get := &cobra.Command{
+		Use:   "get URL",
+		Short: "Fetch a URL over HTTP and print the body",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			client := &http.Client{Timeout: timeout}
+			resp, err := client.Get(args[0])
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			if _, err := io.Copy(cmd.OutOrStdout(), resp.Body); err != nil {
+				return err
+			}
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s: %s", args[0], resp.Status)
+			}
+			return nil
+		},
+	}
+	get.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "give up after this long")
+	cmd.AddCommand(serve, get)
+	return cmd
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+func localAddrs() []string {
+	var out []string
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && !ipn.IP.IsLinkLocalUnicast() {
+			out = append(out, ipn.IP.String())
+		}
+	}
+	return out
+}
