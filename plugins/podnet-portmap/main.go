@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/cni/skel"
+	"github.com/podnet/podnet/portmap"
+)
+
+func main() { plugin().Main() }
+
+func plugin() *skel.Plugin {
+	return &skel.Plugin{
+		Add:      cmdAdd,
+		Del:      cmdDel,
+		Check:    cmdCheck,
+		GC:       cmdGC,
+		Versions: cni.SupportedVersions,
+		About:    "podnet port-mapping plugin",
+	}
+}
+
+// lockPath is the lock file; tests leave it as it is.
+var lockPath = portmap.DefaultLockPath
+
+func request(args *skel.CmdArgs) (*portmap.Request, error) {
+	c, err := portmap.ParseConfig(args.StdinData)
+	if err != nil {
+		return nil, err
+	}
+	return &portmap.Request{
+		Owner:    portmap.Owner{Network: args.NetConf.Name, ContainerID: args.ContainerID, IfName: args.IfName},
+		Config:   c,
+		Prev:     args.NetConf.PrevResult,
+		LockPath: lockPath,
+	}, nil
+}
+
+func cmdAdd(args *skel.CmdArgs) (*cni.Result, error) {
+	r, err := request(args)
+	if err != nil {
+		return nil, err
+	}
+	if err := portmap.Add(r); err != nil {
+		return nil, err
+	}
+	if r.Prev != nil {
+		return r.Prev, nil
+	}
+	return &cni.Result{CNIVersion: args.NetConf.CNIVersion}, nil
+}
+
+func cmdDel(args *skel.CmdArgs) error {
+	r, err := request(args)
+	if err != nil {
+		// DEL must clean up whatever it is given: without readable
+		// mappings, look for the attachment's elements everywhere.
+		fmt.Fprintf(args.Stderr, "podnet-portmap: DEL: %v; removing every element of %s\n", err, args.ContainerID)
+		r = &portmap.Request{
+			Owner:    portmap.Owner{Network: args.NetConf.Name, ContainerID: args.ContainerID, IfName: args.IfName},
+			Config:   &portmap.Config{},
+			LockPath: lockPath,
+			Sweep:    true,
+		}
+	}
+	return portmap.Del(r)
+}
+
+func cmdCheck(args *skel.CmdArgs) error {
+	r, err := request(args)
+	if err != nil {
+		return err
+	}
+	return portmap.Check(r)
+}
+
+func cmdGC(args *skel.CmdArgs) error {
+	valid := make([]portmap.Owner, 0, len(args.NetConf.ValidAttachments))
+	for _, a := range args.NetConf.ValidAttachments {
+		valid = append(valid, portmap.Owner{Network: args.NetConf.Name, ContainerID: a.ContainerID, IfName: a.IfName})
+	}
+	return portmap.GC(args.NetConf.Name, valid, lockPath)
+}

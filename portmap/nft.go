@@ -1,0 +1,144 @@
+package portmap
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
+
+	"github.com/podnet/podnet/cni"
+)
+
+// NFT is the table in the kernel, reached over one netlink socket that
+// lives as long as the NFT. It talks to the network namespace of the
+// thread that called OpenNFT.
+type NFT struct {
+	conn *nftables.Conn
+	rs   *Ruleset
+}
+
+// OpenNFT opens a netlink socket to nftables in the caller's network
+// namespace.
+func OpenNFT() (*NFT, error) {
+	c, err := nftables.New(nftables.AsLasting())
+	if err != nil {
+		return nil, cni.Errorf(cni.CodeIOFailure, "portmap: nftables netlink socket: %v", err)
+	}
+	return &NFT{conn: c, rs: NewRuleset()}, nil
+}
+
+// Close closes the socket.
+func (n *NFT) Close() error { return n.conn.CloseLasting() }
+
+// List reads the elements of the named sets. missing is true when one of
+// them does not exist: the table has to be set up before elements can
+// be added.
+func (n *NFT) List(sets []string) (entries []Entry, missing bool, err error) {
+	for _, name := range sets {
+		set := n.rs.Sets[name]
+		elems, err := n.conn.GetSetElements(set)
+		if err != nil {
+			// GetSetElements does not wrap the errno; this call does.
+			if _, err2 := n.conn.GetSetByName(n.rs.Table, name); errors.Is(err2, unix.ENOENT) {
+				missing = true
+				continue
+			}
+			return nil, false, cni.Errorf(cni.CodeIOFailure, "portmap: list elements of %s in table inet %s: %v", name, TableName, err)
+		}
+		for _, el := range elems {
+			e, err := DecodeEntry(name, el.Key, el.Val, el.Comment)
+			if err != nil {
+				continue // not ours to interpret; never matches an owner
+			}
+			entries = append(entries, e)
+		}
+	}
+	return entries, missing, nil
+}
+
+// Apply makes ch in one batch, atomically. With setup, the batch first
+// creates the table, its sets and chains where they are missing and
+// (re)writes the chains' rules; without it, the batch only changes
+// elements and fails if the table is not there.
+func (n *NFT) Apply(ch Changes, setup bool) error {
+	if ch.Empty() && !setup {
+		return nil
+	}
+	if setup {
+		n.queueSetup()
+	}
+	if err := n.queueElements(ch.Del, false, n.conn.SetDeleteElements); err != nil {
+		return err
+	}
+	if err := n.queueElements(ch.Add, true, n.conn.SetAddElements); err != nil {
+		return err
+	}
+	if err := n.conn.Flush(); err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			// Reconcile saw no holder: one appeared since (a writer
+			// that does not take the lock).
+			return cni.Errorf(cni.CodeAddressConflict, "portmap: a host port was taken by another container during this ADD: %v", err)
+		}
+		return cni.Errorf(cni.CodeIOFailure, "portmap: update table inet %s: %v", TableName, err)
+	}
+	return nil
+}
+
+func (n *NFT) queueSetup() {
+	rs := n.rs
+	n.conn.AddTable(rs.Table)
+	for _, name := range AllSets {
+		// AddSet only fails for anonymous or constant sets.
+		_ = n.conn.AddSet(rs.Sets[name], nil)
+	}
+	for _, c := range rs.Chains {
+		n.conn.AddChain(c)
+		n.conn.FlushChain(c)
+		for _, r := range rs.Rules[c.Name] {
+			n.conn.AddRule(r)
+		}
+	}
+}
+
+// queueElements queues op on es, grouped by set. A deletion needs the
+// key only.
+func (n *NFT) queueElements(es []Entry, full bool, op func(*nftables.Set, []nftables.SetElement) error) error {
+	bySet := map[string][]nftables.SetElement{}
+	var order []string
+	for _, e := range es {
+		name := e.Set()
+		if _, ok := bySet[name]; !ok {
+			order = append(order, name)
+		}
+		el := nftables.SetElement{Key: e.Key()}
+		if full {
+			el.Val, el.Comment = e.Value(), e.Owner.String()
+		}
+		bySet[name] = append(bySet[name], el)
+	}
+	for _, name := range order {
+		if err := op(n.rs.Sets[name], bySet[name]); err != nil {
+			return cni.Errorf(cni.CodeInternal, "portmap: encode elements of %s: %v", name, err)
+		}
+	}
+	return nil
+}
+
+// CheckRuleset verifies that every chain of the table exists with the
+// number of rules podnet gives it.
+func (n *NFT) CheckRuleset() error {
+	for _, c := range n.rs.Chains {
+		rules, err := n.conn.GetRules(n.rs.Table, c)
+		if err != nil {
+			return fmt.Errorf("portmap: chain %s of table inet %s: %v", c.Name, TableName, err)
+		}
+		if got, want := len(rules), len(n.rs.Rules[c.Name]); got != want {
+			return fmt.Errorf("portmap: chain %s of table inet %s has %d rules, want %d", c.Name, TableName, got, want)
+		}
+	}
+	return nil
+}
+
+// Ruleset returns the description of the table NFT programs.
+func (n *NFT) Ruleset() *Ruleset { return n.rs }
