@@ -38,10 +38,12 @@ fuzz:
 	for f in FuzzParseNetworkConfigList FuzzParseResult FuzzParseArgs; do \
 		$(GO) test ./cni -run XXX -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 
-# Tools the tests use from the system (root, Debian): iproute2 for
-# inspection in tests, nftables for the nft CLI used only by assertions.
+# Tools the tests use from the system (root, Debian): iproute2 (ip, tc) and
+# util-linux's unshare for the interop tests, nftables and iptables for the
+# reference portmap plugin and for inspecting state in assertions.
+DEP_TOOLS := ip tc nft iptables ip6tables unshare
 deps:
-	@command -v ip >/dev/null && command -v nft >/dev/null || { \
+	@for t in $(DEP_TOOLS); do command -v $$t >/dev/null || missing=1; done; [ -z "$$missing" ] || { \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 nftables iptables >/dev/null; }
 
 run: deps build

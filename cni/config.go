@@ -184,9 +184,10 @@ func ParseNetworkConfig(data []byte, source string) (*NetworkConfigList, error) 
 }
 
 // LoadFile reads a network from a file: .conflist files as lists, other
-// files as single-plugin configs. Unless the list sets
+// files as single-plugin configs. For a .conflist, unless it sets
 // loadOnlyInlinedPlugins, plugins in <dir>/<network name>/*.conf are
-// appended to the chain, in name order.
+// appended to the chain in name order (as libcni does; it never does so
+// for single-plugin files).
 func LoadFile(path string) (*NetworkConfigList, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -202,7 +203,7 @@ func LoadFile(path string) (*NetworkConfigList, error) {
 		return nil, err
 	}
 	list.Path = path
-	if !list.LoadOnlyInlinedPlugins {
+	if filepath.Ext(path) == ".conflist" && !list.LoadOnlyInlinedPlugins {
 		dir := filepath.Join(filepath.Dir(path), list.Name)
 		files, err := ConfFiles(dir, []string{".conf"})
 		if err != nil {

@@ -4,6 +4,7 @@
 // and Runtime, which finds, configures and executes plugins, chains them,
 // and keeps the result cache that DEL, CHECK and GC depend on.
 //
-// The package does no networking itself and never enters a network
-// namespace: that is the plugins' job.
+// The package does no networking itself: that is the plugins' job. It
+// enters a network namespace only to start plugins in a configured host
+// namespace (RawExec.HostNetNS).
 package cni

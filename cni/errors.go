@@ -42,7 +42,43 @@ type Error struct {
 	Code       Code   `json:"code"`
 	Msg        string `json:"msg"`
 	Details    string `json:"details,omitempty"`
+
+	// cause marks the runtime's own failures (see ErrPluginNotFound and
+	// its siblings), which errors.Is finds through Unwrap.
+	cause error
 }
+
+// The runtime's own failures. Codes of 100 and above are plugin-specific
+// in the specification, so a third-party plugin may answer with the same
+// number as one of podnet's codes: to know that the runtime itself could
+// not find, run or understand a plugin, test with errors.Is against these,
+// not with IsCode.
+var (
+	ErrPluginNotFound = errors.New("plugin not found")
+	ErrPluginCrashed  = errors.New("plugin failed without a CNI error")
+	ErrTimeout        = errors.New("plugin did not finish in time")
+	ErrInvalidResult  = errors.New("plugin printed an invalid result")
+)
+
+// runtimeErrorf is Errorf for a failure of the runtime itself: the error
+// also unwraps to the sentinel of its code.
+func runtimeErrorf(code Code, format string, args ...any) *Error {
+	e := Errorf(code, format, args...)
+	switch code {
+	case CodePluginNotFound:
+		e.cause = ErrPluginNotFound
+	case CodePluginCrashed:
+		e.cause = ErrPluginCrashed
+	case CodeTimeout:
+		e.cause = ErrTimeout
+	case CodeInvalidResult:
+		e.cause = ErrInvalidResult
+	}
+	return e
+}
+
+// Unwrap returns the runtime sentinel, if any.
+func (e *Error) Unwrap() error { return e.cause }
 
 // Errorf builds an *Error whose message is formatted like fmt.Sprintf.
 func Errorf(code Code, format string, args ...any) *Error {

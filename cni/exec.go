@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/podnet/podnet/netns"
 )
 
 // Exec runs plugin binaries. Runtime uses RawExec; unit tests of pure
@@ -33,6 +35,10 @@ type RawExec struct {
 	// KillGrace is how long a plugin has between SIGTERM and SIGKILL once
 	// its context is done. Zero means DefaultKillGrace.
 	KillGrace time.Duration
+	// HostNetNS, when set, is the network namespace plugins are started
+	// in instead of the caller's: the "host" of the pods, for benchmarks
+	// and tests that must not touch the real host's network.
+	HostNetNS string
 }
 
 // DefaultKillGrace is the time a plugin gets to exit after SIGTERM.
@@ -54,7 +60,7 @@ func (e *RawExec) ExecPlugin(ctx context.Context, path string, stdin []byte, env
 		// be started again.
 		select {
 		case <-ctx.Done():
-			return nil, Errorf(CodeTimeout, "plugin %s: %v while its binary was busy: %v", path, ctx.Err(), err)
+			return nil, runtimeErrorf(CodeTimeout, "plugin %s: %v while its binary was busy: %v", path, ctx.Err(), err)
 		case <-time.After(delay):
 		}
 		delay *= 2
@@ -78,29 +84,34 @@ func (e *RawExec) run(ctx context.Context, path string, stdin []byte, env []stri
 	// and stops waiting for pipes held open by its children.
 	cmd.WaitDelay = grace
 
-	if err := cmd.Start(); err != nil {
+	start := cmd.Start
+	if e.HostNetNS != "" {
+		// The plugin is forked from a thread inside HostNetNS and so
+		// starts there; this process stays where it is.
+		start = func() error { return netns.Do(e.HostNetNS, cmd.Start) }
+	}
+	if err := start(); err != nil {
 		if errors.Is(err, syscall.ETXTBSY) {
 			return nil, err
 		}
-		code := CodeIOFailure
 		if errors.Is(err, fs.ErrNotExist) {
-			code = CodePluginNotFound
+			return nil, runtimeErrorf(CodePluginNotFound, "cannot start plugin %s: %v", path, err)
 		}
-		return nil, Errorf(code, "cannot start plugin %s: %v", path, err)
+		return nil, Errorf(CodeIOFailure, "cannot start plugin %s: %v", path, err)
 	}
 	waitErr := cmd.Wait()
 	if ctx.Err() != nil {
 		// Whatever survived SIGTERM and the leader's SIGKILL goes now: no
 		// process of a timed-out plugin outlives the call.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		return nil, Errorf(CodeTimeout, "plugin %s did not finish: %v", path, context.Cause(ctx)).WithDetails(stderrDetails(&stderr))
+		return nil, runtimeErrorf(CodeTimeout, "plugin %s did not finish: %v", path, context.Cause(ctx)).WithDetails(stderrDetails(&stderr))
 	}
 	if waitErr == nil {
 		return stdout.Bytes(), nil
 	}
 	var exitErr *exec.ExitError
 	if !errors.As(waitErr, &exitErr) && !errors.Is(waitErr, exec.ErrWaitDelay) {
-		return nil, Errorf(CodePluginCrashed, "plugin %s: %v", path, waitErr).WithDetails(stderrDetails(&stderr))
+		return nil, runtimeErrorf(CodePluginCrashed, "plugin %s: %v", path, waitErr).WithDetails(stderrDetails(&stderr))
 	}
 	if errors.Is(waitErr, exec.ErrWaitDelay) && cmd.ProcessState.Success() {
 		// The plugin succeeded but left a child holding its output open.
@@ -123,7 +134,7 @@ func pluginFailure(path string, state *os.ProcessState, stdout []byte, stderr *b
 	if out := strings.TrimSpace(string(stdout)); out != "" {
 		msg += "; stdout: " + abbreviate([]byte(out))
 	}
-	return Errorf(CodePluginCrashed, "%s", msg).WithDetails(stderrDetails(stderr))
+	return runtimeErrorf(CodePluginCrashed, "%s", msg).WithDetails(stderrDetails(stderr))
 }
 
 // parseErrorDoc reads the specification's error document.
@@ -171,7 +182,7 @@ func FindInPath(plugin string, dirs []string) (string, error) {
 		return "", Errorf(CodeInvalidNetworkConfig, "plugin type %v", err)
 	}
 	if len(dirs) == 0 {
-		return "", Errorf(CodePluginNotFound, "plugin %q: no plugin directories given (CNI_PATH is empty)", plugin)
+		return "", runtimeErrorf(CodePluginNotFound, "plugin %q: no plugin directories given (CNI_PATH is empty)", plugin)
 	}
 	var notExec []string
 	for _, dir := range dirs {
@@ -194,7 +205,7 @@ func FindInPath(plugin string, dirs []string) (string, error) {
 		return p, nil
 	}
 	if len(notExec) > 0 {
-		return "", Errorf(CodePluginNotFound, "plugin %q found but unusable: %s", plugin, strings.Join(notExec, ", "))
+		return "", runtimeErrorf(CodePluginNotFound, "plugin %q found but unusable: %s", plugin, strings.Join(notExec, ", "))
 	}
-	return "", Errorf(CodePluginNotFound, "plugin %q not found in %s", plugin, strings.Join(dirs, ":"))
+	return "", runtimeErrorf(CodePluginNotFound, "plugin %q not found in %s", plugin, strings.Join(dirs, ":"))
 }

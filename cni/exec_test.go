@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/podnet/podnet/internal/testutil"
 )
 
 // script writes an executable shell-script plugin into dir.
@@ -170,5 +172,26 @@ func TestFindInPath(t *testing.T) {
 	_, err := FindInPath("noexec", []string{a})
 	if !strings.Contains(err.Error(), "not executable") {
 		t.Errorf("message does not say why: %v", err)
+	}
+}
+
+func TestRawExecInHostNetNS(t *testing.T) {
+	testutil.RequireRoot(t)
+	_, nsPath := testutil.NewNetNS(t)
+	p := script(t, t.TempDir(), "where", `readlink /proc/self/ns/net`)
+	out, err := (&RawExec{HostNetNS: nsPath}).ExecPlugin(context.Background(), p, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(nsPath, &st); err != nil {
+		t.Fatal(err)
+	}
+	if want := "net:[" + strconv.FormatUint(st.Ino, 10) + "]"; strings.TrimSpace(string(out)) != want {
+		t.Errorf("plugin ran in %s, want %s", out, want)
+	}
+	self, _ := os.Readlink("/proc/self/ns/net")
+	if strings.TrimSpace(string(out)) == self {
+		t.Error("plugin ran in the caller's namespace")
 	}
 }

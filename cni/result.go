@@ -98,7 +98,11 @@ func ipFamily(a netip.Addr) string {
 // ParseResult decodes a plugin's result. It rejects what is not a result
 // of a supported version: null, empty or non-object output, an unknown
 // version, addresses that do not parse, interface indexes out of range.
-func ParseResult(data []byte) (*Result, error) {
+func ParseResult(data []byte) (*Result, error) { return parseResult(data, "") }
+
+// parseResult is ParseResult, with fallback as the version of a result
+// that names none (an error when fallback is empty).
+func parseResult(data []byte, fallback string) (*Result, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
 		return nil, Errorf(CodeDecodingFailure, "result is empty")
@@ -112,8 +116,11 @@ func ParseResult(data []byte) (*Result, error) {
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return nil, Errorf(CodeDecodingFailure, "result is not valid JSON: %v", err)
 	}
-	if probe.CNIVersion == "" {
+	if probe.CNIVersion == "" && fallback == "" {
 		return nil, Errorf(CodeDecodingFailure, "result has no cniVersion: %s", abbreviate(data))
+	}
+	if probe.CNIVersion == "" {
+		probe.CNIVersion = fallback
 	}
 	if err := CheckVersion(probe.CNIVersion); err != nil {
 		return nil, err
@@ -135,7 +142,7 @@ func ParseResult(data []byte) (*Result, error) {
 		if err := json.Unmarshal(data, &p); err != nil {
 			return nil, Errorf(CodeDecodingFailure, "cannot decode %s result: %v", probe.CNIVersion, err)
 		}
-		r = Result{CNIVersion: p.CNIVersion, Interfaces: p.Interfaces, Routes: p.Routes, DNS: p.DNS}
+		r = Result{CNIVersion: probe.CNIVersion, Interfaces: p.Interfaces, Routes: p.Routes, DNS: p.DNS}
 		for i, ip := range p.IPs {
 			if ip.Version != "" && ip.Address.IsValid() && ip.Version != ipFamily(ip.Address.Addr()) {
 				return nil, Errorf(CodeDecodingFailure, "result ips[%d]: version %q does not match address %s", i, ip.Version, ip.Address)
@@ -143,6 +150,7 @@ func ParseResult(data []byte) (*Result, error) {
 			r.IPs = append(r.IPs, &IPConfig{Interface: ip.Interface, Address: ip.Address, Gateway: ip.Gateway})
 		}
 	}
+	r.CNIVersion = probe.CNIVersion
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}

@@ -151,11 +151,13 @@ func (r *Runtime) AddNetworkList(ctx context.Context, list *NetworkConfigList, r
 }
 
 func decodeAddResult(out []byte, version string) (*Result, error) {
-	res, err := ParseResult(out)
+	// A result without cniVersion is taken to be in the config's version,
+	// as libcni does: lax third-party plugins exist.
+	res, err := parseResult(out, version)
 	if err != nil {
 		e := AsError(err, CodeInvalidResult)
 		if e.Code == CodeDecodingFailure {
-			e = &Error{Code: CodeInvalidResult, Msg: "plugin printed an invalid result: " + e.Msg, Details: e.Details}
+			e = runtimeErrorf(CodeInvalidResult, "plugin printed an invalid result: %s", e.Msg).WithDetails(e.Details)
 		}
 		return nil, e
 	}
@@ -284,7 +286,11 @@ func (r *Runtime) GCNetworkList(ctx context.Context, list *NetworkConfigList, va
 			valid = []GCAttachment{}
 		}
 		for i := range list.Plugins {
-			if _, err := r.runPluginWith(ctx, "GC", list, i, nil, nil, map[string]any{"cni.dev/valid-attachments": valid}); err != nil {
+			// Both keys, as libcni sends them: the spec's text once said
+			// cni.dev/attachments, and a plugin written to it must not
+			// read "no valid attachments" and collect everything.
+			extra := map[string]any{"cni.dev/valid-attachments": valid, "cni.dev/attachments": valid}
+			if _, err := r.runPluginWith(ctx, "GC", list, i, nil, nil, extra); err != nil {
 				errs = append(errs, err)
 			}
 		}

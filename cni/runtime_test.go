@@ -30,7 +30,7 @@ type fakeCall struct {
 
 func (f *fakeExec) FindInPath(plugin string, dirs []string) (string, error) {
 	if plugin == "missing" {
-		return "", Errorf(CodePluginNotFound, "plugin %q not found", plugin)
+		return "", runtimeErrorf(CodePluginNotFound, "plugin %q not found", plugin)
 	}
 	return "/fake/" + plugin, nil
 }
@@ -216,7 +216,7 @@ func TestAddFailureRollsBack(t *testing.T) {
 }
 
 func TestAddInvalidResultIsDecodeError(t *testing.T) {
-	for name, out := range map[string]string{"null": "null", "empty": "", "garbage": "{{{", "no version": `{"ips":[]}`} {
+	for name, out := range map[string]string{"null": "null", "empty": "", "garbage": "{{{", "bad ip": `{"ips":[null]}`} {
 		t.Run(name, func(t *testing.T) {
 			f := &fakeExec{answer: func(c fakeCall) ([]byte, error) {
 				if c.Verb == "ADD" {
@@ -225,13 +225,39 @@ func TestAddInvalidResultIsDecodeError(t *testing.T) {
 				return nil, nil
 			}}
 			_, err := newTestRuntime(t, f).AddNetworkList(context.Background(), chain(t, "1.0.0", "bad"), rtConf)
-			if CodeOf(err) != CodeInvalidResult || !strings.Contains(err.Error(), `plugin "bad"`) {
+			if CodeOf(err) != CodeInvalidResult || !errors.Is(err, ErrInvalidResult) || !strings.Contains(err.Error(), `plugin "bad"`) {
 				t.Fatalf("got code %d: %v", CodeOf(err), err)
 			}
 			if got := f.sequence(); got != "ADD:bad DEL:bad" {
 				t.Errorf("calls %q", got)
 			}
 		})
+	}
+}
+
+func TestAddAcceptsResultWithoutVersion(t *testing.T) {
+	f := &fakeExec{answer: func(c fakeCall) ([]byte, error) {
+		return []byte(`{"ips":[{"address":"10.1.0.2/24"}]}`), nil
+	}}
+	res, err := newTestRuntime(t, f).AddNetworkList(context.Background(), chain(t, "0.4.0", "lax"), rtConf)
+	if err != nil || res.CNIVersion != "0.4.0" || len(res.IPs) != 1 {
+		t.Fatalf("%v %v", res, err)
+	}
+}
+
+func TestPluginCodesAreNotRuntimeFailures(t *testing.T) {
+	// A third-party plugin may use 101 for its own purpose: that is not
+	// "plugin not found".
+	f := &fakeExec{answer: func(c fakeCall) ([]byte, error) {
+		return nil, &Error{Code: CodePluginNotFound, Msg: "my own code 101"}
+	}}
+	_, err := newTestRuntime(t, f).AddNetworkList(context.Background(), chain(t, "1.0.0", "third-party"), rtConf)
+	if errors.Is(err, ErrPluginNotFound) {
+		t.Error("a plugin's code 101 read as the runtime's plugin-not-found")
+	}
+	_, err = newTestRuntime(t, &fakeExec{}).AddNetworkList(context.Background(), chain(t, "1.0.0", "missing"), rtConf)
+	if !errors.Is(err, ErrPluginNotFound) {
+		t.Errorf("missing plugin: %v", err)
 	}
 }
 

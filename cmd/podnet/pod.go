@@ -1,11 +1,11 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"crypto/sha512"
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -109,9 +109,13 @@ func newPodCommand(opts *globalOptions) *cobra.Command {
 func (po *podOptions) runtimeConf(netns string) (*cni.RuntimeConf, error) {
 	id := po.containerID
 	if id == "" {
-		// Deterministic, so del finds what add cached without a flag.
-		sum := sha256.Sum256([]byte(netns))
-		id = "podnet-" + hex.EncodeToString(sum[:10])
+		// cnitool's derivation, so that either tool can delete what the
+		// other added, and del finds what add cached without a flag.
+		abs, err := filepath.Abs(netns)
+		if err != nil {
+			return nil, err
+		}
+		id = fmt.Sprintf("cnitool-%x", sha512.Sum512([]byte(abs)))[:len("cnitool-")+20]
 	}
 	conf := &cni.RuntimeConf{ContainerID: id, NetNS: netns, IfName: po.ifName}
 	if s := os.Getenv("CNI_ARGS"); s != "" {

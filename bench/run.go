@@ -1,0 +1,190 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/netns"
+	"github.com/podnet/podnet/netplugin"
+	"github.com/podnet/podnet/sandbox"
+)
+
+// Options describe one workload.
+type Options struct {
+	ConfDir  string   // network configs
+	Network  string   // network name; empty: the first in ConfDir
+	BinDirs  []string // plugins
+	CacheDir string   // result cache (a temporary directory)
+	Pods     int      // pods per phase
+	Parallel int      // pods at a time in the parallel phase
+	// HostPortBase: pod i gets hostPort HostPortBase+i mapped to its port
+	// 80; 0 maps nothing.
+	HostPortBase int
+}
+
+// Phase is the outcome of one phase.
+type Phase struct {
+	Name     string
+	Parallel int
+	Add, Del Summary
+	Wall     time.Duration // from the first ADD to the last DEL
+}
+
+// PodsPerSecond is the throughput of whole pod lifecycles (set-up and
+// tear-down) in the phase.
+func (p Phase) PodsPerSecond() float64 {
+	if p.Wall <= 0 {
+		return 0
+	}
+	return float64(p.Add.N) / p.Wall.Seconds()
+}
+
+// Run measures the workload: Pods pods one at a time, then Pods pods
+// Parallel at a time. Every plugin runs in a host namespace made for the
+// run; sandboxes are namespaces made for the run; all are removed at the
+// end, whatever happens.
+func Run(ctx context.Context, o Options) (phases []Phase, err error) {
+	hostName := sandbox.NamePrefix + "bench-host-" + randomSuffix()
+	hostPath, err := netns.NewNamed(hostName)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, netns.DeleteNamed(hostName)) }()
+
+	w := &workload{opts: o, netns: map[string]string{}}
+	plugins := netplugin.ProbeNetworkPlugins(o.ConfDir, o.BinDirs,
+		netplugin.WithCacheDir(o.CacheDir),
+		netplugin.WithDefaultNetwork(o.Network),
+		netplugin.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		netplugin.WithRuntimeOptions(cni.WithExec(&cni.RawExec{HostNetNS: hostPath})))
+	plugin, err := netplugin.SelectPlugin(plugins, netplugin.CNIPluginName, netplugin.InitConfig{Host: netplugin.HostFunc(w.netnsOf)})
+	if err != nil {
+		return nil, err
+	}
+	defer plugin.Close()
+	if err := plugin.Status(); err != nil {
+		return nil, fmt.Errorf("network not ready: %w", err)
+	}
+	if w.pm, err = netplugin.NewPluginManager(plugin, nil); err != nil {
+		return nil, err
+	}
+	for _, par := range []int{1, max(1, o.Parallel)} {
+		name := "sequential"
+		if par > 1 {
+			name = fmt.Sprintf("parallel=%d", par)
+		}
+		ph, err := w.phase(ctx, name, par)
+		if err != nil {
+			return phases, err
+		}
+		phases = append(phases, ph)
+	}
+	return phases, nil
+}
+
+type workload struct {
+	opts Options
+	pm   *netplugin.PluginManager
+
+	mu    sync.Mutex
+	netns map[string]string
+}
+
+func (w *workload) netnsOf(id string) (string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p, ok := w.netns[id]; ok {
+		return p, nil
+	}
+	return "", fmt.Errorf("unknown sandbox %q", id)
+}
+
+// phase sets up and tears down Pods pods, par at a time. Namespaces are
+// made before the clock starts: the runtime, not the network plugin,
+// creates them.
+func (w *workload) phase(ctx context.Context, name string, par int) (Phase, error) {
+	n := w.opts.Pods
+	ids := make([]string, n)
+	suffix := randomSuffix()
+	defer func() {
+		for _, id := range ids {
+			if id != "" {
+				_ = netns.DeleteNamed(id)
+			}
+		}
+	}()
+	for i := range ids {
+		id := fmt.Sprintf("%sbench-%s-%d", sandbox.NamePrefix, suffix, i)
+		path, err := netns.NewNamed(id)
+		if err != nil {
+			return Phase{}, err
+		}
+		ids[i] = id
+		w.mu.Lock()
+		w.netns[id] = path
+		w.mu.Unlock()
+	}
+	// All pods are set up, then all torn down, par at a time: the node
+	// holds n pods at the peak, as a real one does.
+	pods := make([]netplugin.PodRef, n)
+	for i := range pods {
+		pods[i] = netplugin.PodRef{Namespace: "podnet-bench", Name: fmt.Sprintf("pod-%d", i)}
+	}
+	start := time.Now()
+	adds, err := parallel(n, par, func(i int) error {
+		opts := &netplugin.PodOptions{}
+		if w.opts.HostPortBase > 0 {
+			opts.PortMappings = []netplugin.PortMapping{{HostPort: w.opts.HostPortBase + i, ContainerPort: 80, Protocol: "tcp"}}
+		}
+		_, err := w.pm.SetUpPod(ctx, pods[i], ids[i], opts)
+		return err
+	})
+	// Tear-down runs whatever set-up did, so nothing is left behind.
+	dels, delErr := parallel(n, par, func(i int) error {
+		return w.pm.TearDownPod(context.WithoutCancel(ctx), pods[i], ids[i])
+	})
+	wall := time.Since(start)
+	if err := errors.Join(err, delErr); err != nil {
+		return Phase{}, err
+	}
+	return Phase{Name: name, Parallel: par, Add: Summarize(adds), Del: Summarize(dels), Wall: wall}, nil
+}
+
+// parallel runs fn(0..n-1), par at a time, and times each call.
+func parallel(n, par int, fn func(i int) error) ([]time.Duration, error) {
+	times := make([]time.Duration, n)
+	errs := make([]error, n)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range par {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				t0 := time.Now()
+				errs[i] = fn(i)
+				times[i] = time.Since(t0)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return times, errors.Join(errs...)
+}
+
+func randomSuffix() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,79 @@
+package netplugin
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/internal/testutil"
+)
+
+// BenchmarkManagerOverhead sets up and tears down one pod (loopback and a
+// one-plugin default network, both real executions) through the bare
+// runtime and through PluginManager + the cni plugin. The difference is
+// what the manager layer costs: per-pod lock, metrics, cache look-ups on
+// tear-down, error wrapping.
+func BenchmarkManagerOverhead(b *testing.B) {
+	testutil.RequireRoot(b)
+	binDir, cacheDir, confDir := b.TempDir(), b.TempDir(), b.TempDir()
+	testutil.BuildBinary(b, "./plugins/loopback", binDir)
+	testutil.BuildBinary(b, "./internal/testplugin", binDir)
+	net := `{"cniVersion":"1.1.0","name":"bench","plugins":[{"type":"testplugin","ip":"10.88.0.5/24"}]}`
+	if err := writeFile(confDir+"/10-bench.conflist", net); err != nil {
+		b.Fatal(err)
+	}
+	_, nsPath := testutil.NewNetNS(b)
+	ctx := context.Background()
+	pod := PodRef{Namespace: "bench", Name: "pod"}
+
+	b.Run("runtime", func(b *testing.B) {
+		rt := cni.NewRuntime([]string{binDir}, cni.WithCacheDir(cacheDir))
+		list, err := cni.LoadFile(confDir + "/10-bench.conflist")
+		if err != nil {
+			b.Fatal(err)
+		}
+		lo := newAttacher(rt).loNetwork
+		for i := 0; b.Loop(); i++ {
+			id := fmt.Sprintf("sb%d", i)
+			loConf := buildRuntimeConf(pod, id, nsPath, "lo", "", nil)
+			conf := buildRuntimeConf(pod, id, nsPath, "eth0", "", nil)
+			if _, err := rt.AddNetworkList(ctx, lo, loConf); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := rt.AddNetworkList(ctx, list, conf); err != nil {
+				b.Fatal(err)
+			}
+			if err := rt.DelNetworkList(ctx, list, conf); err != nil {
+				b.Fatal(err)
+			}
+			if err := rt.DelNetworkList(ctx, lo, loConf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("manager", func(b *testing.B) {
+		plugins := ProbeNetworkPlugins(confDir, []string{binDir}, WithCacheDir(cacheDir))
+		p, err := SelectPlugin(plugins, CNIPluginName, InitConfig{Host: HostFunc(func(string) (string, error) { return nsPath, nil })})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close()
+		pm, err := NewPluginManager(p, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; b.Loop(); i++ {
+			id := fmt.Sprintf("sb%d", i)
+			if _, err := pm.SetUpPod(ctx, pod, id, nil); err != nil {
+				b.Fatal(err)
+			}
+			if err := pm.TearDownPod(ctx, pod, id); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func writeFile(path, body string) error { return os.WriteFile(path, []byte(body), 0o644) }
