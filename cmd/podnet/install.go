@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/podnet/podnet/install"
+)
+
+func newInstallCommand(opts *globalOptions) *cobra.Command {
+	var n install.Network
+	var srcDir string
+	var noConfig bool
+	cmd := &cobra.Command{
+		Use:   "install",
+		Short: "Install podnet's plugins into the bin dir and its network config into the conf dir",
+		Long: `install copies podnet's plugin binaries (podnet, podnet-ipam, podnet-portmap,
+loopback) into the first --bin-dir and writes a network config (podnet with
+podnet-ipam, then podnet-portmap with the portMappings capability) into
+--conf-dir as 10-<network>.conflist. Both are replaced atomically: a runtime
+never sees a half-written file, and plugins already running keep working.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if srcDir == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				srcDir = filepath.Dir(exe)
+			}
+			var conf []byte
+			if !noConfig {
+				var err error
+				// Built before anything is copied: a bad flag changes nothing.
+				if conf, err = install.ConfList(n); err != nil {
+					return err
+				}
+			}
+			dst := opts.binDirs[0]
+			if err := install.Plugins(srcDir, dst, install.PluginNames); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "installed %v into %s\n", install.PluginNames, dst)
+			if noConfig {
+				return nil
+			}
+			name := n.Name
+			if name == "" {
+				name = install.DefaultNetworkName
+			}
+			path := filepath.Join(opts.confDir, install.ConfFileName(name))
+			if err := install.WriteFile(path, conf, 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", path)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&n.Name, "network", install.DefaultNetworkName, "network name")
+	f.StringVar(&n.Pool, "pool", install.DefaultPool, "pod address pool")
+	f.StringVar(&n.Mode, "mode", "routed", "routed (a /32 per pod, routed by the host) or bridge")
+	f.StringVar(&n.Store, "store", install.DefaultStore, "IPAM store: bolt:PATH or etcd://HOST:PORT,...")
+	f.StringVar(&n.Node, "node", "", "node name for IPAM (default: the host name)")
+	f.IntVar(&n.MTU, "mtu", 0, "pod interface MTU (default: the plugin's)")
+	f.StringVar(&srcDir, "src-dir", "", "where the plugin binaries are (default: podnet's own directory)")
+	f.BoolVar(&noConfig, "no-config", false, "install the plugins only")
+	return cmd
+}
