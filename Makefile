@@ -3,7 +3,7 @@
 
 GO       ?= go
 BIN      ?= $(CURDIR)/bin
-PLUGINS  := loopback podnet-portmap
+PLUGINS  := loopback podnet podnet-portmap
 GOFLAGS_BUILD := -trimpath
 
 .PHONY: all build plugins test test-unit test-interop vet fuzz run clean deps

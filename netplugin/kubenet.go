@@ -164,7 +164,6 @@ func (k *Kubenet) buildNetwork(podCIDR string) (*cni.NetworkConfigList, error) {
 	}
 	main := map[string]any{
 		"bridge":           KubenetBridge,
-		"isGateway":        true,
 		"isDefaultGateway": true,
 		"hairpinMode":      true, // a pod can reach itself through a service
 		"ipam":             ipam,
@@ -175,7 +174,8 @@ func (k *Kubenet) buildNetwork(podCIDR string) (*cni.NetworkConfigList, error) {
 	if _, err := cni.FindInPath("podnet", k.binDirs); err == nil {
 		main["type"], main["mode"] = "podnet", "bridge"
 	} else {
-		main["type"] = "bridge"
+		// The reference plugin needs to be told to hold the gateway.
+		main["type"], main["isGateway"] = "bridge", true
 	}
 	plugins := []any{main}
 	for _, pm := range []string{"podnet-portmap", "portmap"} {

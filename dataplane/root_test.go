@@ -1,0 +1,303 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/internal/testutil"
+	"github.com/podnet/podnet/netns"
+)
+
+// newNS makes a throw-away namespace for t; nothing in these tests
+// touches the test process's own namespace.
+func newNS(t *testing.T) string {
+	t.Helper()
+	testutil.RequireRoot(t)
+	_, p := testutil.NewNetNS(t)
+	return p
+}
+
+// handleIn returns a rtnetlink handle bound to the namespace at path.
+func handleIn(t testing.TB, path string) *netlink.Handle {
+	t.Helper()
+	var h *netlink.Handle
+	if err := netns.Do(path, func() (err error) { h, err = NewHandle(); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return h
+}
+
+func nsFd(t testing.TB, path string) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return int(f.Fd())
+}
+
+func TestVethPeerInContainer(t *testing.T) {
+	host, ctr := newNS(t), newNS(t)
+	hh, ch := handleIn(t, host), handleIn(t, ctr)
+	name := HostVethName("ctr1", "eth0")
+	hmac, cmac := AttachmentMACs("ctr1", "eth0")
+	owner := Owner{Network: "n1", ContainerID: "ctr1", IfName: "eth0"}
+	idx, err := CreateVeth(hh, Veth{HostName: name, HostMAC: hmac, HostAlias: owner.Alias(), PeerName: "eth0", PeerMAC: cmac, PeerNSFd: nsFd(t, ctr), MTU: 1400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hl, err := LinkByName(hh, name)
+	if err != nil || hl == nil || hl.Attrs().Index != idx {
+		t.Fatalf("host end: %v %v", hl, err)
+	}
+	if got, _ := ParseAlias(hl.Attrs().Alias); got != owner {
+		t.Errorf("alias %q", hl.Attrs().Alias)
+	}
+	if hl.Attrs().MTU != 1400 || hl.Attrs().HardwareAddr.String() != hmac.String() {
+		t.Errorf("host end attrs %+v", hl.Attrs())
+	}
+	cl, err := LinkByName(ch, "eth0")
+	if err != nil || cl == nil {
+		t.Fatalf("container end: %v %v", cl, err)
+	}
+	if cl.Attrs().HardwareAddr.String() != cmac.String() || !IsPeerOf(hl, cl) {
+		t.Errorf("container end %+v", cl.Attrs())
+	}
+	if l, _ := LinkByName(hh, "eth0"); l != nil {
+		t.Error("peer exists in the host namespace")
+	}
+	// The name taken: a conflict, not a silent reuse.
+	_, err = CreateVeth(hh, Veth{HostName: name, PeerName: "eth1", PeerNSFd: nsFd(t, ctr)})
+	if !cni.IsCode(err, cni.CodeAddressConflict) {
+		t.Fatalf("second create: %v", err)
+	}
+	if err := DeleteLink(hh, name); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := LinkByName(ch, "eth0"); l != nil {
+		t.Error("deleting the host end left the container end")
+	}
+	if err := DeleteLink(hh, name); err != nil {
+		t.Fatalf("second delete: %v", err)
+	}
+}
+
+func TestHostRouteConflict(t *testing.T) {
+	host, ctr := newNS(t), newNS(t)
+	hh := handleIn(t, host)
+	var idx [2]int
+	for i := range idx {
+		var err error
+		idx[i], err = CreateVeth(hh, Veth{HostName: HostVethName(fmt.Sprint("c", i), "eth0"), PeerName: fmt.Sprint("eth", i), PeerNSFd: nsFd(t, ctr)})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ip := range []string{"10.100.0.5", "fd00:100::5"} {
+		a := netip.MustParseAddr(ip)
+		if err := AddHostRoute(hh, idx[0], a); err != nil {
+			t.Fatalf("%s: %v", ip, err)
+		}
+		if err := AddHostRoute(hh, idx[0], a); err != nil {
+			t.Fatalf("%s repeated: %v", ip, err)
+		}
+		err := AddHostRoute(hh, idx[1], a)
+		var ce *cni.Error
+		if !errors.As(err, &ce) || ce.Code != cni.CodeAddressConflict {
+			t.Fatalf("%s on another link: %v", ip, err)
+		}
+		t.Logf("conflict: %v", err)
+	}
+	got, err := HostRoutes(hh, idx[0])
+	if err != nil || len(got) != 2 {
+		t.Fatalf("host routes %v %v", got, err)
+	}
+}
+
+func TestSysctlsInNamespace(t *testing.T) {
+	host := newNS(t)
+	hh := handleIn(t, host)
+	if err := hh.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "pntest0"}, PeerName: "pntest1"}); err != nil {
+		t.Fatal(err)
+	}
+	list := append(RoutedHostSysctls("pntest0", true, true), IPv6ForwardingSysctl)
+	err := netns.Do(host, func() error {
+		if d := CheckSysctls(list); len(d) == 0 {
+			return errors.New("a fresh namespace already has the settings")
+		}
+		if err := WriteSysctls(list); err != nil {
+			return err
+		}
+		if d := CheckSysctls(list); len(d) != 0 {
+			return fmt.Errorf("after write: %v", d)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test's own namespace has no such interface: the writes went to
+	// the namespace of the thread.
+	if _, err := ReadSysctl("net/ipv4/conf/pntest0/proxy_arp"); err == nil {
+		t.Fatal("sysctl visible outside the namespace")
+	}
+}
+
+func TestEnsureBridgeConcurrent(t *testing.T) {
+	host := newNS(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() {
+			h := handleIn(t, host)
+			_, errs[i] = EnsureBridge(h, Bridge{Name: "pnbr0", MTU: 1400, Promisc: true})
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := handleIn(t, host)
+	l, err := LinkByName(h, "pnbr0")
+	if err != nil || l == nil || l.Attrs().MTU != 1400 || l.Attrs().Promisc == 0 {
+		t.Fatalf("bridge %+v %v", l, err)
+	}
+	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "pndummy"}, PeerName: "pndummy1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EnsureBridge(h, Bridge{Name: "pndummy"}); !cni.IsCode(err, cni.CodeInvalidNetworkConfig) {
+		t.Fatalf("a veth taken for a bridge: %v", err)
+	}
+}
+
+func masqIn(t *testing.T, path string) *Masq {
+	t.Helper()
+	var m *Masq
+	if err := netns.Do(path, func() (err error) { m, err = NewMasq(); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func TestMasqConcurrentAddRemove(t *testing.T) {
+	host := newNS(t)
+	n := MasqNetwork{Network: "n1"}
+	const pods = 6
+	var wg sync.WaitGroup
+	errs := make([]error, pods)
+	for i := range pods {
+		wg.Go(func() {
+			m := masqIn(t, host) // one process each, as plugins are
+			o := Owner{Network: "n1", ContainerID: fmt.Sprint("c", i), IfName: "eth0"}
+			addrs := []netip.Addr{netip.MustParseAddr(fmt.Sprintf("10.100.0.%d", 10+i)), netip.MustParseAddr(fmt.Sprintf("fd00:100::%d", 10+i))}
+			subnets := []netip.Prefix{netip.MustParsePrefix("10.100.0.0/24"), netip.MustParsePrefix("fd00:100::/64")}
+			errs[i] = m.AddPod(n, o, addrs, subnets)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("pod %d: %v", i, err)
+		}
+	}
+	m := masqIn(t, host)
+	o := newMasqObjects("n1")
+	rules, err := m.conn.GetRules(o.table, o.chain)
+	if err != nil || len(rules) != 2 {
+		t.Fatalf("%d rules after racing ADDs (%v), want 2", len(rules), err)
+	}
+	if ok, err := m.RulesCurrent(n); !ok || err != nil {
+		t.Fatalf("rules current: %v %v", ok, err)
+	}
+	members, err := m.Members("n1")
+	if err != nil || len(members) != 2*pods {
+		t.Fatalf("members %v %v", members, err)
+	}
+	if o := members[netip.MustParseAddr("fd00:100::12")]; o.ContainerID != "c2" || o.IfName != "eth0" {
+		t.Fatalf("owner %+v", o)
+	}
+	for i := range pods {
+		addrs := []netip.Addr{netip.MustParseAddr(fmt.Sprintf("10.100.0.%d", 10+i)), netip.MustParseAddr(fmt.Sprintf("fd00:100::%d", 10+i))}
+		if err := m.RemovePod("n1", addrs); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.RemovePod("n1", addrs); err != nil {
+			t.Fatalf("second remove: %v", err)
+		}
+	}
+	if members, err := m.Members("n1"); err != nil || len(members) != 0 {
+		t.Fatalf("after remove %v %v", members, err)
+	}
+	if err := m.RemovePod("never-added", []netip.Addr{netip.MustParseAddr("10.1.1.1")}); err != nil {
+		t.Fatalf("remove from a network without sets: %v", err)
+	}
+}
+
+func TestMasqExcludeOverlap(t *testing.T) {
+	host := newNS(t)
+	m := masqIn(t, host)
+	n := MasqNetwork{Network: "n1"}
+	o := Owner{Network: "n1", ContainerID: "c", IfName: "eth0"}
+	if err := m.AddPod(n, o, []netip.Addr{netip.MustParseAddr("10.100.1.2")}, []netip.Prefix{netip.MustParsePrefix("10.100.0.0/16")}); err != nil {
+		t.Fatal(err)
+	}
+	// A narrower subnet inside one already excluded must not fail.
+	if err := m.AddPod(n, o, []netip.Addr{netip.MustParseAddr("10.100.1.3")}, []netip.Prefix{netip.MustParsePrefix("10.100.1.0/24")}); err != nil {
+		t.Fatal(err)
+	}
+	// Configured exclusions replace the rules once.
+	n.Exclude = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	if ok, _ := m.RulesCurrent(n); ok {
+		t.Fatal("rules current before the change")
+	}
+	if err := m.AddPod(n, o, []netip.Addr{netip.MustParseAddr("10.100.1.4")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := m.RulesCurrent(n); !ok || err != nil {
+		t.Fatalf("rules not replaced: %v", err)
+	}
+}
+
+var _ = unix.ENOENT
+
+func TestDeleteLinkEarly(t *testing.T) {
+	host, ctr := newNS(t), newNS(t)
+	hh := handleIn(t, host)
+	name := HostVethName("early", "eth0")
+	if _, err := CreateVeth(hh, Veth{HostName: name, PeerName: "eth0", PeerNSFd: nsFd(t, ctr)}); err != nil {
+		t.Fatal(err)
+	}
+	var done <-chan error
+	err := netns.Do(host, func() (err error) { done, err = DeleteLinkEarly(hh, name); return err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Unregistered already, whether or not the deletion has finished.
+	other := handleIn(t, host)
+	if l, err := LinkByName(other, name); l != nil || err != nil {
+		t.Fatalf("link still listed: %v %v", l, err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := LinkByName(handleIn(t, ctr), "eth0"); l != nil {
+		t.Fatal("peer survived")
+	}
+	err = netns.Do(host, func() (err error) { done, err = DeleteLinkEarly(hh, name); return err })
+	if err != nil || <-done != nil {
+		t.Fatalf("deleting a missing link: %v", err)
+	}
+}

@@ -1,0 +1,151 @@
+package dataplane
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// Sysctl is one /proc/sys setting, Key relative to /proc/sys with '/'
+// separators ("net/ipv4/conf/pn0123/proxy_arp"): interface names may
+// contain dots, so the dotted form would be ambiguous.
+type Sysctl struct {
+	Key, Value string
+}
+
+func (s Sysctl) String() string { return s.Key + "=" + s.Value }
+
+// procSys is /proc/sys; a variable only for tests without root.
+var procSys = "/proc/sys"
+
+// WriteSysctls writes every setting in the network namespace of the
+// calling thread (net/ entries of /proc/sys follow the namespace of the
+// thread that opens them): call it inside netns.Do for a container.
+// A value already in place is not written again.
+func WriteSysctls(list []Sysctl) error {
+	for _, s := range list {
+		if err := writeSysctl(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeSysctl(s Sysctl) error {
+	p := filepath.Join(procSys, s.Key)
+	f, err := os.OpenFile(p, os.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("sysctl %s: %w", s.Key, err)
+	}
+	defer f.Close()
+	var buf [32]byte
+	n, _ := f.Read(buf[:])
+	if string(bytes.TrimSpace(buf[:n])) == s.Value {
+		return nil
+	}
+	if _, err := f.WriteAt([]byte(s.Value), 0); err != nil {
+		return fmt.Errorf("sysctl %s=%s: %w", s.Key, s.Value, err)
+	}
+	return nil
+}
+
+// ReadSysctl reads one setting in the calling thread's namespace.
+func ReadSysctl(key string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(procSys, key))
+	if err != nil {
+		return "", fmt.Errorf("sysctl %s: %w", key, err)
+	}
+	return string(bytes.TrimSpace(b)), nil
+}
+
+// CheckSysctls returns one line per setting that is not as listed.
+func CheckSysctls(list []Sysctl) []string {
+	var diffs []string
+	for _, s := range list {
+		got, err := ReadSysctl(s.Key)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			diffs = append(diffs, fmt.Sprintf("sysctl %s does not exist", s.Key))
+		case err != nil:
+			diffs = append(diffs, err.Error())
+		case got != s.Value:
+			diffs = append(diffs, fmt.Sprintf("sysctl %s is %s, want %s", s.Key, got, s.Value))
+		}
+	}
+	return diffs
+}
+
+// RoutedHostSysctls are the settings of a routed-mode host veth, as in
+// Calico: answer ARP for the pod's gateway at once (proxy_arp,
+// proxy_delay 0), forward, allow DNAT to 127.0.0.1 (route_localnet);
+// for IPv6 proxy NDP, forward, ignore router advertisements, and no DAD
+// on the host end's link-local address, the pod's IPv6 gateway.
+func RoutedHostSysctls(name string, v4, v6 bool) []Sysctl {
+	var out []Sysctl
+	if v4 {
+		out = append(out,
+			Sysctl{"net/ipv4/conf/" + name + "/proxy_arp", "1"},
+			Sysctl{"net/ipv4/neigh/" + name + "/proxy_delay", "0"},
+			Sysctl{"net/ipv4/conf/" + name + "/forwarding", "1"},
+			Sysctl{"net/ipv4/conf/" + name + "/route_localnet", "1"},
+		)
+	}
+	if v6 {
+		out = append(out, ipv6IfSysctls(name)...)
+	}
+	return out
+}
+
+// ipv6IfSysctls are a host-side interface's IPv6 settings: router, no
+// RA, no DAD. accept_dad goes first so nothing after it waits for DAD.
+func ipv6IfSysctls(name string) []Sysctl {
+	return []Sysctl{
+		{"net/ipv6/conf/" + name + "/accept_dad", "0"},
+		{"net/ipv6/conf/" + name + "/accept_ra", "0"},
+		{"net/ipv6/conf/" + name + "/proxy_ndp", "1"},
+		{"net/ipv6/conf/" + name + "/forwarding", "1"},
+	}
+}
+
+// BridgeSysctls are the settings of the bridge in bridge mode: it is the
+// pods' router, so it forwards.
+func BridgeSysctls(name string, v4, v6 bool) []Sysctl {
+	var out []Sysctl
+	if v4 {
+		out = append(out, Sysctl{"net/ipv4/conf/" + name + "/forwarding", "1"})
+	}
+	if v6 {
+		out = append(out,
+			Sysctl{"net/ipv6/conf/" + name + "/accept_dad", "0"},
+			Sysctl{"net/ipv6/conf/" + name + "/accept_ra", "0"},
+			Sysctl{"net/ipv6/conf/" + name + "/forwarding", "1"},
+		)
+	}
+	return out
+}
+
+// IPv6ForwardingSysctl is the namespace-wide IPv6 forwarding switch.
+// Unlike IPv4, the kernel forwards IPv6 only when conf/all/forwarding is
+// on; the per-interface value only marks the interface as a router. So
+// an IPv6 pod needs it in the host namespace. It is written only when
+// off (WriteSysctls skips values already in place), and never undone: it
+// is the node's setting, not the pod's.
+var IPv6ForwardingSysctl = Sysctl{"net/ipv6/conf/all/forwarding", "1"}
+
+// ContainerSysctls are the settings of the pod's interface: no DAD, so
+// its link-local address is usable at once (its global addresses carry
+// IFA_F_NODAD already), and no router advertisements.
+func ContainerSysctls(ifName string, v6 bool) []Sysctl {
+	if !v6 {
+		return nil
+	}
+	return []Sysctl{
+		{"net/ipv6/conf/" + ifName + "/accept_dad", "0"},
+		{"net/ipv6/conf/" + ifName + "/accept_ra", "0"},
+	}
+}

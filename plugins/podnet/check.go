@@ -1,0 +1,266 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/cni/skel"
+	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/netns"
+)
+
+// cmdCheck verifies the attachment against prevResult: the IPAM's CHECK
+// first, then the host veth, the container's interface with its
+// addresses and routes, host routes (routed) or the bridge port
+// (bridge), sysctls on both sides, and masquerade membership. Every
+// difference is reported, not only the first.
+func cmdCheck(args *skel.CmdArgs) error {
+	c, err := parseConf(args)
+	if err != nil {
+		return err
+	}
+	prev := args.NetConf.PrevResult
+	if prev == nil {
+		return cni.Errorf(cni.CodeInvalidNetworkConfig, "config: prevResult: CHECK needs the result of ADD")
+	}
+	ipam, err := newIPAM(c, args)
+	if err != nil {
+		return err
+	}
+	if err := ipam.Check(); err != nil {
+		return err
+	}
+	a, err := newAttachment(c, args)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	diffs, err := a.check(prev)
+	if err != nil {
+		return err
+	}
+	if len(diffs) > 0 {
+		// No code in the specification fits "not as ADD left it";
+		// CodeInternal with the list in the message until podnet has one.
+		return cni.Errorf(cni.CodeInternal, "CHECK of %s/%s: %s", c.Name, args.IfName, strings.Join(diffs, "; "))
+	}
+	return nil
+}
+
+// check lists the differences between the attachment and prev.
+func (a *attachment) check(prev *cni.Result) ([]string, error) {
+	var diffs []string
+	diff := func(format string, args ...any) { diffs = append(diffs, fmt.Sprintf(format, args...)) }
+
+	// The container's interface and addresses, as prev has them.
+	ctrIdx := slices.IndexFunc(prev.Interfaces, func(i *cni.Interface) bool { return i.Name == a.args.IfName && i.Sandbox != "" })
+	if ctrIdx < 0 {
+		diff("prevResult has no interface %s in a sandbox", a.args.IfName)
+	}
+	var want []netip.Prefix
+	var v4, v6 bool
+	for _, ip := range prev.IPs {
+		if ip.Interface != nil && *ip.Interface == ctrIdx {
+			want = append(want, ip.Address)
+			v4, v6 = v4 || ip.Address.Addr().Is4(), v6 || ip.Address.Addr().Is6()
+		}
+	}
+	if len(want) == 0 {
+		diff("prevResult has no address on %s", a.args.IfName)
+	}
+
+	host, err := dataplane.LinkByName(a.hh, a.hostName)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case host == nil:
+		diff("host interface %s does not exist", a.hostName)
+	case host.Type() != "veth":
+		diff("host interface %s is a %s, not a veth", a.hostName, host.Type())
+	default:
+		ha := host.Attrs()
+		if ha.Alias != a.owner.Alias() {
+			diff("host interface %s has alias %q, want %q", a.hostName, ha.Alias, a.owner.Alias())
+		}
+		if ha.Flags&net.FlagUp == 0 {
+			diff("host interface %s is down", a.hostName)
+		}
+		if ha.HardwareAddr.String() != a.hostMAC.String() {
+			diff("host interface %s has MAC %s, want %s", a.hostName, ha.HardwareAddr, a.hostMAC)
+		}
+		if a.conf.MTU != 0 && ha.MTU != a.conf.MTU {
+			diff("host interface %s has MTU %d, want %d", a.hostName, ha.MTU, a.conf.MTU)
+		}
+		if a.conf.Mode == modeRouted {
+			diffs = append(diffs, a.checkRoutedHost(host.Attrs().Index, want, v4, v6)...)
+		} else {
+			diffs = append(diffs, a.checkBridgeHost(host.Attrs().Index, host.Attrs().MasterIndex, prev, want, v4, v6)...)
+		}
+	}
+
+	obs, err := a.observe(host)
+	if err != nil {
+		return nil, err
+	}
+	diffs = append(diffs, a.checkContainer(obs, prev, want)...)
+	if !obs.present {
+		return diffs, nil
+	}
+	var sysDiffs []string
+	if err := netns.Do(a.args.Netns, func() error {
+		sysDiffs = dataplane.CheckSysctls(dataplane.ContainerSysctls(a.args.IfName, v6))
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	diffs = append(diffs, prefixAll("container: ", sysDiffs)...)
+
+	if a.conf.IPMasq {
+		d, err := a.checkMasq(want)
+		if err != nil {
+			return nil, err
+		}
+		diffs = append(diffs, d...)
+	}
+	return diffs, nil
+}
+
+func prefixAll(p string, list []string) []string {
+	for i := range list {
+		list[i] = p + list[i]
+	}
+	return list
+}
+
+func (a *attachment) checkContainer(obs *observed, prev *cni.Result, want []netip.Prefix) []string {
+	var diffs []string
+	diff := func(format string, args ...any) { diffs = append(diffs, fmt.Sprintf(format, args...)) }
+	if !obs.present {
+		diff("container interface %s does not exist in %s", a.args.IfName, a.args.Netns)
+		return diffs
+	}
+	if !obs.peer {
+		diff("container interface %s is not the peer of %s", a.args.IfName, a.hostName)
+	}
+	if !obs.up {
+		diff("container interface %s is down", a.args.IfName)
+	}
+	for _, iface := range prev.Interfaces {
+		if iface.Name == a.args.IfName && iface.Sandbox != "" && iface.Mac != "" && !strings.EqualFold(iface.Mac, obs.mac) {
+			diff("container interface %s has MAC %s, prevResult says %s", a.args.IfName, obs.mac, iface.Mac)
+		}
+	}
+	if a.conf.MTU != 0 && obs.mtu != a.conf.MTU {
+		diff("container interface %s has MTU %d, want %d", a.args.IfName, obs.mtu, a.conf.MTU)
+	}
+	for _, p := range want {
+		if !slices.Contains(obs.addrs, p) {
+			diff("container interface %s lacks address %s", a.args.IfName, p)
+		}
+	}
+	for _, p := range obs.addrs {
+		if !slices.Contains(want, p) {
+			diff("container interface %s has address %s, which prevResult does not list", a.args.IfName, p)
+		}
+	}
+	for _, r := range prev.Routes {
+		found := false
+		for _, got := range obs.routes {
+			found = found || got.Dst == r.Dst.Masked() && (!r.GW.IsValid() || got.GW == r.GW)
+		}
+		if !found {
+			diff("container lacks route %s via %s", r.Dst, r.GW)
+		}
+	}
+	return diffs
+}
+
+func (a *attachment) checkRoutedHost(idx int, want []netip.Prefix, v4, v6 bool) []string {
+	var diffs []string
+	routed, err := dataplane.HostRoutes(a.hh, idx)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	for _, p := range want {
+		if !slices.Contains(routed, p.Addr()) {
+			diffs = append(diffs, fmt.Sprintf("host has no route %s dev %s", dataplane.HostPrefix(p.Addr()), a.hostName))
+		}
+	}
+	sys := dataplane.RoutedHostSysctls(a.hostName, v4, v6)
+	if v6 {
+		sys = append(sys, dataplane.IPv6ForwardingSysctl)
+	}
+	return append(diffs, prefixAll("host: ", dataplane.CheckSysctls(sys))...)
+}
+
+func (a *attachment) checkBridgeHost(idx, master int, prev *cni.Result, want []netip.Prefix, v4, v6 bool) []string {
+	var diffs []string
+	diff := func(format string, args ...any) { diffs = append(diffs, fmt.Sprintf(format, args...)) }
+	br, err := dataplane.LinkByName(a.hh, a.conf.Bridge)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	if br == nil {
+		return []string{fmt.Sprintf("bridge %s does not exist", a.conf.Bridge)}
+	}
+	if master != br.Attrs().Index {
+		diff("host interface %s is not a port of bridge %s", a.hostName, a.conf.Bridge)
+	}
+	if a.conf.Hairpin {
+		if on, err := dataplane.Hairpin(a.hh, idx); err != nil || !on {
+			diff("hairpin mode is off on %s (%v)", a.hostName, err)
+		}
+	}
+	if a.conf.Promisc && br.Attrs().Promisc == 0 {
+		diff("bridge %s is not promiscuous", a.conf.Bridge)
+	}
+	brAddrs, err := dataplane.Addrs(a.hh, br.Attrs().Index)
+	if err != nil {
+		return append(diffs, err.Error())
+	}
+	for _, ip := range prev.IPs {
+		if ip.Gateway.IsValid() && !slices.Contains(brAddrs, netip.PrefixFrom(ip.Gateway, ip.Address.Bits())) {
+			diff("bridge %s lacks gateway address %s/%d", a.conf.Bridge, ip.Gateway, ip.Address.Bits())
+		}
+	}
+	sys := dataplane.BridgeSysctls(a.conf.Bridge, v4, v6)
+	if v6 {
+		sys = append(sys, dataplane.IPv6ForwardingSysctl)
+	}
+	return append(diffs, prefixAll("host: ", dataplane.CheckSysctls(sys))...)
+}
+
+func (a *attachment) checkMasq(want []netip.Prefix) ([]string, error) {
+	m, err := dataplane.NewMasq()
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	var diffs []string
+	ok, err := m.RulesCurrent(a.conf.masqNetwork())
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		diffs = append(diffs, fmt.Sprintf("the masquerade rules of network %s are missing or not current", a.conf.Name))
+	}
+	members, err := m.Members(a.conf.Name)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range want {
+		o, in := members[p.Addr()]
+		switch {
+		case !in:
+			diffs = append(diffs, fmt.Sprintf("%s is not in the masquerade set of network %s", p.Addr(), a.conf.Name))
+		case o != a.owner:
+			diffs = append(diffs, fmt.Sprintf("%s is in the masquerade set of network %s for container %s, interface %s", p.Addr(), a.conf.Name, o.ContainerID, o.IfName))
+		}
+	}
+	return diffs, nil
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"reflect"
+	"strings"
+
+	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/cni/skel"
+	"github.com/podnet/podnet/dataplane"
+)
+
+// Modes.
+const (
+	modeRouted = "routed"
+	modeBridge = "bridge"
+)
+
+// defaultBridge is the bridge of bridge mode when the config names none.
+const defaultBridge = "podnet0"
+
+// conf is the plugin's configuration, validated.
+type conf struct {
+	*skel.NetConf
+	Mode        string
+	MTU         int
+	Bridge      string
+	Hairpin     bool
+	DefaultGW   bool // bridge mode: default route via the bridge
+	Promisc     bool
+	IPMasq      bool
+	MasqExclude []netip.Prefix
+	IPAMType    string
+}
+
+// rawConf is the configuration as JSON has it. Pointers tell "absent"
+// from a zero value, so a field that does not apply to the mode is an
+// error only when it is actually set.
+type rawConf struct {
+	Mode             string   `json:"mode"`
+	MTU              int      `json:"mtu"`
+	Bridge           *string  `json:"bridge"`
+	HairpinMode      *bool    `json:"hairpinMode"`
+	IsDefaultGateway *bool    `json:"isDefaultGateway"`
+	PromiscMode      *bool    `json:"promiscMode"`
+	IPMasq           bool     `json:"ipMasq"`
+	MasqExclude      []string `json:"masqExclude"`
+	IPAM             *struct {
+		Type string `json:"type"`
+	} `json:"ipam"`
+}
+
+func confErr(field, format string, args ...any) error {
+	return cni.Errorf(cni.CodeInvalidNetworkConfig, "config: "+field+": "+format, args...)
+}
+
+// parseConf decodes and validates the plugin's fields. Every error is
+// code 7 and names the field.
+func parseConf(args *skel.CmdArgs) (*conf, error) {
+	var raw rawConf
+	if err := json.Unmarshal(args.StdinData, &raw); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, confErr(te.Field, "must be %s, got a JSON %s", jsonKind(te.Type.Kind()), te.Value)
+		}
+		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "config: %v", err)
+	}
+	return validate(args.NetConf, &raw)
+}
+
+func validate(nc *skel.NetConf, raw *rawConf) (*conf, error) {
+	c := &conf{NetConf: nc, Mode: raw.Mode, MTU: raw.MTU, IPMasq: raw.IPMasq}
+	switch c.Mode {
+	case "":
+		c.Mode = modeRouted
+	case modeRouted, modeBridge:
+	default:
+		return nil, confErr("mode", "%q is not %q or %q", raw.Mode, modeRouted, modeBridge)
+	}
+	if c.MTU != 0 && (c.MTU < 68 || c.MTU > 65535) {
+		return nil, confErr("mtu", "%d is outside 68-65535", c.MTU)
+	}
+	bridgeOnly := map[string]bool{
+		"bridge":           raw.Bridge != nil,
+		"hairpinMode":      raw.HairpinMode != nil,
+		"isDefaultGateway": raw.IsDefaultGateway != nil,
+		"promiscMode":      raw.PromiscMode != nil,
+	}
+	if c.Mode == modeRouted {
+		for _, f := range []string{"bridge", "hairpinMode", "isDefaultGateway", "promiscMode"} {
+			if bridgeOnly[f] {
+				return nil, confErr(f, "applies to mode %q only, and the mode is %q", modeBridge, modeRouted)
+			}
+		}
+	} else {
+		c.Bridge = defaultBridge
+		if raw.Bridge != nil {
+			c.Bridge = *raw.Bridge
+		}
+		if err := dataplane.ValidIfName(c.Bridge); err != nil {
+			return nil, confErr("bridge", "%v", err)
+		}
+		if strings.HasPrefix(c.Bridge, dataplane.HostVethPrefix) && dataplane.IsHostVethName(c.Bridge) {
+			return nil, confErr("bridge", "%q has the shape of podnet's host veth names", c.Bridge)
+		}
+		c.Hairpin = raw.HairpinMode != nil && *raw.HairpinMode
+		c.Promisc = raw.PromiscMode != nil && *raw.PromiscMode
+		// podnet's default, unlike the reference bridge plugin's: a pod
+		// on a bridge with no default route is rarely what anyone wants.
+		c.DefaultGW = raw.IsDefaultGateway == nil || *raw.IsDefaultGateway
+	}
+	for i, s := range raw.MasqExclude {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, confErr(fmt.Sprintf("masqExclude[%d]", i), "%q is not a CIDR", s)
+		}
+		c.MasqExclude = append(c.MasqExclude, p.Masked())
+	}
+	if len(c.MasqExclude) > 0 && !c.IPMasq {
+		return nil, confErr("masqExclude", "is set but ipMasq is not")
+	}
+	if raw.IPAM == nil {
+		return nil, confErr("ipam", "is missing: podnet needs an IPAM plugin for the pod's addresses")
+	}
+	c.IPAMType = raw.IPAM.Type
+	if c.IPAMType == "" {
+		return nil, confErr("ipam.type", "is missing")
+	}
+	if strings.ContainsAny(c.IPAMType, `/\`) || c.IPAMType == "." || c.IPAMType == ".." {
+		return nil, confErr("ipam.type", "%q is not a plugin name", c.IPAMType)
+	}
+	return c, nil
+}
+
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice:
+		return "a list"
+	case reflect.Struct, reflect.Map, reflect.Pointer:
+		return "an object"
+	}
+	return "a number"
+}
+
+// masqNetwork is the network's masquerade as dataplane wants it.
+func (c *conf) masqNetwork() dataplane.MasqNetwork {
+	return dataplane.MasqNetwork{Network: c.Name, Exclude: c.MasqExclude}
+}

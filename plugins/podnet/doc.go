@@ -1,0 +1,49 @@
+// Command podnet is podnet's CNI plugin for a pod's main interface, in
+// one of two modes:
+//
+//   - "routed" (the default), Calico's model: a veth pair whose host end
+//     (pn + 13 hex digits of a hash of container ID and ifname, MAC
+//     ee:ee:ee:ee:ee:ee, proxy ARP) carries a /32 (/128) host route to
+//     the pod; the pod has its address as /32 (/128) and a default route
+//     via 169.254.1.1 (IPv6: via the host end's link-local address).
+//   - "bridge", flannel's and kubenet's cbr0 model: the host end is a
+//     port of a bridge that holds the gateway address; the pod has the
+//     address with its subnet mask and a default route via the gateway.
+//
+// Both are dual-stack, optionally masquerade traffic leaving the
+// network (one nftables rule set per network, a set of pod addresses),
+// and delegate address management to an IPAM plugin through the
+// ipamClient seam (an exec'd plugin today; podnet-ipam in process later).
+//
+// Configuration (besides name, type, cniVersion, dns):
+//
+//	mode              "routed" (default) or "bridge"
+//	mtu               MTU of both veth ends (and of a bridge podnet creates); 0: kernel default
+//	bridge            bridge mode: the bridge's name, default "podnet0"
+//	hairpinMode       bridge mode: hairpin on the pod's bridge port
+//	isDefaultGateway  bridge mode: default route via the bridge; default true
+//	promiscMode       bridge mode: bridge promiscuous
+//	ipMasq            masquerade traffic from the pods to anything but
+//	                  pods of this network on this node and masqExclude
+//	masqExclude       CIDRs never masqueraded (the cluster's pod CIDRs);
+//	                  default: the subnets the IPAM hands out
+//	ipam              the IPAM plugin's configuration; "type" is required
+//
+// A field of bridge mode in a routed configuration is an error (code 7,
+// naming the field), not something silently ignored.
+//
+// A repeated ADD for the same container and ifname finds its complete
+// attachment by the host veth's name and alias, returns the result
+// rebuilt from the kernel's state, and changes nothing (the IPAM is not
+// called again). An attachment left half-made by an ADD that died is
+// removed and made afresh.
+//
+// ADD is lean on purpose: netlink only, one netlink handle per
+// namespace, no process but the IPAM, no sleeps, and no link ever moved
+// between namespaces (the container end is created in place).
+//
+// The plugin must not touch links, routes or nftables objects that are
+// not its own: everything it creates is named or tagged from the
+// network name, container ID and ifname, so DEL, CHECK and GC find it
+// without state.
+package main

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/podnet/podnet/cni/skel"
+	"github.com/podnet/podnet/dataplane"
+)
+
+// cmdStatus reports the IPAM's status: podnet itself needs nothing that
+// can be missing at run time.
+func cmdStatus(args *skel.CmdArgs) error {
+	c, err := parseConf(args)
+	if err != nil {
+		return err
+	}
+	ipam, err := newIPAM(c, args)
+	if err != nil {
+		return err
+	}
+	return ipam.Status()
+}
+
+// cmdGC removes, for this network, the host veths and masquerade
+// entries (by their comments) of every attachment not in
+// cni.dev/valid-attachments, then
+// passes GC on to the IPAM. Host routes and neighbours go with their
+// veth. A pn-named veth without an alias is left alone: nothing says
+// which network it belongs to, and a DEL with its container ID removes
+// it.
+func cmdGC(args *skel.CmdArgs) error {
+	c, err := parseConf(args)
+	if err != nil {
+		return err
+	}
+	hh, err := dataplane.NewHandle()
+	if err != nil {
+		return err
+	}
+	defer hh.Close()
+	valid := map[dataplane.Owner]bool{}
+	for _, va := range args.NetConf.ValidAttachments {
+		valid[dataplane.Owner{Network: c.Name, ContainerID: va.ContainerID, IfName: va.IfName}] = true
+	}
+	var errs []error
+	links, err := hh.LinkList()
+	if err != nil {
+		return fmt.Errorf("list links: %w", err)
+	}
+	var m *dataplane.Masq
+	if c.IPMasq {
+		if m, err = dataplane.NewMasq(); err != nil {
+			return err
+		}
+		defer m.Close()
+	}
+	for _, l := range links {
+		if !dataplane.IsHostVethName(l.Attrs().Name) {
+			continue
+		}
+		o, ok := dataplane.ParseAlias(l.Attrs().Alias)
+		if !ok || o.Network != c.Name || valid[o] {
+			continue
+		}
+		fmt.Fprintf(args.Stderr, "podnet: GC: removing %s of container %s, interface %s\n", l.Attrs().Name, o.ContainerID, o.IfName)
+		if err := dataplane.DeleteLink(hh, l.Attrs().Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if m != nil {
+		if err := gcMasq(m, c.Name, valid); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		// As in DEL: no release of addresses whose dataplane may remain.
+		return errors.Join(errs...)
+	}
+	ipam, err := newIPAM(c, args)
+	if err != nil {
+		return err
+	}
+	return ipam.GC()
+}
+
+// gcMasq removes set elements whose owner is not a valid attachment,
+// including elements without a readable owner.
+func gcMasq(m *dataplane.Masq, network string, valid map[dataplane.Owner]bool) error {
+	members, err := m.Members(network)
+	if err != nil {
+		return err
+	}
+	var stale = make([]netip.Addr, 0, len(members))
+	for a, o := range members {
+		if !valid[o] {
+			stale = append(stale, a)
+		}
+	}
+	return m.RemovePod(network, stale)
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+
+	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/cni/skel"
+)
+
+// ipamClient is the seam between the plugin and address management.
+// Today every IPAM is a plugin binary run with the same configuration
+// and environment (execIPAM); podnet-ipam will be called in process
+// behind the same interface.
+type ipamClient interface {
+	Add() (*cni.Result, error)
+	Del() error
+	Check() error
+	Status() error
+	GC() error
+}
+
+// newIPAM returns the client for the configured IPAM type.
+func newIPAM(c *conf, args *skel.CmdArgs) (ipamClient, error) {
+	path, err := cni.FindInPath(c.IPAMType, args.Path)
+	if err != nil {
+		return nil, err
+	}
+	return &execIPAM{path: path, stdin: args.StdinData, version: c.CNIVersion}, nil
+}
+
+// execIPAM runs an IPAM plugin as the specification's delegation asks:
+// the same stdin, the same environment but CNI_COMMAND. The child stays
+// in this process's process group: a runtime that kills the plugin's
+// group on a timeout then kills the IPAM too.
+type execIPAM struct {
+	path    string
+	stdin   []byte
+	version string
+}
+
+func (e *execIPAM) Add() (*cni.Result, error) {
+	out, err := e.run("ADD")
+	if err != nil {
+		return nil, err
+	}
+	res, err := cni.ParseResult(out)
+	if err != nil {
+		return nil, cni.Errorf(cni.CodeInvalidResult, "IPAM %s: %v", e.name(), err)
+	}
+	if res, err = res.ConvertTo(cni.CurrentVersion); err != nil {
+		return nil, cni.Errorf(cni.CodeInvalidResult, "IPAM %s: %v", e.name(), err)
+	}
+	return res, nil
+}
+
+func (e *execIPAM) Del() error    { _, err := e.run("DEL"); return err }
+func (e *execIPAM) Check() error  { _, err := e.run("CHECK"); return err }
+func (e *execIPAM) Status() error { _, err := e.run("STATUS"); return err }
+func (e *execIPAM) GC() error     { _, err := e.run("GC"); return err }
+
+func (e *execIPAM) name() string { return e.path[strings.LastIndexByte(e.path, '/')+1:] }
+
+func (e *execIPAM) run(cmd string) ([]byte, error) {
+	env := make([]string, 0, 16)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CNI_COMMAND=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "CNI_COMMAND="+cmd)
+	var stdout, stderr bytes.Buffer
+	c := exec.Command(e.path)
+	c.Env = env
+	c.Stdin = bytes.NewReader(e.stdin)
+	c.Stdout, c.Stderr = &stdout, &stderr
+	err := c.Run()
+	if err == nil {
+		return stdout.Bytes(), nil
+	}
+	if ce := parseErrorDoc(stdout.Bytes()); ce != nil {
+		return nil, cni.Errorf(ce.Code, "IPAM %s %s: %s", e.name(), cmd, ce.Msg).WithDetails(ce.Details)
+	}
+	status := err.Error()
+	if ee, ok := err.(*exec.ExitError); ok {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			status = "killed by " + ws.Signal().String()
+		}
+	}
+	return nil, cni.Errorf(cni.CodePluginCrashed, "IPAM %s %s failed (%s) without a CNI error", e.name(), cmd, status).
+		WithDetails(strings.TrimSpace(stderr.String()))
+}
+
+func parseErrorDoc(out []byte) *cni.Error {
+	var doc struct {
+		Code    *cni.Code `json:"code"`
+		Msg     string    `json:"msg"`
+		Details string    `json:"details"`
+	}
+	if json.Unmarshal(bytes.TrimSpace(out), &doc) != nil || doc.Code == nil {
+		return nil
+	}
+	return &cni.Error{Code: *doc.Code, Msg: doc.Msg, Details: doc.Details}
+}
+
+var _ = fmt.Sprint
