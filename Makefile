@@ -3,6 +3,9 @@
 
 GO       ?= go
 BIN      ?= $(CURDIR)/bin
+# Plugins get their own directory: the main plugin is called podnet, like
+# the CLI.
+PLUGIN_BIN ?= $(BIN)/cni
 PLUGINS  := loopback podnet podnet-portmap
 GOFLAGS_BUILD := -trimpath
 
@@ -14,8 +17,8 @@ build: plugins
 	$(GO) build $(GOFLAGS_BUILD) -o $(BIN)/podnet ./cmd/podnet
 
 plugins:
-	@mkdir -p $(BIN)
-	@for p in $(PLUGINS); do $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/$$p ./plugins/$$p || exit 1; done
+	@mkdir -p $(PLUGIN_BIN)
+	@for p in $(PLUGINS); do $(GO) build $(GOFLAGS_BUILD) -o $(PLUGIN_BIN)/$$p ./plugins/$$p || exit 1; done
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }

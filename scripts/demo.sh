@@ -4,7 +4,7 @@
 # a port mapped from the host. Prints the pods' addresses and set-up times,
 # then removes everything it made.
 #
-# Usage: scripts/demo.sh BINDIR   (BINDIR holds podnet and its plugins)
+# Usage: scripts/demo.sh BINDIR   (BINDIR holds podnet, BINDIR/cni its plugins)
 set -euo pipefail
 
 BIN=$(cd "${1:-bin}" && pwd)
@@ -13,32 +13,31 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 
-# The reference plugins podnet drives until podnet's own routed plugin and
-# port mapper are installed by `make build`.
+# podnet's own plugins do the networking. Until podnet-ipam is built by
+# `make build`, the reference host-local plugin (from the Go module proxy)
+# hands out the addresses.
 UPSTREAM_VERSION=v1.9.1
 UPSTREAM="$BIN/upstream-$UPSTREAM_VERSION"
-if [ ! -x "$UPSTREAM/portmap" ]; then
-	echo "demo: installing reference plugins $UPSTREAM_VERSION from the Go module proxy"
-	for p in main/ptp ipam/host-local meta/portmap; do
-		GOBIN="$UPSTREAM" go install "github.com/containernetworking/plugins/plugins/$p@$UPSTREAM_VERSION"
-	done
+if [ ! -x "$UPSTREAM/host-local" ]; then
+	echo "demo: installing host-local $UPSTREAM_VERSION from the Go module proxy"
+	GOBIN="$UPSTREAM" go install "github.com/containernetworking/plugins/plugins/ipam/host-local@$UPSTREAM_VERSION"
 fi
 
 WORK=$(mktemp -d /tmp/podnet-demo.XXXXXX)
 CONF="$WORK/net.d"
 PLUGINS="$WORK/bin"
 mkdir -p "$CONF" "$PLUGINS"
-cp "$BIN/loopback" "$UPSTREAM"/* "$PLUGINS/"
+cp "$BIN/cni/loopback" "$BIN/cni/podnet" "$BIN/cni/podnet-portmap" "$UPSTREAM/host-local" "$PLUGINS/"
 
 SUBNET=10.244.250.0/24
 cat >"$CONF/10-demo.conflist" <<CONF
 {
-  "cniVersion": "1.0.0",
+  "cniVersion": "1.1.0",
   "name": "demo",
   "plugins": [
-    {"type": "ptp", "ipMasq": false, "mtu": 1500,
+    {"type": "podnet", "mode": "routed",
      "ipam": {"type": "host-local", "ranges": [[{"subnet": "$SUBNET"}]], "dataDir": "$WORK/ipam"}},
-    {"type": "portmap", "snat": true, "capabilities": {"portMappings": true}}
+    {"type": "podnet-portmap", "capabilities": {"portMappings": true}}
   ]
 }
 CONF
@@ -53,6 +52,8 @@ cleanup() {
 		kill -TERM "$SERVER_PID" && wait "$SERVER_PID" || true
 	fi
 	for name in $(podnet pod ls 2>/dev/null | awk 'NR>1 {print $1}'); do podnet pod rm "$name" || status=1; done
+	# GC with no pod left lets the plugins drop their now empty tables.
+	podnet pod gc demo >/dev/null || status=1
 	rm -rf "$WORK"
 	exit $status
 }

@@ -25,11 +25,10 @@ never sees a half-written file, and plugins already running keep working.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if srcDir == "" {
-				exe, err := os.Executable()
-				if err != nil {
+				var err error
+				if srcDir, err = defaultPluginDir(); err != nil {
 					return err
 				}
-				srcDir = filepath.Dir(exe)
 			}
 			var conf []byte
 			if !noConfig {
@@ -66,7 +65,18 @@ never sees a half-written file, and plugins already running keep working.`,
 	f.StringVar(&n.Store, "store", install.DefaultStore, "IPAM store: bolt:PATH or etcd://HOST:PORT,...")
 	f.StringVar(&n.Node, "node", "", "node name for IPAM (default: the host name)")
 	f.IntVar(&n.MTU, "mtu", 0, "pod interface MTU (default: the plugin's)")
-	f.StringVar(&srcDir, "src-dir", "", "where the plugin binaries are (default: podnet's own directory)")
+	f.StringVar(&srcDir, "src-dir", "", "where the plugin binaries are (default: cni/ beside the podnet binary)")
 	f.BoolVar(&noConfig, "no-config", false, "install the plugins only")
 	return cmd
+}
+
+// defaultPluginDir is cni/ beside the podnet executable, where `make build`
+// and the container image put the plugins (the main plugin is called
+// podnet too, so it cannot sit beside the CLI).
+func defaultPluginDir() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(filepath.Dir(exe), "cni"), nil
 }
