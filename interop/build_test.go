@@ -30,7 +30,7 @@ var upstreamPkgs = []string{
 }
 
 // podnetPkgs are podnet's plugins, built from the main module (../).
-var podnetPkgs = []string{"./plugins/loopback"}
+var podnetPkgs = []string{"./plugins/loopback", "./plugins/podnet", "./plugins/podnet-portmap"}
 
 // tmpRoot holds what one test binary builds for itself; TestMain removes
 // it. Upstream binaries go to bin/ instead, kept between runs.

@@ -144,11 +144,18 @@ func TestLibcniDrivesPodnetLoopback(t *testing.T) {
 // is mounted over /var/lib: the host's /var/lib is never touched.
 func cnitool(t testing.TB, confDir, cacheDir string, args ...string) (string, error) {
 	t.Helper()
+	return cnitoolPath(t, confDir, cacheDir, podnetBinDir(t), args...)
+}
+
+// cnitoolPath is cnitool with CNI_PATH set to path. The process is born
+// in the calling thread's network namespace.
+func cnitoolPath(t testing.TB, confDir, cacheDir, path string, args ...string) (string, error) {
+	t.Helper()
 	script := `mount --bind "$0" /var/lib && exec "$@"`
 	argv := append([]string{"--mount", "--propagation", "private", "--", "sh", "-c", script, cacheDir,
 		filepath.Join(upstreamBinDir(t), "cnitool")}, args...)
 	cmd := exec.Command("unshare", argv...)
-	cmd.Env = append(os.Environ(), "NETCONFPATH="+confDir, "CNI_PATH="+podnetBinDir(t), "CNI_IFNAME=eth0")
+	cmd.Env = append(os.Environ(), "NETCONFPATH="+confDir, "CNI_PATH="+path, "CNI_IFNAME=eth0")
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
