@@ -9,7 +9,7 @@ PLUGIN_BIN ?= $(BIN)/cni
 PLUGINS  := loopback podnet podnet-portmap
 GOFLAGS_BUILD := -trimpath
 
-.PHONY: all build plugins test test-unit test-interop vet fuzz run clean deps
+.PHONY: all build plugins test test-unit test-interop test-deploy vet fuzz run clean deps
 
 all: build
 
@@ -23,17 +23,23 @@ plugins:
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
-	if [ -d interop ]; then cd interop && $(GO) vet ./...; fi
+	cd interop && $(GO) vet ./...
+	cd deploy/kubernetes/manifesttest && $(GO) vet ./...
 
 # Root tests create their own network namespaces; with CI set, a root test
 # that would skip fails instead.
-test: deps vet test-unit test-interop
+test: deps vet test-unit test-interop test-deploy
 
 test-unit:
 	$(GO) test -race -count=1 -timeout 30m ./...
 
 test-interop:
-	if [ -d interop ]; then cd interop && $(GO) test -count=1 -timeout 20m ./...; fi
+	cd interop && $(GO) test -count=1 -timeout 20m ./...
+
+# The Kubernetes manifests, decoded strictly with the API types (a module of
+# its own, so the main module does not depend on k8s.io).
+test-deploy:
+	cd deploy/kubernetes/manifesttest && $(GO) test -count=1 ./...
 
 # Each fuzz target for FUZZTIME (default 2m).
 FUZZTIME ?= 2m

@@ -1,0 +1,230 @@
+package manifesttest
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// manifestDir holds the manifests, relative to this package.
+const manifestDir = ".."
+
+// namespace is where every podnet object lives: kube-system, because
+// clusters commonly reserve system-node-critical pods to it and exempt it
+// from Pod Security admission, which would refuse a privileged,
+// host-network pod elsewhere.
+const namespace = "kube-system"
+
+// manifests is everything in deploy/kubernetes/*.yaml, decoded.
+type manifests struct {
+	daemonSets      []*appsv1.DaemonSet
+	configMaps      map[string]*corev1.ConfigMap
+	serviceAccounts map[string]*corev1.ServiceAccount
+	secrets         map[string]*corev1.Secret
+	namespaces      map[string]*corev1.Namespace
+}
+
+// decoder decodes YAML or JSON into typed objects the way the API server
+// does with strict field validation: unknown and duplicate fields are
+// errors, field names are case-sensitive, and only apps/v1 and core/v1
+// are known, so a removed API version (extensions/v1beta1) is an error.
+func decoder() runtime.Decoder {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(corev1.AddToScheme(scheme))
+	utilruntime.Must(appsv1.AddToScheme(scheme))
+	return serializer.NewCodecFactory(scheme, serializer.EnableStrict).UniversalDeserializer()
+}
+
+// splitDocuments splits a multi-document YAML stream at its "---" lines.
+func splitDocuments(data []byte) ([][]byte, error) {
+	r := k8syaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var docs [][]byte
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, doc)
+	}
+}
+
+// decodeDocument decodes one document; it returns nil for a document
+// with nothing but comments.
+func decodeDocument(dec runtime.Decoder, doc []byte) (runtime.Object, error) {
+	j, err := yaml.YAMLToJSONStrict(doc)
+	if err != nil {
+		return nil, err
+	}
+	if string(j) == "null" {
+		return nil, nil
+	}
+	obj, _, err := dec.Decode(doc, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// add files obj under its kind; kinds podnet does not ship are errors, so
+// a new kind comes with checks of its own.
+func (m *manifests) add(obj runtime.Object) error {
+	var meta interface {
+		GetName() string
+		GetNamespace() string
+	}
+	var seen bool
+	wantNS := namespace
+	switch o := obj.(type) {
+	case *appsv1.DaemonSet:
+		meta = o
+		m.daemonSets = append(m.daemonSets, o)
+	case *corev1.ConfigMap:
+		meta, seen = o, m.configMaps[o.Name] != nil
+		m.configMaps[o.Name] = o
+	case *corev1.ServiceAccount:
+		meta, seen = o, m.serviceAccounts[o.Name] != nil
+		m.serviceAccounts[o.Name] = o
+	case *corev1.Secret:
+		meta, seen = o, m.secrets[o.Name] != nil
+		m.secrets[o.Name] = o
+	case *corev1.Namespace:
+		meta, seen = o, m.namespaces[o.Name] != nil
+		m.namespaces[o.Name] = o
+		wantNS = "" // cluster-scoped
+	default:
+		return fmt.Errorf("kind %s: not one podnet ships (DaemonSet, ConfigMap, ServiceAccount, Secret, Namespace); add it to the test with checks",
+			obj.GetObjectKind().GroupVersionKind())
+	}
+	kind := obj.GetObjectKind().GroupVersionKind().Kind
+	switch {
+	case meta.GetName() == "":
+		return fmt.Errorf("%s without metadata.name", kind)
+	case seen:
+		return fmt.Errorf("%s %q defined twice", kind, meta.GetName())
+	case meta.GetNamespace() != wantNS:
+		return fmt.Errorf("%s %q: namespace %q, want %q", kind, meta.GetName(), meta.GetNamespace(), wantNS)
+	}
+	return nil
+}
+
+// loaded caches the decoded manifests for every test of the package.
+var loaded struct {
+	once sync.Once
+	m    *manifests
+	errs []error
+}
+
+// load returns the decoded manifests, failing the test with every
+// document that did not decode.
+func load(t *testing.T) *manifests {
+	t.Helper()
+	loaded.once.Do(func() { loaded.m, loaded.errs = loadDir(manifestDir) })
+	if len(loaded.errs) > 0 {
+		t.Fatalf("manifests:\n%v", errors.Join(loaded.errs...))
+	}
+	return loaded.m
+}
+
+func loadDir(dir string) (*manifests, []error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, []error{err}
+	}
+	if len(files) == 0 {
+		return nil, []error{fmt.Errorf("no *.yaml in %s", dir)}
+	}
+	m := &manifests{
+		configMaps:      map[string]*corev1.ConfigMap{},
+		serviceAccounts: map[string]*corev1.ServiceAccount{},
+		secrets:         map[string]*corev1.Secret{},
+		namespaces:      map[string]*corev1.Namespace{},
+	}
+	dec := decoder()
+	var errs []error
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		docs, err := splitDocuments(data)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f, err))
+			continue
+		}
+		for i, doc := range docs {
+			obj, err := decodeDocument(dec, doc)
+			if err == nil && obj != nil {
+				err = m.add(obj)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s, document %d: %w", filepath.Base(f), i+1, err))
+			}
+		}
+	}
+	return m, errs
+}
+
+func TestManifestsDecode(t *testing.T) {
+	m := load(t)
+	if len(m.daemonSets) != 1 {
+		t.Fatalf("%d DaemonSets, want 1", len(m.daemonSets))
+	}
+	if len(m.configMaps) == 0 || len(m.serviceAccounts) == 0 {
+		t.Fatalf("want a ConfigMap and a ServiceAccount, got %d and %d", len(m.configMaps), len(m.serviceAccounts))
+	}
+}
+
+// TestDecodeRejects proves the decoder is as strict as the checks above
+// assume.
+func TestDecodeRejects(t *testing.T) {
+	const ds = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: x\n  namespace: kube-system\n"
+	tests := []struct {
+		name, doc, want string
+	}{
+		{"unknown field", ds + "spec:\n  hostNetwork: true\n", `unknown field "spec.hostNetwork"`},
+		{"field name case", ds + "spec:\n  template:\n    spec:\n      hostnetwork: true\n", `unknown field "spec.template.spec.hostnetwork"`},
+		{"duplicate field", ds + "spec:\n  minReadySeconds: 1\n  minReadySeconds: 2\n", `already set`},
+		{"removed API version", strings.Replace(ds, "apps/v1", "extensions/v1beta1", 1), `no kind "DaemonSet" is registered`},
+		{"no kind", "apiVersion: v1\nmetadata:\n  name: x\n", `'Kind' is missing`},
+		{"wrong type", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  a: [1]\n", `cannot unmarshal array`},
+	}
+	dec := decoder()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := decodeDocument(dec, []byte(tt.doc))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("decode: %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+	m := &manifests{configMaps: map[string]*corev1.ConfigMap{}}
+	obj, err := decodeDocument(dec, []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\n  namespace: kube-system\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.add(obj); err == nil || !strings.Contains(err.Error(), "not one podnet ships") {
+		t.Errorf("add(Pod) = %v, want a refusal of the kind", err)
+	}
+	if obj, err := decodeDocument(dec, []byte("# only a comment\n")); obj != nil || err != nil {
+		t.Errorf("comment-only document = %v, %v; want nothing", obj, err)
+	}
+}
