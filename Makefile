@@ -6,7 +6,7 @@ BIN      ?= $(CURDIR)/bin
 # Plugins get their own directory: the main plugin is called podnet, like
 # the CLI.
 PLUGIN_BIN ?= $(BIN)/cni
-PLUGINS  := loopback podnet podnet-portmap
+PLUGINS  := loopback podnet podnet-ipam podnet-portmap
 GOFLAGS_BUILD := -trimpath
 
 .PHONY: all build plugins test test-unit test-interop test-deploy vet fuzz run clean deps

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -25,8 +24,13 @@ type ipamClient interface {
 	GC() error
 }
 
-// newIPAM returns the client for the configured IPAM type.
+// newIPAM returns the client for the configured IPAM type: podnet-ipam
+// runs in this process (no second exec on the ADD path); anything else is
+// exec'd as a delegate.
 func newIPAM(c *conf, args *skel.CmdArgs) (ipamClient, error) {
+	if c.IPAMType == "podnet-ipam" {
+		return newInProcessIPAM(c, args)
+	}
 	path, err := cni.FindInPath(c.IPAMType, args.Path)
 	if err != nil {
 		return nil, err
@@ -107,5 +111,3 @@ func parseErrorDoc(out []byte) *cni.Error {
 	}
 	return &cni.Error{Code: *doc.Code, Msg: doc.Msg, Details: doc.Details}
 }
-
-var _ = fmt.Sprint

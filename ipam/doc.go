@@ -1,0 +1,26 @@
+// Package ipam is podnet's cluster-wide block IPAM: address pools cut into
+// fixed-size blocks, blocks made affine to one node so that each node
+// routes a whole block, and handles that say which addresses a container
+// holds.
+//
+// The package has two halves that must stay apart:
+//
+//   - Pure block arithmetic (block.go): ordinal <-> address, allocate,
+//     release, the FIFO free list, attribute dedupe. No I/O, no clocks, no
+//     randomness; it is tested by the thousand against a simple model.
+//   - The Allocator (allocator.go, release.go, claim.go, check.go), which
+//     reads objects from a Store, changes private copies and writes them
+//     back in one compare-on-revision transaction. An object read from the
+//     store is never shared, so a failed transaction leaves nothing to undo.
+//
+// The Store interface (store.go) is the only way to the data; bbolt and
+// etcd implement it under ipam/store. This package must not import either
+// of them, open files, or exec anything.
+//
+// Every error the Allocator returns is a *cni.Error: code 11 (try again
+// later) when the store is unreachable, the caller's deadline passed, or
+// conflicts outlasted it; 105 for an address already taken; 7 for bad
+// input; 100 otherwise. A failure never yields a duplicate address: the
+// only path to an allocation is a transaction that compared the revision
+// of every block and handle it wrote.
+package ipam

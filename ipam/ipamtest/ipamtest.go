@@ -1,0 +1,537 @@
+// Package ipamtest is the allocator suite, run against every ipam.Store
+// implementation. Each subtest uses its own key prefix, so one store (one
+// etcd cluster) may serve them all.
+package ipamtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/ipam"
+)
+
+// Options size the concurrency test.
+type Options struct {
+	Nodes, PerNode int // default 10 x 10
+}
+
+type env struct {
+	t     *testing.T
+	store ipam.Store
+	keys  ipam.Keys
+}
+
+func (e env) alloc(cfg ipam.Config) *ipam.Allocator {
+	cfg.Keys = e.keys
+	return ipam.New(e.store, cfg)
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustPool(t *testing.T, a *ipam.Allocator, name, cidr string, blockSize int) {
+	t.Helper()
+	if err := a.PutPool(ctxT(t), ipam.Pool{Name: name, CIDR: netip.MustParsePrefix(cidr), BlockSize: blockSize}); err != nil {
+		t.Fatalf("PutPool(%s %s): %v", name, cidr, err)
+	}
+}
+
+func mustClean(t *testing.T, a *ipam.Allocator) {
+	t.Helper()
+	rep, err := a.Check(ctxT(t), ipam.CheckOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Clean() {
+		t.Fatalf("Check: %+v", rep)
+	}
+}
+
+// Run runs the allocator suite.
+func Run(t *testing.T, newStore func(t *testing.T) ipam.Store, opts Options) {
+	if opts.Nodes == 0 {
+		opts.Nodes, opts.PerNode = 10, 10
+	}
+	tests := []struct {
+		name string
+		fn   func(e env)
+	}{
+		{"AssignReleaseDualStack", testAssignRelease},
+		{"Idempotent", testIdempotent},
+		{"SameHandleConcurrent", testSameHandleConcurrent},
+		{"FIFOReuse", testFIFO},
+		{"BorrowAndStrictAffinity", testBorrow},
+		{"MaxBlocksPerHost", testMaxBlocks},
+		{"AssignIP", testAssignIP},
+		{"ReleaseIPs", testReleaseIPs},
+		{"Ranges", testRanges},
+		{"PoolValidation", testPoolValidation},
+		{"DeadlineIsTryAgain", testDeadline},
+		{"CheckAndGC", testCheckGC},
+		{"RemoveNodeAndReclaim", testRemoveNode},
+		{"OneTxnPerAllocation", testTxnsPerAlloc},
+		{"ManyNodesConcurrent", func(e env) { testConcurrentNodes(e, opts.Nodes, opts.PerNode) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.fn(env{t: t, store: newStore(t), keys: ipam.Keys{Prefix: "/ipamtest/" + t.Name() + "/"}})
+		})
+	}
+}
+
+func testAssignRelease(e env) {
+	t := e.t
+	a := e.alloc(ipam.Config{})
+	mustPool(t, a, "v4", "10.244.0.0/16", 0)
+	mustPool(t, a, "v6", "fd00:10::/48", 0)
+	got, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "net.c1", Node: "n1", Num4: 1, Num6: 1, Attrs: map[string]string{"pod": "p1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.IPv4) != 1 || len(got.IPv6) != 1 || got.IPv4[0].Bits() != 26 || got.IPv6[0].Bits() != 122 ||
+		!netip.MustParsePrefix("10.244.0.0/16").Contains(got.IPv4[0].Addr()) {
+		t.Fatalf("AutoAssign = %+v", got)
+	}
+	held, err := a.IPsByHandle(ctxT(t), "net.c1")
+	if err != nil || len(held) != 2 || held[0] != got.IPv4[0] && held[1] != got.IPv4[0] {
+		t.Fatalf("IPsByHandle = %v, %v; want %+v", held, err, got)
+	}
+	mustClean(t, a)
+	if err := a.ReleaseByHandle(ctxT(t), "net.c1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ReleaseByHandle(ctxT(t), "net.c1"); err != nil {
+		t.Fatalf("second release: %v", err)
+	}
+	if held, _ := a.IPsByHandle(ctxT(t), "net.c1"); len(held) != 0 {
+		t.Fatalf("after release: %v", held)
+	}
+	mustClean(t, a)
+	// The emptied block stays with its node: the next address comes from it.
+	again, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "net.c2", Node: "n1", Num4: 1})
+	if err != nil || again.IPv4[0].Masked() != got.IPv4[0].Masked() {
+		t.Fatalf("after release got %+v, %v; want block %s", again, err, got.IPv4[0].Masked())
+	}
+}
+
+func testIdempotent(e env) {
+	t := e.t
+	a := e.alloc(ipam.Config{})
+	mustPool(t, a, "p", "10.1.0.0/16", 0)
+	args := ipam.AutoAssignArgs{Handle: "h", Node: "n1", Num4: 2}
+	first, err := a.AutoAssign(ctxT(t), args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := a.AutoAssign(ctxT(t), args)
+	if err != nil || !slices.Equal(first.IPv4, second.IPv4) {
+		t.Fatalf("repeat = %+v, %v; want %+v", second, err, first)
+	}
+	args.Num4 = 3 // top-up keeps the two and adds one
+	third, err := a.AutoAssign(ctxT(t), args)
+	if err != nil || len(third.IPv4) != 3 || !slices.Equal(third.IPv4[:2], first.IPv4) && !slices.Contains(third.IPv4, first.IPv4[0]) {
+		t.Fatalf("top-up = %+v, %v", third, err)
+	}
+	mustClean(t, a)
+}
+
+func testSameHandleConcurrent(e env) {
+	t := e.t
+	a := e.alloc(ipam.Config{})
+	mustPool(t, a, "p", "10.2.0.0/16", 0)
+	const n = 20
+	results := make([]ipam.Assignment, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			// Separate allocators: as separate plugin processes would be.
+			b := e.alloc(ipam.Config{})
+			results[i], errs[i] = b.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "same", Node: "n1", Num4: 1})
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("ADD %d: %v", i, errs[i])
+		}
+		if !slices.Equal(results[i].IPv4, results[0].IPv4) {
+			t.Fatalf("ADD %d got %v, ADD 0 got %v", i, results[i].IPv4, results[0].IPv4)
+		}
+	}
+	held, _ := a.IPsByHandle(ctxT(t), "same")
+	if len(held) != 1 {
+		t.Fatalf("handle holds %v, want one address", held)
+	}
+	// One node, so one block, however the ADDs raced.
+	if kvs, _, _ := e.store.List(ctxT(t), e.keys.Blocks()); len(kvs) != 1 {
+		t.Fatalf("%d blocks claimed, want 1", len(kvs))
+	}
+	mustClean(t, a)
+}
+
+func testFIFO(e env) {
+	t := e.t
+	a := e.alloc(ipam.Config{})
+	mustPool(t, a, "p", "10.3.0.0/24", 29) // 8 addresses per block
+	first, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "h0", Node: "n1", Num4: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ReleaseByHandle(ctxT(t), "h0"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < 8; i++ {
+		got, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: fmt.Sprintf("h%d", i), Node: "n1", Num4: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.IPv4[0] == first.IPv4[0] {
+			t.Fatalf("allocation %d reused the released %s while others were free", i, first.IPv4[0])
+		}
+	}
+	last, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "h8", Node: "n1", Num4: 1})
+	if err != nil || last.IPv4[0] != first.IPv4[0] {
+		t.Fatalf("8th allocation = %v, %v; want the released %s last", last, err, first.IPv4[0])
+	}
+}
+
+func testBorrow(e env) {
+	t := e.t
+	a := e.alloc(ipam.Config{})
+	mustPool(t, a, "p", "10.4.0.0/28", 29) // two blocks of 8
+	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "a", Node: "na", Num4: 8}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "b", Node: "nb", Num4: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict := e.alloc(ipam.Config{StrictAffinity: true})
+	_, err = strict.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "a2", Node: "na", Num4: 1})
+	if !cni.IsCode(err, cni.CodeInternal) {
+		t.Fatalf("strict affinity with a full block: err = %v, want code 100", err)
+	}
+	got, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "a2", Node: "na", Num4: 1})
+	if err != nil || got.IPv4[0].Masked() != b.IPv4[0].Masked() {
+		t.Fatalf("borrow = %+v, %v; want an address of nb's block %s", got, err, b.IPv4[0].Masked())
+	}
+	mustClean(t, a)
+}
+
+func testMaxBlocks(e env) {
+	t := e.t
+	a := e.alloc(ipam.Config{MaxBlocksPerHost: 1, StrictAffinity: true})
+	mustPool(t, a, "p", "10.5.0.0/24", 29)
+	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "a", Node: "n1", Num4: 8}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "b", Node: "n1", Num4: 1}); err == nil {
+		t.Fatal("claimed a second block past maxBlocksPerHost 1")
+	}
+	if kvs, _, _ := e.store.List(ctxT(t), e.keys.NodeAffinities("n1")); len(kvs) != 1 {
+		t.Fatalf("%d affinities, want 1", len(kvs))
+	}
+}
+
+func testAssignIP(e env) {
+	t := e.t
+	a := e.alloc(ipam.Config{})
+	mustPool(t, a, "p", "10.6.0.0/16", 0)
+	ip := netip.MustParseAddr("10.6.7.8")
+	got, err := a.AssignIP(ctxT(t), ipam.AssignIPArgs{Addr: ip, Handle: "h1", Node: "n1"})
+	if err != nil || got != netip.MustParsePrefix("10.6.7.8/26") {
+		t.Fatalf("AssignIP = %v, %v", got, err)
+	}
+	if _, err := a.AssignIP(ctxT(t), ipam.AssignIPArgs{Addr: ip, Handle: "h1", Node: "n1"}); err != nil {
+		t.Fatalf("same handle again: %v", err)
+	}
+	if _, err := a.AssignIP(ctxT(t), ipam.AssignIPArgs{Addr: ip, Handle: "h2", Node: "n1"}); !cni.IsCode(err, cni.CodeAddressConflict) {
+		t.Fatalf("taken address: err = %v, want code 105", err)
+	}
+	if _, err := a.AssignIP(ctxT(t), ipam.AssignIPArgs{Addr: netip.MustParseAddr("192.0.2.1"), Handle: "h3", Node: "n1"}); !cni.IsCode(err, cni.CodeInvalidNetworkConfig) {
+		t.Fatalf("address in no pool: err = %v, want code 7", err)
+	}
+	// An auto allocation on the same node uses the block AssignIP claimed
+	// and never hands out the assigned address.
+	auto, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "h4", Node: "n1", Num4: 63})
+	if err != nil || slices.Contains(auto.IPv4, got) || auto.IPv4[0].Masked() != got.Masked() {
+		t.Fatalf("AutoAssign after AssignIP = %v, %v", auto, err)
+	}
+	mustClean(t, a)
+}
+
+func testReleaseIPs(e env) {
+	t := e.t
+	a := e.alloc(ipam.Config{})
+	mustPool(t, a, "p", "10.7.0.0/16", 0)
+	got, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "h", Node: "n1", Num4: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := a.ReleaseIPs(ctxT(t), []netip.Addr{got.IPv4[0].Addr(), netip.MustParseAddr("10.7.200.1"), netip.MustParseAddr("192.0.2.1")})
+	if err != nil || len(rel) != 1 || rel[0] != got.IPv4[0].Addr() {
+		t.Fatalf("ReleaseIPs = %v, %v", rel, err)
+	}
+	held, _ := a.IPsByHandle(ctxT(t), "h")
+	if !slices.Equal(held, got.IPv4[1:]) {
+		t.Fatalf("handle holds %v, want %v", held, got.IPv4[1:])
+	}
+	mustClean(t, a)
+}
+
+func testRanges(e env) {
+	t := e.t
+	a := e.alloc(ipam.Config{})
+	mustPool(t, a, "p", "10.8.0.0/16", 0)
+	r := ipam.Range{Subnet: netip.MustParsePrefix("10.8.0.0/16"), Start: netip.MustParseAddr("10.8.3.250"), End: netip.MustParseAddr("10.8.4.1")}
+	got, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "h", Node: "n1", Num4: 8, Ranges: []ipam.Range{r}})
+	if err != nil || len(got.IPv4) != 8 {
+		t.Fatalf("AutoAssign in range = %v, %v", got, err)
+	}
+	for _, p := range got.IPv4 {
+		if !r.Contains(p.Addr()) {
+			t.Fatalf("%s is outside %+v", p, r)
+		}
+	}
+	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "h2", Node: "n1", Num4: 1, Ranges: []ipam.Range{r}}); err == nil {
+		t.Fatal("allocated a 9th address from an 8-address range")
+	}
+	mustClean(t, a)
+}
+
+func testPoolValidation(e env) {
+	t := e.t
+	a := e.alloc(ipam.Config{})
+	mustPool(t, a, "p", "10.9.0.0/16", 0)
+	for _, p := range []ipam.Pool{
+		{Name: "q", CIDR: netip.MustParsePrefix("10.9.128.0/17")},
+		{Name: "p", CIDR: netip.MustParsePrefix("10.9.0.0/16"), BlockSize: 28},
+		{Name: "r", CIDR: netip.MustParsePrefix("10.10.0.0/16"), BlockSize: 33},
+	} {
+		if err := a.PutPool(ctxT(t), p); !cni.IsCode(err, cni.CodeInvalidNetworkConfig) {
+			t.Errorf("PutPool(%+v): err = %v, want code 7", p, err)
+		}
+	}
+	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "h", Node: "n1", Num4: 1, Pools4: []string{"nope"}}); !cni.IsCode(err, cni.CodeInvalidNetworkConfig) {
+		t.Errorf("unknown pool: err = %v, want code 7", err)
+	}
+	if err := a.PutPool(ctxT(t), ipam.Pool{Name: "p", CIDR: netip.MustParsePrefix("10.9.0.0/16"), Disabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "h", Node: "n1", Num4: 1}); err == nil {
+		t.Error("allocated from a disabled pool")
+	}
+}
+
+func testDeadline(e env) {
+	t := e.t
+	a := e.alloc(ipam.Config{})
+	mustPool(t, a, "p", "10.11.0.0/16", 0)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	<-ctx.Done()
+	_, err := a.AutoAssign(ctx, ipam.AutoAssignArgs{Handle: "h", Node: "n1", Num4: 1})
+	if !cni.IsCode(err, cni.CodeTryAgainLater) {
+		t.Fatalf("expired deadline: err = %v, want code 11", err)
+	}
+	var ce *cni.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("not a *cni.Error: %T", err)
+	}
+}
+
+func testCheckGC(e env) {
+	t := e.t
+	a := e.alloc(ipam.Config{})
+	mustPool(t, a, "p", "10.12.0.0/16", 0)
+	for _, h := range []string{"live", "dead1", "dead2"} {
+		if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: h, Node: "n1", Num4: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "elsewhere", Node: "n2", Num4: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := a.Check(ctxT(t), ipam.CheckOptions{Live: func(node, h string) bool { return h == "live" || h == "elsewhere" }})
+	if err != nil || len(rep.Leaked) != 2 {
+		t.Fatalf("Check leaks = %+v, %v; want dead1 and dead2", rep.Leaked, err)
+	}
+	rel, err := a.GC(ctxT(t), "n1", []string{"live"})
+	if err != nil || len(rel) != 2 {
+		t.Fatalf("GC = %v, %v", rel, err)
+	}
+	if held, _ := a.IPsByHandle(ctxT(t), "elsewhere"); !slices.Equal(held, other.IPv4) {
+		t.Fatalf("GC of n1 touched n2's handle: %v", held)
+	}
+	mustClean(t, a)
+	// A handle pointing at a block that does not exist is reported.
+	if _, err := e.store.Txn(ctxT(t), nil, []ipam.Op{ipam.Put(e.keys.Handle("ghost"), []byte(`{"id":"ghost","blocks":{"10.12.99.0/26":1}}`))}); err != nil {
+		t.Fatal(err)
+	}
+	rep, _ = a.Check(ctxT(t), ipam.CheckOptions{})
+	if len(rep.DanglingHandles) != 1 || rep.DanglingHandles[0].Handle != "ghost" {
+		t.Fatalf("Check dangling = %+v", rep)
+	}
+}
+
+func testRemoveNode(e env) {
+	t := e.t
+	now := time.Unix(1_000_000, 0)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	a := e.alloc(ipam.Config{Now: clock})
+	mustPool(t, a, "p", "10.13.0.0/16", 0)
+	kept, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "keep", Node: "n1", Num4: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "gone", Node: "n2", Num4: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ReleaseByHandle(ctxT(t), "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.ReclaimEmptyBlocks(ctxT(t), "n2", time.Hour); err != nil || n != 0 {
+		t.Fatalf("reclaim before grace: %d, %v", n, err)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Hour)
+	mu.Unlock()
+	if n, err := a.ReclaimEmptyBlocks(ctxT(t), "n2", time.Hour); err != nil || n != 1 {
+		t.Fatalf("reclaim after grace: %d, %v", n, err)
+	}
+	if err := a.RemoveNode(ctxT(t), "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if kvs, _, _ := e.store.List(ctxT(t), e.keys.Affinities()); len(kvs) != 0 {
+		t.Fatalf("affinities left: %v", kvs)
+	}
+	// n1's block still holds "keep", now with no affinity.
+	if held, _ := a.IPsByHandle(ctxT(t), "keep"); !slices.Equal(held, kept.IPv4) {
+		t.Fatalf("keep holds %v", held)
+	}
+	if kvs, _, _ := e.store.List(ctxT(t), e.keys.Blocks()); len(kvs) != 1 {
+		t.Fatalf("%d blocks left, want n1's non-empty one", len(kvs))
+	}
+	mustClean(t, a)
+}
+
+func testTxnsPerAlloc(e env) {
+	t := e.t
+	a := e.alloc(ipam.Config{})
+	mustPool(t, a, "p", "10.14.0.0/16", 0)
+	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "warm", Node: "n1", Num4: 1}); err != nil {
+		t.Fatal(err)
+	}
+	before := a.Txns()
+	for i := range 20 {
+		if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: fmt.Sprint("h", i), Node: "n1", Num4: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := a.Txns() - before; got != 20 {
+		t.Fatalf("%d transactions for 20 steady-state allocations, want 20", got)
+	}
+}
+
+// testConcurrentNodes has nodes allocate at once, each with two workers so
+// that siblings on a node conflict too, then checks that no address was
+// given twice, every handle resolves, and Check is clean after release.
+func testConcurrentNodes(e env, nodes, perNode int) {
+	t := e.t
+	a := e.alloc(ipam.Config{})
+	mustPool(t, a, "p", "10.128.0.0/9", 0)
+	type res struct {
+		handle string
+		addr   netip.Prefix
+	}
+	var mu sync.Mutex
+	var all []res
+	errc := make(chan error, nodes*2)
+	var wg sync.WaitGroup
+	for n := range nodes {
+		for w := range 2 {
+			wg.Go(func() {
+				al := e.alloc(ipam.Config{})
+				for i := w; i < perNode; i += 2 {
+					h := fmt.Sprintf("net.n%d-c%d", n, i)
+					got, err := al.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: h, Node: fmt.Sprint("node", n), Num4: 1})
+					if err != nil {
+						errc <- err
+						return
+					}
+					mu.Lock()
+					all = append(all, res{h, got.IPv4[0]})
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	seen := map[netip.Addr]string{}
+	for _, r := range all {
+		if prev, dup := seen[r.addr.Addr()]; dup {
+			t.Fatalf("duplicate address %s: %s and %s", r.addr, prev, r.handle)
+		}
+		seen[r.addr.Addr()] = r.handle
+	}
+	if len(seen) != nodes*perNode {
+		t.Fatalf("%d addresses, want %d", len(seen), nodes*perNode)
+	}
+	// Resolve and release per node, with two workers each, as kubelets
+	// would: not every pod of the cluster at the same instant.
+	byNode := make([][]res, nodes)
+	for _, r := range all {
+		var n, c int
+		fmt.Sscanf(r.handle, "net.n%d-c%d", &n, &c)
+		byNode[n] = append(byNode[n], r)
+	}
+	eachNode := func(fn func(r res) error) {
+		var wg sync.WaitGroup
+		for n := range nodes {
+			for w := range 2 {
+				wg.Go(func() {
+					for i := w; i < len(byNode[n]); i += 2 {
+						if err := fn(byNode[n][i]); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+		}
+		wg.Wait()
+	}
+	eachNode(func(r res) error {
+		held, err := a.IPsByHandle(ctxT(t), r.handle)
+		if err != nil || len(held) != 1 || held[0] != r.addr {
+			return fmt.Errorf("handle %s resolves to %v, %v; want %s", r.handle, held, err, r.addr)
+		}
+		return nil
+	})
+	mustClean(t, a)
+	eachNode(func(r res) error { return a.ReleaseByHandle(ctxT(t), r.handle) })
+	if t.Failed() {
+		t.FailNow()
+	}
+	mustClean(t, a)
+	if kvs, _, _ := e.store.List(ctxT(t), e.keys.Handles()); len(kvs) != 0 {
+		t.Fatalf("%d handles left after release", len(kvs))
+	}
+}

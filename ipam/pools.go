@@ -1,0 +1,195 @@
+package ipam
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/podnet/podnet/cni"
+)
+
+// PutPool creates or replaces a pool. A pool may not overlap another, and
+// an existing pool's CIDR and block size may not change, since blocks were
+// cut by them.
+func (a *Allocator) PutPool(ctx context.Context, p Pool) error {
+	p, err := p.Normalize()
+	if err != nil {
+		return err
+	}
+	return a.retry(ctx, "put pool "+quote(p.Name), func(ctx context.Context) error {
+		pools, err := a.listPools(ctx)
+		if err != nil {
+			return err
+		}
+		var rev int64
+		for _, x := range pools {
+			if x.pool.Name == p.Name {
+				rev = x.rev
+				if x.pool.CIDR != p.CIDR || x.pool.BlockSize != p.BlockSize {
+					return cni.Errorf(cni.CodeInvalidNetworkConfig, "pool %q: cidr %s/blockSize %d cannot change to %s/%d",
+						p.Name, x.pool.CIDR, x.pool.BlockSize, p.CIDR, p.BlockSize)
+				}
+				continue
+			}
+			if x.pool.CIDR.Overlaps(p.CIDR) {
+				return cni.Errorf(cni.CodeInvalidNetworkConfig, "pool %q: cidr %s overlaps pool %q (%s)", p.Name, p.CIDR, x.pool.Name, x.pool.CIDR)
+			}
+		}
+		v, err := json.Marshal(p)
+		if err != nil {
+			return err
+		}
+		// The overlap check read a list that a concurrent PutPool of
+		// another name may outdate; pools are rare admin writes, and
+		// Check reports any blocks that end up overlapping.
+		a.txns.Add(1)
+		_, err = a.store.Txn(ctx, []Compare{{Key: a.keys.Pool(p.Name), ModRevision: rev}}, []Op{Put(a.keys.Pool(p.Name), v)})
+		return err
+	})
+}
+
+// Pools returns every pool, by name.
+func (a *Allocator) Pools(ctx context.Context) ([]Pool, error) {
+	var out []Pool
+	err := a.retry(ctx, "list pools", func(ctx context.Context) error {
+		ps, err := a.listPools(ctx)
+		out = out[:0]
+		for _, p := range ps {
+			out = append(out, p.pool)
+		}
+		return err
+	})
+	return out, err
+}
+
+type poolRev struct {
+	pool Pool
+	rev  int64
+}
+
+func (a *Allocator) listPools(ctx context.Context) ([]poolRev, error) {
+	kvs, _, err := a.store.List(ctx, a.keys.Pools())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]poolRev, 0, len(kvs))
+	for _, kv := range kvs {
+		var p Pool
+		if err := json.Unmarshal(kv.Value, &p); err != nil {
+			return nil, cni.Errorf(cni.CodeInternal, "pool %s: %v", kv.Key, err)
+		}
+		if p, err = p.Normalize(); err != nil {
+			return nil, err
+		}
+		out = append(out, poolRev{p, kv.ModRevision})
+	}
+	return out, nil
+}
+
+// eligiblePools returns the enabled pools of one family that node may use:
+// the named ones in the order given, or all that select the node, by name.
+func (a *Allocator) eligiblePools(ctx context.Context, node string, bits int, names []string, ranges []Range) ([]Pool, error) {
+	all, err := a.listPools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var labels map[string]string
+	if a.cfg.NodeLabels != nil {
+		if labels, err = a.cfg.NodeLabels(ctx, node); err != nil {
+			return nil, fmt.Errorf("labels of node %q: %w", node, err)
+		}
+	}
+	byName := map[string]Pool{}
+	for _, x := range all {
+		byName[x.pool.Name] = x.pool
+	}
+	if len(names) == 0 {
+		names = slices.Sorted(maps.Keys(byName))
+	}
+	var out []Pool
+	for _, n := range names {
+		p, ok := byName[n]
+		if !ok {
+			return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "pool %q: no such pool", n)
+		}
+		if p.CIDR.Addr().BitLen() != bits || p.Disabled {
+			continue
+		}
+		if sel, _ := ParseSelector(p.NodeSelector); !sel.Matches(labels) {
+			continue
+		}
+		if len(ranges) > 0 && !slices.ContainsFunc(ranges, func(r Range) bool { return r.Subnet.Overlaps(p.CIDR) }) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// poolFor returns the pool holding addr.
+func (a *Allocator) poolFor(ctx context.Context, addr netip.Addr) (Pool, error) {
+	pools, err := a.listPools(ctx)
+	if err != nil {
+		return Pool{}, err
+	}
+	for _, x := range pools {
+		if x.pool.CIDR.Contains(addr) {
+			return x.pool, nil
+		}
+	}
+	return Pool{}, cni.Errorf(cni.CodeInvalidNetworkConfig, "address %s: in no pool", addr)
+}
+
+type nodeAffinity struct {
+	cidr  netip.Prefix
+	state AffinityState
+	rev   int64
+}
+
+// nodeAffinities lists node's affinities, by CIDR. It reads only the
+// node's own prefix, never every block.
+func (a *Allocator) nodeAffinities(ctx context.Context, node string) ([]nodeAffinity, error) {
+	kvs, _, err := a.store.List(ctx, a.keys.NodeAffinities(node))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]nodeAffinity, 0, len(kvs))
+	for _, kv := range kvs {
+		_, cidr, err := a.keys.ParseAffinityKey(kv.Key)
+		if err != nil {
+			return nil, cni.Errorf(cni.CodeInternal, "%v", err)
+		}
+		var af Affinity
+		if err := json.Unmarshal(kv.Value, &af); err != nil {
+			return nil, cni.Errorf(cni.CodeInternal, "affinity %s: %v", kv.Key, err)
+		}
+		out = append(out, nodeAffinity{cidr, af.State, kv.ModRevision})
+	}
+	slices.SortFunc(out, func(x, y nodeAffinity) int {
+		return cmp.Or(x.cidr.Addr().Compare(y.cidr.Addr()), x.cidr.Bits()-y.cidr.Bits())
+	})
+	return out, nil
+}
+
+func quote(s string) string { return fmt.Sprintf("%q", s) }
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+func poolNames(ps []Pool) string {
+	if len(ps) == 0 {
+		return "(none eligible)"
+	}
+	var n []string
+	for _, p := range ps {
+		n = append(n, quote(p.Name))
+	}
+	return strings.Join(n, ", ")
+}
+
+var errNoFreeBlock = errors.New("no free block")

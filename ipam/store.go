@@ -1,0 +1,95 @@
+package ipam
+
+import (
+	"context"
+	"errors"
+)
+
+// Store is the key-value store under the allocator: bbolt on one machine,
+// etcd in a cluster (see ipam/store). Implementations must be safe for
+// concurrent use and must pass ipam/store/storetest.
+//
+// Revisions are store-wide and increase with every transaction that writes;
+// each key carries the revision of its last write (ModRevision) and of its
+// creation. A key that does not exist has ModRevision 0.
+type Store interface {
+	// Get returns the key, or an error matching ErrNotFound.
+	Get(ctx context.Context, key string) (KV, error)
+	// List returns every key starting with prefix, in key order, and the
+	// store revision the read saw.
+	List(ctx context.Context, prefix string) ([]KV, int64, error)
+	// Txn applies ops atomically if every compare holds, and returns the
+	// new store revision. A failed compare returns an error matching
+	// ErrConflict and changes nothing.
+	Txn(ctx context.Context, cmps []Compare, ops []Op) (int64, error)
+	// Watch streams changes to keys under prefix from revision fromRev
+	// (0: from now) until ctx ends. The channel closes after ctx ends or
+	// after a response carrying Err.
+	Watch(ctx context.Context, prefix string, fromRev int64) (<-chan WatchResponse, error)
+	// Close releases the store's resources.
+	Close() error
+}
+
+// KV is one key with its value and revisions.
+type KV struct {
+	Key            string
+	Value          []byte
+	ModRevision    int64
+	CreateRevision int64
+}
+
+// Compare holds when Key's ModRevision equals ModRevision; 0 means the key
+// must not exist.
+type Compare struct {
+	Key         string
+	ModRevision int64
+}
+
+// Op writes Value to Key, or deletes Key when Delete is set. Deleting a
+// missing key is not an error.
+type Op struct {
+	Key    string
+	Value  []byte
+	Delete bool
+}
+
+// Put returns an Op that writes value to key.
+func Put(key string, value []byte) Op { return Op{Key: key, Value: value} }
+
+// Del returns an Op that deletes key.
+func Del(key string) Op { return Op{Key: key, Delete: true} }
+
+// EventType says whether a watched key was written or deleted.
+type EventType int
+
+// Event types.
+const (
+	EventPut EventType = iota
+	EventDelete
+)
+
+// Event is one change seen by a watch. For a delete, KV.Value is empty and
+// KV.ModRevision is the revision of the deletion.
+type Event struct {
+	Type EventType
+	KV   KV
+}
+
+// WatchResponse carries the events of one or more revisions, in revision
+// order, or the error that ended the watch.
+type WatchResponse struct {
+	Events []Event
+	Err    error
+}
+
+// Errors every Store returns, matched with errors.Is.
+var (
+	ErrNotFound = errors.New("key not found")
+	ErrConflict = errors.New("revision conflict")
+	// ErrUnavailable means the store could not be reached or locked in
+	// time; the allocator reports it as CNI code 11 (try again later).
+	ErrUnavailable = errors.New("store unavailable")
+	// ErrCompacted means a watch asked for revisions the store no longer
+	// keeps; the watcher must List again and watch from there.
+	ErrCompacted = errors.New("revision compacted")
+)

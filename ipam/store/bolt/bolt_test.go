@@ -1,0 +1,102 @@
+package bolt
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/podnet/podnet/ipam"
+	"github.com/podnet/podnet/ipam/ipamtest"
+	"github.com/podnet/podnet/ipam/store/storetest"
+)
+
+func newStore(t *testing.T, opts Options) *Store {
+	t.Helper()
+	if opts.Path == "" {
+		opts.Path = filepath.Join(t.TempDir(), "ipam.db")
+	}
+	s, err := Open(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestStorePerOperation(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) ipam.Store { return newStore(t, Options{NoSync: true}) })
+}
+
+func TestStoreHoldOpen(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) ipam.Store { return newStore(t, Options{HoldOpen: true, NoSync: true}) })
+}
+
+// Two per-operation stores on one file stand in for two plugin processes:
+// each Open takes its own flock, exactly as another process would.
+func TestTwoProcessesShareFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ipam.db")
+	a := newStore(t, Options{Path: path, NoSync: true, PollInterval: 10 * time.Millisecond})
+	b := newStore(t, Options{Path: path, NoSync: true})
+	ctx := context.Background()
+	ch, err := a.Watch(ctx, "/k", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := b.Txn(ctx, []ipam.Compare{{Key: "/k"}}, []ipam.Op{ipam.Put("/k", []byte("v"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Txn(ctx, []ipam.Compare{{Key: "/k"}}, []ipam.Op{ipam.Put("/k", []byte("w"))}); !errors.Is(err, ipam.ErrConflict) {
+		t.Fatalf("a overwrote b's key: %v", err)
+	}
+	select {
+	case r := <-ch:
+		if r.Err != nil || len(r.Events) != 1 || r.Events[0].KV.ModRevision != rev {
+			t.Fatalf("watch saw %+v", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("watch did not see the other store's write")
+	}
+}
+
+func TestLockTimeout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ipam.db")
+	newStore(t, Options{Path: path, HoldOpen: true, NoSync: true})
+	s := newStore(t, Options{Path: path + ".other", NoSync: true})
+	s.opts.Path, s.opts.LockTimeout = path, 50*time.Millisecond
+	if _, err := s.Get(context.Background(), "/k"); !errors.Is(err, ipam.ErrUnavailable) {
+		t.Fatalf("Get while another holds the file: err = %v, want ErrUnavailable", err)
+	}
+}
+
+func TestWatchCompacted(t *testing.T) {
+	s := newStore(t, Options{HoldOpen: true, NoSync: true, LogRetain: 3})
+	ctx := context.Background()
+	for i := range 10 {
+		if _, err := s.Txn(ctx, nil, []ipam.Op{ipam.Put("/k", []byte{byte(i)})}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ch, err := s.Watch(ctx, "/", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := <-ch; !errors.Is(r.Err, ipam.ErrCompacted) {
+		t.Fatalf("watch from a trimmed revision: %+v, want ErrCompacted", r)
+	}
+	ch, _ = s.Watch(ctx, "/", 8)
+	if r := <-ch; r.Err != nil || len(r.Events) != 3 {
+		t.Fatalf("watch from retained revision 8: %+v, want 3 events", r)
+	}
+}
+
+func TestAllocatorSuite(t *testing.T) {
+	t.Run("PerOperation", func(t *testing.T) {
+		ipamtest.Run(t, func(t *testing.T) ipam.Store { return newStore(t, Options{NoSync: true}) }, ipamtest.Options{})
+	})
+	t.Run("HoldOpen", func(t *testing.T) {
+		ipamtest.Run(t, func(t *testing.T) ipam.Store { return newStore(t, Options{HoldOpen: true, NoSync: true}) }, ipamtest.Options{})
+	})
+}

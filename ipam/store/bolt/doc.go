@@ -1,0 +1,30 @@
+// Package bolt is the embedded ipam.Store: one bbolt file, the default on a
+// single machine, where nothing else need run.
+//
+// Two ways to use the file:
+//
+//   - Per operation (the default, for CNI plugin processes): every Get,
+//     List and Txn takes an exclusive lock on <path>.lock, opens the
+//     database, does its one bbolt transaction, closes it and unlocks. Any
+//     number of plugin processes on the node can share the file this way.
+//     The lock is polled with a short backoff rather than bbolt's own 50 ms
+//     retry, and waiting is bounded by the caller's context and
+//     Options.LockTimeout; running out gives ipam.ErrUnavailable.
+//   - HoldOpen (for one long-lived process that is the file's only user:
+//     tests, benchmarks, podnet run): the lock is taken once at Open and
+//     the database stays mapped. Concurrent Txn calls are group-committed:
+//     whatever queued while one commit was syncing goes into the next bbolt
+//     transaction, each request with its own compares, so a burst costs one
+//     fsync instead of one each.
+//
+// Revisions: one counter stored in the file, incremented by each Txn that
+// has ops; every key stores its mod and create revision before its value.
+// Each change is also appended to a log bucket that keeps the last
+// Options.LogRetain revisions, and Watch reads that log. A watcher sees
+// writes made through the same Store at once, and writes from other
+// processes within Options.PollInterval (it polls the log). A watch that
+// falls more than LogRetain revisions behind ends with ipam.ErrCompacted.
+//
+// The package must not be imported by ipam itself; it implements the
+// interface, nothing more.
+package bolt

@@ -1,0 +1,199 @@
+package etcd
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/podnet/podnet/ipam"
+)
+
+// Options configure a Store.
+type Options struct {
+	Endpoints   []string
+	DialTimeout time.Duration // default 5s
+	// TLS: all three empty means plain HTTP; CAFile alone verifies the
+	// server; CertFile and KeyFile add a client certificate.
+	CertFile, KeyFile, CAFile string
+	Username, Password        string
+	// Logger for the etcd client; nil discards its logs.
+	Logger *zap.Logger
+}
+
+// Store is an ipam.Store over an etcd v3 cluster.
+type Store struct {
+	c   *clientv3.Client
+	own bool // Close closes c
+}
+
+var _ ipam.Store = (*Store)(nil)
+
+// New connects to the cluster in opts.
+func New(opts Options) (*Store, error) {
+	if len(opts.Endpoints) == 0 {
+		return nil, errors.New("etcd store: no endpoints")
+	}
+	cfg := clientv3.Config{
+		Endpoints:   opts.Endpoints,
+		DialTimeout: opts.DialTimeout,
+		Username:    opts.Username,
+		Password:    opts.Password,
+		Logger:      opts.Logger,
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if opts.CertFile != "" || opts.KeyFile != "" || opts.CAFile != "" {
+		tc, err := tlsConfig(opts)
+		if err != nil {
+			return nil, err
+		}
+		cfg.TLS = tc
+	}
+	c, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcd store %v: %w", opts.Endpoints, err)
+	}
+	return &Store{c: c, own: true}, nil
+}
+
+func tlsConfig(opts Options) (*tls.Config, error) {
+	if (opts.CertFile == "") != (opts.KeyFile == "") {
+		return nil, fmt.Errorf("etcd store: certFile %q and keyFile %q must be set together", opts.CertFile, opts.KeyFile)
+	}
+	info := transport.TLSInfo{CertFile: opts.CertFile, KeyFile: opts.KeyFile, TrustedCAFile: opts.CAFile}
+	tc, err := info.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("etcd store: tls (cert %q, key %q, ca %q): %w", opts.CertFile, opts.KeyFile, opts.CAFile, err)
+	}
+	return tc, nil
+}
+
+// NewFromClient wraps an existing client; Close leaves it open.
+func NewFromClient(c *clientv3.Client) *Store { return &Store{c: c} }
+
+// Get implements ipam.Store.
+func (s *Store) Get(ctx context.Context, key string) (ipam.KV, error) {
+	resp, err := s.c.Get(ctx, key)
+	if err != nil {
+		return ipam.KV{}, wrap("get "+key, ctx, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return ipam.KV{}, fmt.Errorf("%s: %w", key, ipam.ErrNotFound)
+	}
+	kv := resp.Kvs[0]
+	return ipam.KV{Key: key, Value: kv.Value, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision}, nil
+}
+
+// List implements ipam.Store.
+func (s *Store) List(ctx context.Context, prefix string) ([]ipam.KV, int64, error) {
+	resp, err := s.c.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, wrap("list "+prefix, ctx, err)
+	}
+	out := make([]ipam.KV, len(resp.Kvs))
+	for i, kv := range resp.Kvs {
+		out[i] = ipam.KV{Key: string(kv.Key), Value: kv.Value, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision}
+	}
+	return out, resp.Header.Revision, nil
+}
+
+// Txn implements ipam.Store. etcd's compare on ModRevision 0 holds exactly
+// when the key does not exist, which is ipam.Compare's meaning of 0.
+func (s *Store) Txn(ctx context.Context, cmps []ipam.Compare, ops []ipam.Op) (int64, error) {
+	ifs := make([]clientv3.Cmp, len(cmps))
+	for i, c := range cmps {
+		ifs[i] = clientv3.Compare(clientv3.ModRevision(c.Key), "=", c.ModRevision)
+	}
+	thens := make([]clientv3.Op, len(ops))
+	for i, op := range ops {
+		if op.Delete {
+			thens[i] = clientv3.OpDelete(op.Key)
+		} else {
+			thens[i] = clientv3.OpPut(op.Key, string(op.Value))
+		}
+	}
+	resp, err := s.c.Txn(ctx).If(ifs...).Then(thens...).Commit()
+	if err != nil {
+		return 0, wrap("txn", ctx, err)
+	}
+	if !resp.Succeeded {
+		return 0, fmt.Errorf("etcd txn: %w", ipam.ErrConflict)
+	}
+	return resp.Header.Revision, nil
+}
+
+// Watch implements ipam.Store.
+func (s *Store) Watch(ctx context.Context, prefix string, fromRev int64) (<-chan ipam.WatchResponse, error) {
+	opts := []clientv3.OpOption{clientv3.WithPrefix()}
+	if fromRev > 0 {
+		opts = append(opts, clientv3.WithRev(fromRev))
+	}
+	// Without a leader a member's watch would stall silently; with this
+	// option it ends and the caller re-lists.
+	wch := s.c.Watch(clientv3.WithRequireLeader(ctx), prefix, opts...)
+	out := make(chan ipam.WatchResponse, 16)
+	go func() {
+		defer close(out)
+		for resp := range wch {
+			var r ipam.WatchResponse
+			switch {
+			case resp.CompactRevision != 0:
+				r.Err = fmt.Errorf("watch %s from %d: compacted at %d: %w", prefix, fromRev, resp.CompactRevision, ipam.ErrCompacted)
+			case resp.Err() != nil:
+				r.Err = wrap("watch "+prefix, ctx, resp.Err())
+			}
+			for _, ev := range resp.Events {
+				e := ipam.Event{KV: ipam.KV{Key: string(ev.Kv.Key), Value: ev.Kv.Value, ModRevision: ev.Kv.ModRevision, CreateRevision: ev.Kv.CreateRevision}}
+				if ev.Type == clientv3.EventTypeDelete {
+					e.Type = ipam.EventDelete
+				}
+				r.Events = append(r.Events, e)
+			}
+			if len(r.Events) == 0 && r.Err == nil {
+				continue // progress notifications
+			}
+			select {
+			case out <- r:
+			case <-ctx.Done():
+				return
+			}
+			if r.Err != nil {
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// Close implements ipam.Store.
+func (s *Store) Close() error {
+	if s.own {
+		return s.c.Close()
+	}
+	return nil
+}
+
+// wrap marks transient failures ErrUnavailable, so the allocator answers
+// CNI code 11 rather than an internal error.
+func wrap(what string, ctx context.Context, err error) error {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("etcd %s: %w (%w)", what, ipam.ErrUnavailable, err)
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.ResourceExhausted:
+		return fmt.Errorf("etcd %s: %w (%w)", what, ipam.ErrUnavailable, err)
+	}
+	return fmt.Errorf("etcd %s: %w", what, err)
+}

@@ -1,0 +1,134 @@
+// Package etcdtest starts real etcd members in-process for tests: 127.0.0.1
+// only, free ports, data in t.TempDir(), logs discarded, all stopped in
+// t.Cleanup. Members can be stopped and started again for fault tests.
+package etcdtest
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Cluster is a running etcd cluster.
+type Cluster struct {
+	t       testing.TB
+	members []*member
+}
+
+type member struct {
+	cfg *embed.Config
+	e   *embed.Etcd // nil while stopped
+}
+
+// Start starts an n-member cluster and waits until every member is ready.
+func Start(t testing.TB, n int) *Cluster {
+	t.Helper()
+	dir := t.TempDir()
+	c := &Cluster{t: t}
+	var initial []string
+	token := fmt.Sprintf("podnet-test-%d", time.Now().UnixNano())
+	for i := range n {
+		cfg := embed.NewConfig()
+		cfg.Name = fmt.Sprintf("m%d", i)
+		cfg.Dir = filepath.Join(dir, cfg.Name)
+		peer, client := freeURL(t), freeURL(t)
+		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+		cfg.InitialClusterToken = token
+		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+		cfg.LogLevel = "error"
+		// Tests do not survive power loss; fsync would only slow them.
+		cfg.UnsafeNoFsync = true
+		// Shorter than the defaults (100/1000) so that fault tests elect
+		// quickly, long enough not to flap on a loaded CI machine.
+		cfg.TickMs, cfg.ElectionMs = 50, 1000
+		initial = append(initial, cfg.Name+"="+peer.String())
+		c.members = append(c.members, &member{cfg: cfg})
+	}
+	for _, m := range c.members {
+		m.cfg.InitialCluster = strings.Join(initial, ",")
+	}
+	t.Cleanup(c.stopAll)
+	// Members must start together: none is ready before a quorum is up.
+	for i := range c.members {
+		c.startMember(i, false)
+	}
+	for i := range c.members {
+		c.waitReady(i)
+	}
+	return c
+}
+
+func freeURL(t testing.TB) url.URL {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("etcdtest: free port: %v", err)
+	}
+	defer l.Close()
+	return url.URL{Scheme: "http", Host: l.Addr().String()}
+}
+
+func (c *Cluster) startMember(i int, wait bool) {
+	c.t.Helper()
+	m := c.members[i]
+	e, err := embed.StartEtcd(m.cfg)
+	if err != nil {
+		c.t.Fatalf("etcdtest: start %s: %v", m.cfg.Name, err)
+	}
+	m.e = e
+	if wait {
+		c.waitReady(i)
+	}
+}
+
+func (c *Cluster) waitReady(i int) {
+	c.t.Helper()
+	m := c.members[i]
+	select {
+	case <-m.e.Server.ReadyNotify():
+	case err := <-m.e.Err():
+		c.t.Fatalf("etcdtest: %s: %v", m.cfg.Name, err)
+	case <-time.After(60 * time.Second):
+		c.t.Fatalf("etcdtest: %s not ready after 60s", m.cfg.Name)
+	}
+}
+
+// Endpoints returns the client URLs of the running members.
+func (c *Cluster) Endpoints() []string {
+	var eps []string
+	for _, m := range c.members {
+		if m.e != nil {
+			eps = append(eps, m.cfg.AdvertiseClientUrls[0].String())
+		}
+	}
+	return eps
+}
+
+// Stop stops member i; its data stays for Restart.
+func (c *Cluster) Stop(i int) {
+	m := c.members[i]
+	if m.e != nil {
+		m.e.Close()
+		m.e = nil
+	}
+}
+
+// Restart starts a stopped member i again and waits until it is ready.
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	c.members[i].cfg.ClusterState = embed.ClusterStateFlagExisting
+	c.startMember(i, true)
+}
+
+func (c *Cluster) stopAll() {
+	for i := range c.members {
+		c.Stop(i)
+	}
+}

@@ -1,0 +1,13 @@
+// Package etcdgw is an ipam.Store over etcd's v3 JSON gateway (the
+// grpc-gateway every etcd member serves under /v3/), for the short-lived
+// plugin processes that do IPAM in-process.
+//
+// The full etcd client (ipam/store/etcd) costs a plugin about 4 ms of
+// package initialisation and 10 MB of memory on every exec; this client is
+// net/http and encoding/json only. The node agent and the CLI, which live
+// long, use the full client; both pass the same store suite.
+//
+// It fails over between endpoints when one cannot be dialled. It must not
+// retry a request that may have reached the server: the allocator's
+// compare-on-revision retries are what make a repeated transaction safe.
+package etcdgw

@@ -1,0 +1,427 @@
+package etcdgw
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/podnet/podnet/ipam"
+)
+
+// Options configure a Store.
+type Options struct {
+	// Endpoints are host:port or URLs of etcd members' client ports.
+	Endpoints   []string
+	DialTimeout time.Duration // default 5s
+	// TLS: all empty means plain HTTP; CAFile alone verifies the server;
+	// CertFile and KeyFile add a client certificate.
+	CertFile, KeyFile, CAFile string
+	Username, Password        string
+}
+
+// Store is an ipam.Store over the v3 gateway.
+type Store struct {
+	endpoints []string // base URLs
+	client    *http.Client
+	current   atomic.Int32 // index of the endpoint that last answered
+	user      string
+	password  string
+
+	tokenMu sync.Mutex
+	token   string
+}
+
+var _ ipam.Store = (*Store)(nil)
+
+// New returns a Store; it does not connect until the first request.
+func New(opts Options) (*Store, error) {
+	if len(opts.Endpoints) == 0 {
+		return nil, errors.New("etcd store: no endpoints")
+	}
+	dial := opts.DialTimeout
+	if dial <= 0 {
+		dial = 5 * time.Second
+	}
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: dial, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	scheme := "http://"
+	if opts.CertFile != "" || opts.KeyFile != "" || opts.CAFile != "" {
+		tc, err := tlsConfig(opts)
+		if err != nil {
+			return nil, err
+		}
+		tr.TLSClientConfig = tc
+		scheme = "https://"
+	}
+	s := &Store{client: &http.Client{Transport: tr}, user: opts.Username, password: opts.Password}
+	for _, ep := range opts.Endpoints {
+		ep = strings.TrimRight(strings.TrimSpace(ep), "/")
+		if ep == "" {
+			continue
+		}
+		if !strings.Contains(ep, "://") {
+			ep = scheme + ep
+		}
+		s.endpoints = append(s.endpoints, ep)
+	}
+	if len(s.endpoints) == 0 {
+		return nil, errors.New("etcd store: no endpoints")
+	}
+	return s, nil
+}
+
+func tlsConfig(opts Options) (*tls.Config, error) {
+	if (opts.CertFile == "") != (opts.KeyFile == "") {
+		return nil, fmt.Errorf("etcd store: certFile %q and keyFile %q must be set together", opts.CertFile, opts.KeyFile)
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if opts.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(opts.CertFile, opts.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("etcd store: client certificate %q / key %q: %w", opts.CertFile, opts.KeyFile, err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	if opts.CAFile != "" {
+		pem, err := os.ReadFile(opts.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("etcd store: CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("etcd store: CA file %q holds no PEM certificate", opts.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	return tc, nil
+}
+
+// Close implements ipam.Store.
+func (s *Store) Close() error {
+	s.client.CloseIdleConnections()
+	return nil
+}
+
+// int64s decodes the gateway's int64 fields, which proto3's JSON mapping
+// writes as strings.
+type int64s int64
+
+func (v *int64s) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	if s == "" || s == "null" {
+		*v = 0
+		return nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	*v = int64s(n)
+	return err
+}
+
+type header struct {
+	Revision int64s `json:"revision"`
+}
+
+type kvJSON struct {
+	Key            []byte `json:"key"`
+	Value          []byte `json:"value"`
+	CreateRevision int64s `json:"create_revision"`
+	ModRevision    int64s `json:"mod_revision"`
+}
+
+func (kv kvJSON) toKV() ipam.KV {
+	return ipam.KV{Key: string(kv.Key), Value: kv.Value, ModRevision: int64(kv.ModRevision), CreateRevision: int64(kv.CreateRevision)}
+}
+
+type rangeResp struct {
+	Header header   `json:"header"`
+	Kvs    []kvJSON `json:"kvs"`
+}
+
+// Get implements ipam.Store.
+func (s *Store) Get(ctx context.Context, key string) (ipam.KV, error) {
+	var r rangeResp
+	if err := s.call(ctx, "/v3/kv/range", map[string]any{"key": []byte(key)}, &r); err != nil {
+		return ipam.KV{}, fmt.Errorf("etcd get %s: %w", key, err)
+	}
+	if len(r.Kvs) == 0 {
+		return ipam.KV{}, fmt.Errorf("%s: %w", key, ipam.ErrNotFound)
+	}
+	return r.Kvs[0].toKV(), nil
+}
+
+// List implements ipam.Store.
+func (s *Store) List(ctx context.Context, prefix string) ([]ipam.KV, int64, error) {
+	var r rangeResp
+	req := map[string]any{"key": []byte(prefix), "range_end": prefixEnd(prefix)}
+	if err := s.call(ctx, "/v3/kv/range", req, &r); err != nil {
+		return nil, 0, fmt.Errorf("etcd list %s: %w", prefix, err)
+	}
+	out := make([]ipam.KV, len(r.Kvs))
+	for i, kv := range r.Kvs {
+		out[i] = kv.toKV()
+	}
+	return out, int64(r.Header.Revision), nil
+}
+
+// prefixEnd is the first key after every key with the prefix, etcd's
+// range end for a prefix ("\x00" for the empty prefix: everything).
+func prefixEnd(prefix string) []byte {
+	end := []byte(prefix)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return []byte{0}
+}
+
+// Txn implements ipam.Store. A compare on ModRevision 0 holds exactly when
+// the key does not exist, as in ipam.Compare.
+func (s *Store) Txn(ctx context.Context, cmps []ipam.Compare, ops []ipam.Op) (int64, error) {
+	compare := make([]map[string]any, len(cmps))
+	for i, c := range cmps {
+		compare[i] = map[string]any{"key": []byte(c.Key), "target": "MOD", "result": "EQUAL", "mod_revision": strconv.FormatInt(c.ModRevision, 10)}
+	}
+	success := make([]map[string]any, len(ops))
+	for i, op := range ops {
+		if op.Delete {
+			success[i] = map[string]any{"request_delete_range": map[string]any{"key": []byte(op.Key)}}
+		} else {
+			success[i] = map[string]any{"request_put": map[string]any{"key": []byte(op.Key), "value": op.Value}}
+		}
+	}
+	var r struct {
+		Header    header `json:"header"`
+		Succeeded bool   `json:"succeeded"` // omitted when false
+	}
+	if err := s.call(ctx, "/v3/kv/txn", map[string]any{"compare": compare, "success": success}, &r); err != nil {
+		return 0, fmt.Errorf("etcd txn: %w", err)
+	}
+	if !r.Succeeded {
+		return 0, fmt.Errorf("etcd txn: %w", ipam.ErrConflict)
+	}
+	return int64(r.Header.Revision), nil
+}
+
+// gatewayError is the gateway's error document.
+type gatewayError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Error   string `json:"error"`
+}
+
+// gRPC codes that mean "try again" (Unavailable, DeadlineExceeded,
+// Canceled, ResourceExhausted).
+func transientCode(c int) bool { return c == 14 || c == 4 || c == 1 || c == 8 }
+
+// call POSTs req to path and decodes the answer into out. A member that
+// cannot be dialled is skipped for the next; any other failure is final
+// for this call.
+func (s *Store) call(ctx context.Context, path string, req, out any) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	resp, err := s.post(ctx, path, body, false)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return unavailable(ctx, err)
+	}
+	return decodeAnswer(ctx, resp.StatusCode, data, out)
+}
+
+func decodeAnswer(ctx context.Context, status int, data []byte, out any) error {
+	if status != http.StatusOK {
+		var ge gatewayError
+		_ = json.Unmarshal(data, &ge)
+		msg := ge.Message
+		if msg == "" {
+			msg = strings.TrimSpace(string(data))
+		}
+		err := fmt.Errorf("etcd: HTTP %d: %s", status, msg)
+		if transientCode(ge.Code) || status == http.StatusServiceUnavailable || strings.Contains(msg, "no leader") {
+			return unavailable(ctx, err)
+		}
+		return err
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("etcd: undecodable answer: %v", err)
+	}
+	return nil
+}
+
+// post sends body to the current endpoint, moving on to the next one while
+// they cannot be dialled.
+func (s *Store) post(ctx context.Context, path string, body []byte, stream bool) (*http.Response, error) {
+	start := int(s.current.Load())
+	var lastErr error
+	for i := range s.endpoints {
+		idx := (start + i) % len(s.endpoints)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.endpoints[idx]+path, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if tok, err := s.authToken(ctx, s.endpoints[idx]); err != nil {
+			return nil, err
+		} else if tok != "" {
+			req.Header.Set("Authorization", tok)
+		}
+		resp, err := s.client.Do(req)
+		if err == nil {
+			s.current.Store(int32(idx))
+			return resp, nil
+		}
+		lastErr = err
+		var op *net.OpError
+		if ctx.Err() != nil || !errors.As(err, &op) || op.Op != "dial" {
+			break // the request may have reached the member: do not resend
+		}
+	}
+	return nil, unavailable(ctx, lastErr)
+}
+
+// authToken logs in once when a user is configured.
+func (s *Store) authToken(ctx context.Context, endpoint string) (string, error) {
+	if s.user == "" {
+		return "", nil
+	}
+	s.tokenMu.Lock()
+	defer s.tokenMu.Unlock()
+	if s.token != "" {
+		return s.token, nil
+	}
+	body, _ := json.Marshal(map[string]string{"name": s.user, "password": s.password})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint+"/v3/auth/authenticate", bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return "", unavailable(ctx, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var r struct {
+		Token string `json:"token"`
+	}
+	if err := decodeAnswer(ctx, resp.StatusCode, data, &r); err != nil {
+		return "", fmt.Errorf("etcd authenticate %q: %w", s.user, err)
+	}
+	s.token = r.Token
+	return s.token, nil
+}
+
+func unavailable(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (%w)", ipam.ErrUnavailable, ctx.Err())
+	}
+	return fmt.Errorf("%w (%w)", ipam.ErrUnavailable, err)
+}
+
+// Watch implements ipam.Store over the gateway's streaming watch.
+func (s *Store) Watch(ctx context.Context, prefix string, fromRev int64) (<-chan ipam.WatchResponse, error) {
+	create := map[string]any{"key": []byte(prefix), "range_end": prefixEnd(prefix)}
+	if fromRev > 0 {
+		create["start_revision"] = strconv.FormatInt(fromRev, 10)
+	}
+	body, err := json.Marshal(map[string]any{"create_request": create})
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.post(ctx, "/v3/watch", body, true)
+	if err != nil {
+		return nil, fmt.Errorf("etcd watch %s: %w", prefix, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return nil, fmt.Errorf("etcd watch %s: %w", prefix, decodeAnswer(ctx, resp.StatusCode, data, nil))
+	}
+	out := make(chan ipam.WatchResponse, 16)
+	go func() {
+		defer close(out)
+		defer resp.Body.Close()
+		dec := json.NewDecoder(resp.Body)
+		send := func(r ipam.WatchResponse) bool {
+			select {
+			case out <- r:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		for {
+			var msg struct {
+				Result *struct {
+					CompactRevision int64s `json:"compact_revision"`
+					Canceled        bool   `json:"canceled"`
+					CancelReason    string `json:"cancel_reason"`
+					Events          []struct {
+						Type string `json:"type"` // omitted for PUT
+						Kv   kvJSON `json:"kv"`
+					} `json:"events"`
+				} `json:"result"`
+				Error *gatewayError `json:"error"`
+			}
+			if err := dec.Decode(&msg); err != nil {
+				if ctx.Err() == nil {
+					send(ipam.WatchResponse{Err: fmt.Errorf("etcd watch %s: %w", prefix, unavailable(ctx, err))})
+				}
+				return
+			}
+			if msg.Error != nil {
+				send(ipam.WatchResponse{Err: fmt.Errorf("etcd watch %s: %s", prefix, msg.Error.Message)})
+				return
+			}
+			r := msg.Result
+			if r == nil {
+				continue
+			}
+			if r.CompactRevision != 0 {
+				send(ipam.WatchResponse{Err: fmt.Errorf("watch %s from %d: compacted at %d: %w", prefix, fromRev, r.CompactRevision, ipam.ErrCompacted)})
+				return
+			}
+			if r.Canceled {
+				send(ipam.WatchResponse{Err: fmt.Errorf("etcd watch %s canceled: %s: %w", prefix, r.CancelReason, ipam.ErrUnavailable)})
+				return
+			}
+			if len(r.Events) == 0 {
+				continue // created or progress notification
+			}
+			var wr ipam.WatchResponse
+			for _, ev := range r.Events {
+				e := ipam.Event{KV: ev.Kv.toKV()}
+				if ev.Type == "DELETE" {
+					e.Type = ipam.EventDelete
+				}
+				wr.Events = append(wr.Events, e)
+			}
+			if !send(wr) {
+				return
+			}
+		}
+	}()
+	return out, nil
+}

@@ -1,0 +1,306 @@
+// Package storetest is the conformance suite every ipam.Store must pass.
+// It writes only under a key prefix unique to each subtest, so one store
+// (say, one etcd cluster) may serve the whole suite.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/podnet/podnet/ipam"
+)
+
+// Run runs the suite. newStore is called once per subtest.
+func Run(t *testing.T, newStore func(t *testing.T) ipam.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s ipam.Store, p string)
+	}{
+		{"GetMissing", testGetMissing},
+		{"CreateUpdateDelete", testCreateUpdateDelete},
+		{"AtomicAcrossKeys", testAtomic},
+		{"CompareOnly", testCompareOnly},
+		{"DuplicateKeyRejected", testDuplicateKey},
+		{"List", testList},
+		{"ConcurrentCAS", testConcurrentCAS},
+		{"WatchFromNow", testWatchFromNow},
+		{"WatchReplay", testWatchReplay},
+		{"CanceledContext", testCanceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newStore(t)
+			tt.fn(t, s, "/storetest/"+t.Name()+"/")
+		})
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustTxn(t *testing.T, s ipam.Store, cmps []ipam.Compare, ops ...ipam.Op) int64 {
+	t.Helper()
+	rev, err := s.Txn(ctxT(t), cmps, ops)
+	if err != nil {
+		t.Fatalf("Txn(%v, %v): %v", cmps, ops, err)
+	}
+	return rev
+}
+
+func mustGet(t *testing.T, s ipam.Store, key string) ipam.KV {
+	t.Helper()
+	kv, err := s.Get(ctxT(t), key)
+	if err != nil {
+		t.Fatalf("Get(%q): %v", key, err)
+	}
+	return kv
+}
+
+func testGetMissing(t *testing.T, s ipam.Store, p string) {
+	if _, err := s.Get(ctxT(t), p+"nope"); !errors.Is(err, ipam.ErrNotFound) {
+		t.Fatalf("Get missing: err = %v, want ErrNotFound", err)
+	}
+}
+
+func testCreateUpdateDelete(t *testing.T, s ipam.Store, p string) {
+	k := p + "k"
+	r1 := mustTxn(t, s, []ipam.Compare{{Key: k}}, ipam.Put(k, []byte("v1")))
+	kv := mustGet(t, s, k)
+	if string(kv.Value) != "v1" || kv.ModRevision != r1 || kv.CreateRevision != r1 {
+		t.Fatalf("after create: %+v, want v1 at %d", kv, r1)
+	}
+	if _, err := s.Txn(ctxT(t), []ipam.Compare{{Key: k}}, []ipam.Op{ipam.Put(k, []byte("x"))}); !errors.Is(err, ipam.ErrConflict) {
+		t.Fatalf("create existing: err = %v, want ErrConflict", err)
+	}
+	if _, err := s.Txn(ctxT(t), []ipam.Compare{{Key: k, ModRevision: r1 + 1000}}, []ipam.Op{ipam.Put(k, []byte("x"))}); !errors.Is(err, ipam.ErrConflict) {
+		t.Fatalf("stale revision: err = %v, want ErrConflict", err)
+	}
+	r2 := mustTxn(t, s, []ipam.Compare{{Key: k, ModRevision: r1}}, ipam.Put(k, []byte("v2")))
+	kv = mustGet(t, s, k)
+	if r2 <= r1 || string(kv.Value) != "v2" || kv.ModRevision != r2 || kv.CreateRevision != r1 {
+		t.Fatalf("after update: %+v, want v2 mod %d create %d", kv, r2, r1)
+	}
+	mustTxn(t, s, []ipam.Compare{{Key: k, ModRevision: r2}}, ipam.Del(k))
+	if _, err := s.Get(ctxT(t), k); !errors.Is(err, ipam.ErrNotFound) {
+		t.Fatalf("after delete: err = %v", err)
+	}
+	mustTxn(t, s, nil, ipam.Del(p+"never-existed"))
+	r3 := mustTxn(t, s, []ipam.Compare{{Key: k}}, ipam.Put(k, []byte("v3")))
+	if kv := mustGet(t, s, k); kv.CreateRevision != r3 || r3 <= r2 {
+		t.Fatalf("recreated: %+v, want create revision %d", kv, r3)
+	}
+}
+
+func testAtomic(t *testing.T, s ipam.Store, p string) {
+	a, b := p+"a", p+"b"
+	ra := mustTxn(t, s, nil, ipam.Put(a, []byte("1")))
+	// b's compare fails, so a must not change either.
+	_, err := s.Txn(ctxT(t), []ipam.Compare{{Key: a, ModRevision: ra}, {Key: b, ModRevision: 12345}},
+		[]ipam.Op{ipam.Put(a, []byte("2")), ipam.Put(b, []byte("2"))})
+	if !errors.Is(err, ipam.ErrConflict) {
+		t.Fatalf("err = %v, want ErrConflict", err)
+	}
+	if kv := mustGet(t, s, a); string(kv.Value) != "1" || kv.ModRevision != ra {
+		t.Fatalf("a changed by a failed txn: %+v", kv)
+	}
+	if _, err := s.Get(ctxT(t), b); !errors.Is(err, ipam.ErrNotFound) {
+		t.Fatalf("b written by a failed txn: %v", err)
+	}
+	r := mustTxn(t, s, []ipam.Compare{{Key: a, ModRevision: ra}, {Key: b}},
+		ipam.Put(a, []byte("2")), ipam.Put(b, []byte("2")), ipam.Put(p+"c", []byte("2")))
+	for _, k := range []string{a, b, p + "c"} {
+		if kv := mustGet(t, s, k); kv.ModRevision != r {
+			t.Fatalf("%s at revision %d, want the txn's %d", k, kv.ModRevision, r)
+		}
+	}
+}
+
+func testCompareOnly(t *testing.T, s ipam.Store, p string) {
+	k := p + "k"
+	r := mustTxn(t, s, nil, ipam.Put(k, []byte("v")))
+	if _, err := s.Txn(ctxT(t), []ipam.Compare{{Key: k, ModRevision: r}}, nil); err != nil {
+		t.Fatalf("compare-only txn: %v", err)
+	}
+	if _, err := s.Txn(ctxT(t), []ipam.Compare{{Key: k}}, nil); !errors.Is(err, ipam.ErrConflict) {
+		t.Fatalf("compare-only txn on existing key: %v", err)
+	}
+	if kv := mustGet(t, s, k); kv.ModRevision != r {
+		t.Fatalf("compare-only txn wrote: %+v", kv)
+	}
+}
+
+func testDuplicateKey(t *testing.T, s ipam.Store, p string) {
+	k := p + "k"
+	_, err := s.Txn(ctxT(t), nil, []ipam.Op{ipam.Put(k, []byte("1")), ipam.Put(k, []byte("2"))})
+	if err == nil || errors.Is(err, ipam.ErrConflict) {
+		t.Fatalf("duplicate key: err = %v, want a non-conflict error", err)
+	}
+}
+
+func testList(t *testing.T, s ipam.Store, p string) {
+	var last int64
+	for _, k := range []string{"b/2", "a", "b/1", "b/10", "bb", "c"} {
+		last = mustTxn(t, s, nil, ipam.Put(p+k, []byte(k)))
+	}
+	kvs, rev, err := s.List(ctxT(t), p+"b/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, kv := range kvs {
+		got = append(got, string(kv.Value))
+		if kv.ModRevision == 0 || kv.Key != p+string(kv.Value) {
+			t.Errorf("bad entry %+v", kv)
+		}
+	}
+	if fmt.Sprint(got) != "[b/1 b/10 b/2]" {
+		t.Fatalf("List(b/) = %v, want [b/1 b/10 b/2]", got)
+	}
+	if rev < last {
+		t.Fatalf("List revision %d older than the last write %d", rev, last)
+	}
+	if kvs, _, err := s.List(ctxT(t), p+"zzz/"); err != nil || len(kvs) != 0 {
+		t.Fatalf("List of nothing = %v, %v", kvs, err)
+	}
+}
+
+// testConcurrentCAS increments one counter from many goroutines with
+// compare-and-swap; a lost update would show in the final count.
+func testConcurrentCAS(t *testing.T, s ipam.Store, p string) {
+	k := p + "counter"
+	const workers, each = 8, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Go(func() {
+			for done := 0; done < each; {
+				var n int
+				var rev int64
+				kv, err := s.Get(ctxT(t), k)
+				switch {
+				case errors.Is(err, ipam.ErrNotFound):
+				case err != nil:
+					errs <- err
+					return
+				default:
+					n, _ = strconv.Atoi(string(kv.Value))
+					rev = kv.ModRevision
+				}
+				_, err = s.Txn(ctxT(t), []ipam.Compare{{Key: k, ModRevision: rev}}, []ipam.Op{ipam.Put(k, []byte(strconv.Itoa(n+1)))})
+				switch {
+				case errors.Is(err, ipam.ErrConflict):
+				case err != nil:
+					errs <- err
+					return
+				default:
+					done++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if kv := mustGet(t, s, k); string(kv.Value) != strconv.Itoa(workers*each) {
+		t.Fatalf("counter = %s, want %d", kv.Value, workers*each)
+	}
+}
+
+// collect reads events from ch until it has n or times out.
+func collect(t *testing.T, ch <-chan ipam.WatchResponse, n int) []ipam.Event {
+	t.Helper()
+	var evs []ipam.Event
+	timeout := time.After(10 * time.Second)
+	for len(evs) < n {
+		select {
+		case r, ok := <-ch:
+			if !ok {
+				t.Fatalf("watch closed after %d events", len(evs))
+			}
+			if r.Err != nil {
+				t.Fatalf("watch error: %v", r.Err)
+			}
+			evs = append(evs, r.Events...)
+		case <-timeout:
+			t.Fatalf("got %d events, want %d", len(evs), n)
+		}
+	}
+	return evs
+}
+
+func checkEvents(t *testing.T, evs []ipam.Event, want []ipam.Event) {
+	t.Helper()
+	if len(evs) != len(want) {
+		t.Fatalf("events %+v, want %+v", evs, want)
+	}
+	for i := range want {
+		g, w := evs[i], want[i]
+		if g.Type != w.Type || g.KV.Key != w.KV.Key || string(g.KV.Value) != string(w.KV.Value) || g.KV.ModRevision != w.KV.ModRevision {
+			t.Fatalf("event %d = %+v, want %+v", i, g, w)
+		}
+	}
+}
+
+func testWatchFromNow(t *testing.T, s ipam.Store, p string) {
+	ctx, cancel := context.WithCancel(ctxT(t))
+	mustTxn(t, s, nil, ipam.Put(p+"w/before", []byte("old")))
+	ch, err := s.Watch(ctx, p+"w/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1 := mustTxn(t, s, nil, ipam.Put(p+"w/a", []byte("1")), ipam.Put(p+"other", []byte("x")))
+	r2 := mustTxn(t, s, nil, ipam.Del(p+"w/a"))
+	checkEvents(t, collect(t, ch, 2), []ipam.Event{
+		{Type: ipam.EventPut, KV: ipam.KV{Key: p + "w/a", Value: []byte("1"), ModRevision: r1}},
+		{Type: ipam.EventDelete, KV: ipam.KV{Key: p + "w/a", ModRevision: r2}},
+	})
+	cancel()
+	// The channel must close once ctx ends.
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-timeout:
+			t.Fatal("watch channel still open after cancel")
+		}
+	}
+}
+
+func testWatchReplay(t *testing.T, s ipam.Store, p string) {
+	r1 := mustTxn(t, s, nil, ipam.Put(p+"a", []byte("1")))
+	r2 := mustTxn(t, s, nil, ipam.Put(p+"b", []byte("2")))
+	ch, err := s.Watch(ctxT(t), p, r1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r3 := mustTxn(t, s, nil, ipam.Put(p+"a", []byte("3")))
+	checkEvents(t, collect(t, ch, 3), []ipam.Event{
+		{Type: ipam.EventPut, KV: ipam.KV{Key: p + "a", Value: []byte("1"), ModRevision: r1}},
+		{Type: ipam.EventPut, KV: ipam.KV{Key: p + "b", Value: []byte("2"), ModRevision: r2}},
+		{Type: ipam.EventPut, KV: ipam.KV{Key: p + "a", Value: []byte("3"), ModRevision: r3}},
+	})
+}
+
+func testCanceled(t *testing.T, s ipam.Store, p string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Get(ctx, p+"k"); !errors.Is(err, ipam.ErrUnavailable) {
+		t.Errorf("Get with canceled ctx: err = %v, want ErrUnavailable", err)
+	}
+	if _, err := s.Txn(ctx, nil, []ipam.Op{ipam.Put(p+"k", nil)}); !errors.Is(err, ipam.ErrUnavailable) {
+		t.Errorf("Txn with canceled ctx: err = %v, want ErrUnavailable", err)
+	}
+}

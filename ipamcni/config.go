@@ -1,0 +1,185 @@
+package ipamcni
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+
+	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/ipam"
+)
+
+// Config is the "ipam" object of a network configuration.
+type Config struct {
+	Type string `json:"type"`
+	// Store is "bolt:/var/lib/podnet/ipam.db" (default) or
+	// "etcd://host:port[,host:port...]" ("etcds://" for TLS).
+	Store        string `json:"store"`
+	EtcdCertFile string `json:"etcdCertFile,omitempty"`
+	EtcdKeyFile  string `json:"etcdKeyFile,omitempty"`
+	EtcdCAFile   string `json:"etcdCAFile,omitempty"`
+	// Prefix is the store key prefix (default /podnet/v1/).
+	Prefix string `json:"prefix,omitempty"`
+	// Pools are created when missing; existing pools are used as they
+	// are (the store is the truth once it has them).
+	Pools []PoolConfig `json:"pools"`
+	// Node is this node's name in the IPAM (default: the host name).
+	Node string `json:"node,omitempty"`
+	// ResultPrefix is the prefix length the result carries: "host" (a /32
+	// or /128, for routed pods; the default) or "pool" (the pool's own
+	// length, for pods on a bridge).
+	ResultPrefix     string       `json:"resultPrefix,omitempty"`
+	Routes           []*cni.Route `json:"routes,omitempty"`
+	StrictAffinity   bool         `json:"strictAffinity,omitempty"`
+	MaxBlocksPerHost int          `json:"maxBlocksPerHost,omitempty"`
+}
+
+// PoolConfig is a pool as the configuration writes it.
+type PoolConfig struct {
+	Name         string `json:"name"`
+	CIDR         string `json:"cidr"`
+	BlockSize    int    `json:"blockSize,omitempty"`
+	NodeSelector string `json:"nodeSelector,omitempty"`
+}
+
+// DefaultStore is where a single machine keeps its addresses.
+const DefaultStore = "bolt:/var/lib/podnet/ipam.db"
+
+// netConf is the part of the network configuration podnet-ipam reads.
+type netConf struct {
+	Name          string          `json:"name"`
+	IPAM          json.RawMessage `json:"ipam"`
+	RuntimeConfig struct {
+		IPs      []string `json:"ips"`
+		IPRanges [][]struct {
+			Subnet     string `json:"subnet"`
+			RangeStart string `json:"rangeStart"`
+			RangeEnd   string `json:"rangeEnd"`
+		} `json:"ipRanges"`
+	} `json:"runtimeConfig"`
+	Args struct {
+		CNI struct {
+			IPs []string `json:"ips"`
+		} `json:"cni"`
+	} `json:"args"`
+}
+
+// Request is one invocation: the parsed config and what the runtime asked.
+type Request struct {
+	Network string
+	Config  Config
+	Pools   []ipam.Pool
+	// IPs are requested addresses (runtimeConfig.ips, args.cni.ips or
+	// CNI_ARGS IP=), Ranges restrict allocation (runtimeConfig.ipRanges).
+	IPs    []netip.Addr
+	Ranges []ipam.Range
+}
+
+func configErr(field, format string, args ...any) error {
+	return cni.Errorf(cni.CodeInvalidNetworkConfig, "ipam.%s: %s", field, fmt.Sprintf(format, args...))
+}
+
+// ParseRequest reads the network configuration and CNI_ARGS pairs.
+func ParseRequest(stdin []byte, argPairs [][2]string) (*Request, error) {
+	var nc netConf
+	if err := json.Unmarshal(stdin, &nc); err != nil {
+		return nil, cni.Errorf(cni.CodeDecodingFailure, "podnet-ipam: cannot decode config: %v", err)
+	}
+	if len(nc.IPAM) == 0 {
+		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "podnet-ipam: config has no ipam section")
+	}
+	r := &Request{Network: nc.Name}
+	dec := json.NewDecoder(strings.NewReader(string(nc.IPAM)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r.Config); err != nil {
+		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "ipam: %v", err)
+	}
+	c := &r.Config
+	if c.Store == "" {
+		c.Store = DefaultStore
+	}
+	if c.Node == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, configErr("node", "not set and no host name: %v", err)
+		}
+		c.Node = h
+	}
+	switch c.ResultPrefix {
+	case "":
+		c.ResultPrefix = "host"
+	case "host", "pool":
+	default:
+		return nil, configErr("resultPrefix", "%q: want host or pool", c.ResultPrefix)
+	}
+	if len(c.Pools) == 0 {
+		return nil, configErr("pools", "at least one pool is needed")
+	}
+	for i, p := range c.Pools {
+		cidr, err := netip.ParsePrefix(p.CIDR)
+		if err != nil {
+			return nil, configErr(fmt.Sprintf("pools[%d].cidr", i), "%q: %v", p.CIDR, err)
+		}
+		name := p.Name
+		if name == "" {
+			name = strings.NewReplacer("/", "-", ":", "-").Replace(cidr.Masked().String())
+		}
+		pool, err := ipam.Pool{Name: name, CIDR: cidr, BlockSize: p.BlockSize, NodeSelector: p.NodeSelector}.Normalize()
+		if err != nil {
+			return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "ipam.pools[%d]: %v", i, err)
+		}
+		r.Pools = append(r.Pools, pool)
+	}
+	// Requested addresses: runtimeConfig.ips (the "ips" capability), the
+	// args convention, and CNI_ARGS IP= (comma-separated).
+	ips := append(append([]string(nil), nc.RuntimeConfig.IPs...), nc.Args.CNI.IPs...)
+	for _, kv := range argPairs {
+		if kv[0] == "IP" {
+			ips = append(ips, strings.Split(kv[1], ",")...)
+		}
+	}
+	for _, s := range ips {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(s); err == nil { // "10.0.0.5/24" is accepted
+			s = p.Addr().String()
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "requested IP %q is not an address", s)
+		}
+		r.IPs = append(r.IPs, a)
+	}
+	for i, set := range nc.RuntimeConfig.IPRanges {
+		for j, rg := range set {
+			sub, err := netip.ParsePrefix(rg.Subnet)
+			if err != nil {
+				return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "runtimeConfig.ipRanges[%d][%d].subnet %q: %v", i, j, rg.Subnet, err)
+			}
+			out := ipam.Range{Subnet: sub.Masked()}
+			for field, dst := range map[string]*netip.Addr{"rangeStart": &out.Start, "rangeEnd": &out.End} {
+				v := rg.RangeStart
+				if field == "rangeEnd" {
+					v = rg.RangeEnd
+				}
+				if v == "" {
+					continue
+				}
+				a, err := netip.ParseAddr(v)
+				if err != nil || !sub.Contains(a) {
+					return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "runtimeConfig.ipRanges[%d][%d].%s %q: not an address in %s", i, j, field, v, sub)
+				}
+				*dst = a
+			}
+			r.Ranges = append(r.Ranges, out)
+		}
+	}
+	return r, nil
+}
+
+// Handle is the IPAM handle of an attachment.
+func Handle(network, containerID string) string { return network + "." + containerID }

@@ -1,0 +1,245 @@
+package ipamcni
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/ipam"
+)
+
+// IPAM serves one request against an open store.
+type IPAM struct {
+	req   *Request
+	store ipam.Store
+	alloc *ipam.Allocator
+}
+
+// Open opens the store for req.
+func Open(ctx context.Context, req *Request) (*IPAM, error) {
+	st, err := OpenStore(ctx, &req.Config)
+	if err != nil {
+		return nil, storeError(err)
+	}
+	cfg := ipam.Config{StrictAffinity: req.Config.StrictAffinity, MaxBlocksPerHost: req.Config.MaxBlocksPerHost}
+	if req.Config.Prefix != "" {
+		cfg.Keys = ipam.Keys{Prefix: req.Config.Prefix}
+	}
+	return &IPAM{req: req, store: st, alloc: ipam.New(st, cfg)}, nil
+}
+
+// Close releases the store.
+func (p *IPAM) Close() error { return p.store.Close() }
+
+// storeError makes an unreachable store CNI code 11, so the runtime
+// retries instead of failing the pod for good.
+func storeError(err error) error {
+	if err == nil || cni.CodeOf(err) != 0 {
+		return err
+	}
+	if errors.Is(err, ipam.ErrUnavailable) {
+		return cni.Errorf(cni.CodeTryAgainLater, "podnet-ipam: store unavailable: %v", err)
+	}
+	return cni.Errorf(cni.CodeIOFailure, "podnet-ipam: %v", err)
+}
+
+// ensurePools creates the configured pools the store does not have yet.
+// Pools the store has are left as they are: after the first node, the
+// store is the truth and the config only a seed.
+func (p *IPAM) ensurePools(ctx context.Context) error {
+	have, err := p.alloc.Pools(ctx)
+	if err != nil {
+		return storeError(err)
+	}
+	for _, want := range p.req.Pools {
+		if slices.ContainsFunc(have, func(h ipam.Pool) bool { return h.Name == want.Name }) {
+			continue
+		}
+		if err := p.alloc.PutPool(ctx, want); err != nil {
+			return storeError(err)
+		}
+	}
+	return nil
+}
+
+// families counts the pool families the config names: one address each.
+func (p *IPAM) families() (v4, v6 []string) {
+	for _, pool := range p.req.Pools {
+		if pool.CIDR.Addr().Is4() {
+			v4 = append(v4, pool.Name)
+		} else {
+			v6 = append(v6, pool.Name)
+		}
+	}
+	return v4, v6
+}
+
+// Add gives the attachment its addresses (the same ones again for a
+// repeated ADD) and returns the result.
+func (p *IPAM) Add(ctx context.Context, containerID string, args [][2]string) (*cni.Result, error) {
+	if err := p.ensurePools(ctx); err != nil {
+		return nil, err
+	}
+	handle := Handle(p.req.Network, containerID)
+	attrs := map[string]string{"containerID": containerID, "node": p.req.Config.Node, "network": p.req.Network}
+	for _, kv := range args {
+		switch kv[0] {
+		case "K8S_POD_NAMESPACE":
+			attrs["namespace"] = kv[1]
+		case "K8S_POD_NAME":
+			attrs["pod"] = kv[1]
+		}
+	}
+	var addrs []netip.Prefix
+	if len(p.req.IPs) > 0 {
+		for _, ip := range p.req.IPs {
+			got, err := p.alloc.AssignIP(ctx, ipam.AssignIPArgs{Addr: ip, Handle: handle, Node: p.req.Config.Node, Attrs: attrs})
+			if err != nil {
+				return nil, storeError(err)
+			}
+			addrs = append(addrs, got)
+		}
+	} else {
+		v4, v6 := p.families()
+		as, err := p.alloc.AutoAssign(ctx, ipam.AutoAssignArgs{
+			Handle: handle, Node: p.req.Config.Node, Num4: min(1, len(v4)), Num6: min(1, len(v6)),
+			Attrs: attrs, Pools4: v4, Pools6: v6, Ranges: p.req.Ranges,
+		})
+		if err != nil {
+			return nil, storeError(err)
+		}
+		addrs = append(as.IPv4, as.IPv6...)
+	}
+	return p.result(ctx, addrs)
+}
+
+// result writes the addresses with the prefix length the caller wants; a
+// "pool" result also names a gateway: one address per node and family,
+// reserved under the handle <network>.gateway.<node> (idempotent, so every
+// pod of the node gets the same one).
+func (p *IPAM) result(ctx context.Context, addrs []netip.Prefix) (*cni.Result, error) {
+	res := &cni.Result{CNIVersion: cni.CurrentVersion, Routes: p.req.Config.Routes}
+	var gw ipam.Assignment
+	if p.req.Config.ResultPrefix == "pool" {
+		v4, v6 := p.families()
+		var err error
+		gw, err = p.alloc.AutoAssign(ctx, ipam.AutoAssignArgs{
+			Handle: p.req.Network + ".gateway." + p.req.Config.Node, Node: p.req.Config.Node,
+			Num4: min(1, len(v4)), Num6: min(1, len(v6)), Pools4: v4, Pools6: v6,
+			Attrs: map[string]string{"gateway": "true", "node": p.req.Config.Node},
+		})
+		if err != nil {
+			return nil, storeError(err)
+		}
+	}
+	for _, a := range addrs {
+		ip := &cni.IPConfig{Address: netip.PrefixFrom(a.Addr(), a.Addr().BitLen())}
+		if p.req.Config.ResultPrefix == "pool" {
+			for _, pool := range p.req.Pools {
+				if pool.CIDR.Contains(a.Addr()) {
+					ip.Address = netip.PrefixFrom(a.Addr(), pool.CIDR.Bits())
+				}
+			}
+			for _, g := range append(gw.IPv4, gw.IPv6...) {
+				if g.Addr().Is4() == a.Addr().Is4() {
+					ip.Gateway = g.Addr()
+				}
+			}
+		}
+		res.IPs = append(res.IPs, ip)
+	}
+	return res, nil
+}
+
+// Del releases the attachment's addresses; releasing nothing is fine.
+func (p *IPAM) Del(ctx context.Context, containerID string) error {
+	return storeError(p.alloc.ReleaseByHandle(ctx, Handle(p.req.Network, containerID)))
+}
+
+// Check verifies that the store still gives the attachment the addresses
+// of prevResult.
+func (p *IPAM) Check(ctx context.Context, containerID string, prev *cni.Result) error {
+	have, err := p.alloc.IPsByHandle(ctx, Handle(p.req.Network, containerID))
+	if err != nil {
+		return storeError(err)
+	}
+	held := map[netip.Addr]bool{}
+	for _, h := range have {
+		held[h.Addr()] = true
+	}
+	if prev == nil {
+		if len(held) == 0 {
+			return cni.Errorf(cni.CodeUnknownContainer, "podnet-ipam: handle %q holds no address", Handle(p.req.Network, containerID))
+		}
+		return nil
+	}
+	var missing []string
+	for _, ip := range prev.IPs {
+		if !held[ip.Address.Addr()] {
+			missing = append(missing, ip.Address.Addr().String())
+		}
+	}
+	if len(missing) > 0 {
+		return cni.Errorf(cni.CodeUnknownContainer, "podnet-ipam: handle %q no longer holds %s", Handle(p.req.Network, containerID), strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// Status says whether ADD can succeed: the store answers and a pool can
+// hand out addresses.
+func (p *IPAM) Status(ctx context.Context) error {
+	pools, err := p.alloc.Pools(ctx)
+	if err != nil {
+		return cni.Errorf(cni.CodePluginNotAvailable, "podnet-ipam: store %s: %v", p.req.Config.Store, err)
+	}
+	if len(pools) == 0 {
+		// The pools are created at the first ADD, from the config.
+		return nil
+	}
+	for _, pool := range pools {
+		if !pool.Disabled {
+			return nil
+		}
+	}
+	return cni.Errorf(cni.CodePluginNotAvailable, "podnet-ipam: every pool is disabled")
+}
+
+// GC releases the addresses this node holds for attachments of this
+// network that are not in valid. Other networks' handles, other nodes'
+// addresses and per-node gateways are never touched.
+func (p *IPAM) GC(ctx context.Context, valid []cni.GCAttachment) ([]netip.Addr, error) {
+	keep := map[string]bool{p.req.Network + ".gateway." + p.req.Config.Node: true}
+	for _, v := range valid {
+		keep[Handle(p.req.Network, v.ContainerID)] = true
+	}
+	node, prefix := p.req.Config.Node, p.req.Network+"."
+	rep, err := p.alloc.Check(ctx, ipam.CheckOptions{Live: func(n, h string) bool {
+		return n != node || !strings.HasPrefix(h, prefix) || keep[h]
+	}})
+	if err != nil {
+		return nil, storeError(err)
+	}
+	var released []netip.Addr
+	var errs []error
+	done := map[string]bool{}
+	for _, l := range rep.Leaked {
+		if done[l.Handle] {
+			continue
+		}
+		done[l.Handle] = true
+		if err := p.alloc.ReleaseByHandle(ctx, l.Handle); err != nil {
+			errs = append(errs, fmt.Errorf("release %s: %w", l.Handle, err))
+			continue
+		}
+		for _, o := range rep.Leaked {
+			if o.Handle == l.Handle {
+				released = append(released, o.Addr)
+			}
+		}
+	}
+	return released, storeError(errors.Join(errs...))
+}

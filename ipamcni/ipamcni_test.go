@@ -1,0 +1,204 @@
+package ipamcni
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/podnet/podnet/cni"
+)
+
+func conf(t *testing.T, db, extra string) []byte {
+	t.Helper()
+	return []byte(fmt.Sprintf(`{"cniVersion":"1.1.0","name":"net1","type":"podnet","ipam":{"type":"podnet-ipam","store":"bolt:%s","node":"n1",
+		"pools":[{"name":"v4","cidr":"10.105.0.0/16"},{"name":"v6","cidr":"fd00:105::/64"}]%s}}`, db, extra))
+}
+
+func open(t *testing.T, stdin []byte, args [][2]string) *IPAM {
+	t.Helper()
+	req, err := ParseRequest(stdin, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Open(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func TestAddIsIdempotentAndDelReleases(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "ipam.db")
+	ctx := context.Background()
+	p := open(t, conf(t, db, ""), [][2]string{{"K8S_POD_NAMESPACE", "ns"}, {"K8S_POD_NAME", "web"}})
+	r1, err := p.Add(ctx, "c1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r1.IPs) != 2 || r1.IPs[0].Address.Bits() != 32 || r1.IPs[1].Address.Bits() != 128 || r1.IPs[0].Gateway.IsValid() {
+		t.Fatalf("result %s", r1.Bytes())
+	}
+	r2, err := p.Add(ctx, "c1", nil)
+	if err != nil || string(r2.Bytes()) != string(r1.Bytes()) {
+		t.Fatalf("repeated ADD gave %s, want %s (%v)", r2.Bytes(), r1.Bytes(), err)
+	}
+	other, err := p.Add(ctx, "c2", nil)
+	if err != nil || other.IPs[0].Address == r1.IPs[0].Address {
+		t.Fatalf("second container: %v %v", other, err)
+	}
+	if err := p.Check(ctx, "c1", r1); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := p.Del(ctx, "c1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Check(ctx, "c1", r1); cni.CodeOf(err) != cni.CodeUnknownContainer {
+		t.Errorf("CHECK after DEL: %v", err)
+	}
+}
+
+func TestConcurrentAddsOneHandle(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "ipam.db")
+	req, err := ParseRequest(conf(t, db, ""), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	results := make([]string, 20)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := Open(context.Background(), req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer p.Close()
+			r, err := p.Add(context.Background(), "same", nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			results[i] = string(r.Bytes())
+		}()
+	}
+	wg.Wait()
+	for _, r := range results[1:] {
+		if r != results[0] {
+			t.Fatalf("20 ADDs of one handle gave different addresses: %s vs %s", r, results[0])
+		}
+	}
+}
+
+func TestPoolPrefixHasNodeGateway(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "ipam.db")
+	ctx := context.Background()
+	p := open(t, conf(t, db, `,"resultPrefix":"pool"`), nil)
+	a, err := p.Add(ctx, "a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Add(ctx, "b", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.IPs[0].Address.Bits() != 16 || !a.IPs[0].Gateway.IsValid() || a.IPs[0].Gateway != b.IPs[0].Gateway || a.IPs[0].Gateway == a.IPs[0].Address.Addr() {
+		t.Fatalf("a %s b %s", a.Bytes(), b.Bytes())
+	}
+	// GC keeps the gateway even though no attachment is called that.
+	if _, err := p.GC(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := p.Add(ctx, "c", nil)
+	if err != nil || c.IPs[0].Gateway != a.IPs[0].Gateway {
+		t.Fatalf("gateway changed after GC: %s", c.Bytes())
+	}
+}
+
+func TestGCIsScopedToNetworkAndNode(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "ipam.db")
+	ctx := context.Background()
+	net1 := open(t, conf(t, db, ""), nil)
+	net2 := open(t, []byte(strings.Replace(string(conf(t, db, "")), `"name":"net1"`, `"name":"net2"`, 1)), nil)
+	node2 := open(t, []byte(strings.Replace(string(conf(t, db, "")), `"node":"n1"`, `"node":"n2"`, 1)), nil)
+	for _, x := range []struct {
+		p  *IPAM
+		id string
+	}{{net1, "keep"}, {net1, "stale"}, {net2, "other-net"}, {node2, "other-node"}} {
+		if _, err := x.p.Add(ctx, x.id, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	released, err := net1.GC(ctx, []cni.GCAttachment{{ContainerID: "keep", IfName: "eth0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(released) != 2 { // stale's v4 and v6
+		t.Errorf("released %v", released)
+	}
+	for _, x := range []struct {
+		p    *IPAM
+		id   string
+		want bool
+	}{{net1, "keep", true}, {net1, "stale", false}, {net2, "other-net", true}, {node2, "other-node", true}} {
+		err := x.p.Check(ctx, x.id, nil)
+		if (err == nil) != x.want {
+			t.Errorf("%s after GC: %v", x.id, err)
+		}
+	}
+}
+
+func TestRequestedIPAndErrors(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "ipam.db")
+	ctx := context.Background()
+	p := open(t, conf(t, db, ""), [][2]string{{"IP", "10.105.7.7"}})
+	r, err := p.Add(ctx, "pinned", nil)
+	if err != nil || len(r.IPs) != 1 || r.IPs[0].Address.String() != "10.105.7.7/32" {
+		t.Fatalf("%v %v", r, err)
+	}
+	q := open(t, conf(t, db, ""), [][2]string{{"IP", "10.105.7.7"}})
+	if _, err := q.Add(ctx, "thief", nil); cni.CodeOf(err) != cni.CodeAddressConflict {
+		t.Errorf("taken address: %v", err)
+	}
+	for _, bad := range []struct{ extra, want string }{
+		{`,"resultPrefix":"wide"`, "resultPrefix"},
+		{`,"bogus":1`, "bogus"},
+	} {
+		if _, err := ParseRequest(conf(t, db, bad.extra), nil); cni.CodeOf(err) != cni.CodeInvalidNetworkConfig || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: %v", bad.extra, err)
+		}
+	}
+	if _, err := ParseRequest([]byte(`{"name":"n","ipam":{"type":"podnet-ipam","pools":[{"cidr":"10.0.0.0/33"}]}}`), nil); cni.CodeOf(err) != cni.CodeInvalidNetworkConfig || !strings.Contains(err.Error(), "pools[0].cidr") {
+		t.Errorf("bad cidr: %v", err)
+	}
+	req, _ := ParseRequest([]byte(`{"name":"n","ipam":{"type":"podnet-ipam","store":"redis://x","pools":[{"cidr":"10.0.0.0/16"}]}}`), nil)
+	if _, err := Open(ctx, req); cni.CodeOf(err) != cni.CodeInvalidNetworkConfig || !strings.Contains(err.Error(), "ipam.store") {
+		t.Errorf("bad store: %v", err)
+	}
+}
+
+func TestUnreachableStoreIsTryAgainLater(t *testing.T) {
+	// Port 1 on loopback refuses connections: an etcd that is down.
+	req, err := ParseRequest([]byte(`{"name":"n","ipam":{"type":"podnet-ipam","store":"etcd://127.0.0.1:1","node":"n1","pools":[{"cidr":"10.106.0.0/16"}]}}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	p, err := Open(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Add(ctx, "c", nil); cni.CodeOf(err) != cni.CodeTryAgainLater {
+		t.Fatalf("ADD with etcd down: code %d: %v", cni.CodeOf(err), err)
+	}
+}

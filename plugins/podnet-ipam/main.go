@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+
+	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/cni/skel"
+	"github.com/podnet/podnet/ipamcni"
+)
+
+func main() {
+	(&skel.Plugin{
+		Add: func(a *skel.CmdArgs) (*cni.Result, error) {
+			var res *cni.Result
+			err := with(a, func(ctx context.Context, p *ipamcni.IPAM) (err error) {
+				res, err = p.Add(ctx, a.ContainerID, a.ArgsPairs)
+				return err
+			})
+			return res, err
+		},
+		Del: func(a *skel.CmdArgs) error {
+			return with(a, func(ctx context.Context, p *ipamcni.IPAM) error { return p.Del(ctx, a.ContainerID) })
+		},
+		Check: func(a *skel.CmdArgs) error {
+			return with(a, func(ctx context.Context, p *ipamcni.IPAM) error {
+				return p.Check(ctx, a.ContainerID, a.NetConf.PrevResult)
+			})
+		},
+		Status: func(a *skel.CmdArgs) error {
+			return with(a, func(ctx context.Context, p *ipamcni.IPAM) error { return p.Status(ctx) })
+		},
+		GC: func(a *skel.CmdArgs) error {
+			return with(a, func(ctx context.Context, p *ipamcni.IPAM) error {
+				valid := make([]cni.GCAttachment, len(a.NetConf.ValidAttachments))
+				for i, v := range a.NetConf.ValidAttachments {
+					valid[i] = cni.GCAttachment{ContainerID: v.ContainerID, IfName: v.IfName}
+				}
+				_, err := p.GC(ctx, valid)
+				return err
+			})
+		},
+		About: "podnet-ipam: host-affine block IPAM on etcd or bbolt",
+	}).Main()
+}
+
+// with parses the request, opens the store, runs fn and closes the store.
+func with(a *skel.CmdArgs, fn func(context.Context, *ipamcni.IPAM) error) error {
+	req, err := ipamcni.ParseRequest(a.StdinData, a.ArgsPairs)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	p, err := ipamcni.Open(ctx, req)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	return fn(ctx, p)
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/cni/skel"
+	"github.com/podnet/podnet/ipamcni"
+)
+
+// inProcessIPAM is podnet-ipam run inside this plugin. Unless the config
+// says otherwise, routed pods get host-length addresses (/32, /128) and
+// bridged pods the pool's length with a per-node gateway.
+type inProcessIPAM struct {
+	req  *ipamcni.Request
+	args *skel.CmdArgs
+}
+
+func newInProcessIPAM(c *conf, args *skel.CmdArgs) (ipamClient, error) {
+	req, err := ipamcni.ParseRequest(args.StdinData, args.ArgsPairs)
+	if err != nil {
+		return nil, err
+	}
+	if !hasResultPrefix(args.StdinData) {
+		req.Config.ResultPrefix = "host"
+		if c.Mode == modeBridge {
+			req.Config.ResultPrefix = "pool"
+		}
+	}
+	return &inProcessIPAM{req: req, args: args}, nil
+}
+
+// hasResultPrefix reports whether the ipam config sets resultPrefix itself.
+func hasResultPrefix(stdin []byte) bool {
+	var c struct {
+		IPAM struct {
+			ResultPrefix string `json:"resultPrefix"`
+		} `json:"ipam"`
+	}
+	return json.Unmarshal(stdin, &c) == nil && c.IPAM.ResultPrefix != ""
+}
+
+func (p *inProcessIPAM) with(fn func(context.Context, *ipamcni.IPAM) error) error {
+	ctx := context.Background()
+	ip, err := ipamcni.Open(ctx, p.req)
+	if err != nil {
+		return err
+	}
+	defer ip.Close()
+	return fn(ctx, ip)
+}
+
+func (p *inProcessIPAM) Add() (*cni.Result, error) {
+	var res *cni.Result
+	err := p.with(func(ctx context.Context, ip *ipamcni.IPAM) (err error) {
+		res, err = ip.Add(ctx, p.args.ContainerID, p.args.ArgsPairs)
+		return err
+	})
+	return res, err
+}
+
+func (p *inProcessIPAM) Del() error {
+	return p.with(func(ctx context.Context, ip *ipamcni.IPAM) error { return ip.Del(ctx, p.args.ContainerID) })
+}
+
+func (p *inProcessIPAM) Check() error {
+	return p.with(func(ctx context.Context, ip *ipamcni.IPAM) error {
+		return ip.Check(ctx, p.args.ContainerID, p.args.NetConf.PrevResult)
+	})
+}
+
+func (p *inProcessIPAM) Status() error {
+	return p.with(func(ctx context.Context, ip *ipamcni.IPAM) error { return ip.Status(ctx) })
+}
+
+func (p *inProcessIPAM) GC() error {
+	return p.with(func(ctx context.Context, ip *ipamcni.IPAM) error {
+		valid := make([]cni.GCAttachment, len(p.args.NetConf.ValidAttachments))
+		for i, v := range p.args.NetConf.ValidAttachments {
+			valid[i] = cni.GCAttachment{ContainerID: v.ContainerID, IfName: v.IfName}
+		}
+		_, err := ip.GC(ctx, valid)
+		return err
+	})
+}
