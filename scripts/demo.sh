@@ -13,21 +13,11 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 
-# podnet's own plugins do the networking. Until podnet-ipam is built by
-# `make build`, the reference host-local plugin (from the Go module proxy)
-# hands out the addresses.
-UPSTREAM_VERSION=v1.9.1
-UPSTREAM="$BIN/upstream-$UPSTREAM_VERSION"
-if [ ! -x "$UPSTREAM/host-local" ]; then
-	echo "demo: installing host-local $UPSTREAM_VERSION from the Go module proxy"
-	GOBIN="$UPSTREAM" go install "github.com/containernetworking/plugins/plugins/ipam/host-local@$UPSTREAM_VERSION"
-fi
-
 WORK=$(mktemp -d /tmp/podnet-demo.XXXXXX)
 CONF="$WORK/net.d"
 PLUGINS="$WORK/bin"
 mkdir -p "$CONF" "$PLUGINS"
-cp "$BIN/cni/loopback" "$BIN/cni/podnet" "$BIN/cni/podnet-portmap" "$UPSTREAM/host-local" "$PLUGINS/"
+cp "$BIN/cni/loopback" "$BIN/cni/podnet" "$BIN/cni/podnet-ipam" "$BIN/cni/podnet-portmap" "$PLUGINS/"
 
 SUBNET=10.244.250.0/24
 cat >"$CONF/10-demo.conflist" <<CONF
@@ -36,7 +26,7 @@ cat >"$CONF/10-demo.conflist" <<CONF
   "name": "demo",
   "plugins": [
     {"type": "podnet", "mode": "routed",
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$SUBNET"}]], "dataDir": "$WORK/ipam"}},
+     "ipam": {"type": "podnet-ipam", "store": "bolt:$WORK/ipam.db", "pools": [{"name": "demo", "cidr": "$SUBNET"}]}},
     {"type": "podnet-portmap", "capabilities": {"portMappings": true}}
   ]
 }
@@ -84,6 +74,8 @@ podnet diag get "http://127.0.0.1:18080/"
 
 echo "== pods"
 podnet pod ls
+echo "== addresses"
+"$BIN/podnet" ipam show --blocks --store "bolt:$WORK/ipam.db"
 
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID" || true
@@ -91,7 +83,7 @@ SERVER_PID=
 
 left=$(podnet pod ls | awk 'NR>1' | wc -l)
 cached=$(ls "$WORK/cache/results" 2>/dev/null | wc -l)
-addrs=$(ls "$WORK/ipam/demo" 2>/dev/null | grep -c '^10\.' || true)
+addrs=$("$BIN/podnet" ipam show --store "bolt:$WORK/ipam.db" -o json | sed -n 's/^  "allocated": \([0-9]*\).*/\1/p')
 echo "== after: $left sandbox(es), $cached cached attachment(s), $addrs allocated address(es)"
 [ "$left$cached$addrs" = "000" ] || { echo "demo: something was left behind" >&2; exit 1; }
 echo "demo: ok"
