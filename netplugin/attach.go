@@ -32,8 +32,10 @@ func newAttacher(rt *cni.Runtime) *attacher {
 // Runtime returns the CNI runtime the plugin uses.
 func (p *attacher) Runtime() *cni.Runtime { return p.runtime }
 
-// setUp attaches a pod: loopback first, then the default network. When
-// the default network fails, the loopback attachment is removed again, so
+// setUp attaches a pod to the loopback network and to the default
+// network. The two touch different interfaces and nothing of each other,
+// so they run at the same time: a pod's set-up costs the slower of the two
+// chains, not their sum. When either fails, the other is removed again, so
 // a failed set-up leaves nothing behind.
 func (p *attacher) setUp(ctx context.Context, list *cni.NetworkConfigList, host Host, podCIDR string, pod PodRef, sandboxID string, opts *PodOptions) (*PodNetworkStatus, error) {
 	netnsPath, err := netNSPath(host, sandboxID)
@@ -41,16 +43,29 @@ func (p *attacher) setUp(ctx context.Context, list *cni.NetworkConfigList, host 
 		return nil, err
 	}
 	loConf := buildRuntimeConf(pod, sandboxID, netnsPath, loopbackIfName, "", nil)
-	if _, err := p.runtime.AddNetworkList(ctx, p.loNetwork, loConf); err != nil {
-		return nil, fmt.Errorf("adding pod to the loopback network: %w", err)
-	}
+	loDone := make(chan error, 1)
+	go func() {
+		_, err := p.runtime.AddNetworkList(ctx, p.loNetwork, loConf)
+		loDone <- err
+	}()
 	conf := buildRuntimeConf(pod, sandboxID, netnsPath, DefaultInterfaceName, podCIDR, opts)
 	res, err := p.runtime.AddNetworkList(ctx, list, conf)
-	if err != nil {
-		if delErr := p.runtime.DelNetworkList(context.WithoutCancel(ctx), p.loNetwork, loConf); delErr != nil {
+	loErr := <-loDone
+	cleanup := context.WithoutCancel(ctx)
+	switch {
+	case err != nil && loErr == nil:
+		if delErr := p.runtime.DelNetworkList(cleanup, p.loNetwork, loConf); delErr != nil {
 			err = errors.Join(err, fmt.Errorf("removing the loopback attachment: %w", delErr))
 		}
 		return nil, err
+	case err != nil:
+		// Both failed; each chain rolled itself back.
+		return nil, errors.Join(err, fmt.Errorf("adding pod to the loopback network: %w", loErr))
+	case loErr != nil:
+		if delErr := p.runtime.DelNetworkList(cleanup, list, conf); delErr != nil {
+			loErr = errors.Join(loErr, fmt.Errorf("removing the %s attachment: %w", list.Name, delErr))
+		}
+		return nil, fmt.Errorf("adding pod to the loopback network: %w", loErr)
 	}
 	return statusFromResult(list.Name, DefaultInterfaceName, res), nil
 }
@@ -66,11 +81,11 @@ func netNSPath(host Host, sandboxID string) (string, error) {
 	return path, nil
 }
 
-// tearDown deletes every cached attachment
-// of the sandbox with the configuration it was added with, so a config
-// that changed or vanished since does not leak the pod's resources. It
-// succeeds when the network namespace is already gone. Without a cache
-// entry it falls back to today's default network, as kubelet does.
+// tearDown deletes every cached attachment of the sandbox with the
+// configuration it was added with, so a config that changed or vanished
+// since does not leak the pod's resources. It succeeds when the network
+// namespace is already gone. Without a cache entry it falls back to
+// today's default network, as kubelet does.
 func (p *attacher) tearDown(ctx context.Context, list *cni.NetworkConfigList, host Host, podCIDR string, pod PodRef, sandboxID string) error {
 	netnsPath := ""
 	if host != nil {
@@ -81,49 +96,61 @@ func (p *attacher) tearDown(ctx context.Context, list *cni.NetworkConfigList, ho
 	if err != nil {
 		return err
 	}
-	// Default network before loopback: the reverse of set-up.
+	type del struct {
+		list *cni.NetworkConfigList
+		rt   *cni.RuntimeConf
+	}
+	var defaults, los []del
 	var errs []error
-	var sawDefault, sawLo bool
-	for _, lo := range []bool{false, true} {
-		for _, a := range atts {
-			if (a.Network == LoopbackNetworkName) != lo {
-				continue
-			}
-			cached, err := a.CachedNetworkConfigList()
-			if err != nil {
-				// The entry cannot say how it was added; today's config
-				// for the same network is the best remaining guess.
-				cached = p.currentNetwork(a.Network, list)
-			}
-			if cached == nil {
-				errs = append(errs, fmt.Errorf("attachment %s: %w", a.Path, err))
-				continue
-			}
-			sawLo = sawLo || lo
-			sawDefault = sawDefault || !lo
-			ns := a.NetNS
-			if netnsPath != "" {
-				ns = netnsPath
-			}
-			rt := buildRuntimeConf(pod, sandboxID, ns, a.IfName, podCIDR, nil)
-			rt.Args, rt.CapabilityArgs = a.Args, a.CapabilityArgs
-			if err := p.runtime.DelNetworkList(ctx, cached, rt); err != nil {
+	for _, a := range atts {
+		lo := a.Network == LoopbackNetworkName
+		cached, err := a.CachedNetworkConfigList()
+		if err != nil {
+			// The entry cannot say how it was added; today's config
+			// for the same network is the best remaining guess.
+			cached = p.currentNetwork(a.Network, list)
+		}
+		if cached == nil {
+			errs = append(errs, fmt.Errorf("attachment %s: %w", a.Path, err))
+			continue
+		}
+		ns := a.NetNS
+		if netnsPath != "" {
+			ns = netnsPath
+		}
+		rt := buildRuntimeConf(pod, sandboxID, ns, a.IfName, podCIDR, nil)
+		rt.Args, rt.CapabilityArgs = a.Args, a.CapabilityArgs
+		if lo {
+			los = append(los, del{cached, rt})
+		} else {
+			defaults = append(defaults, del{cached, rt})
+		}
+	}
+	// Without a cache entry, fall back to today's config, as kubelet does.
+	if len(defaults) == 0 && list != nil {
+		defaults = append(defaults, del{list, buildRuntimeConf(pod, sandboxID, netnsPath, DefaultInterfaceName, podCIDR, nil)})
+	}
+	if len(los) == 0 {
+		los = append(los, del{p.loNetwork, buildRuntimeConf(pod, sandboxID, netnsPath, loopbackIfName, "", nil)})
+	}
+	// The loopback attachment goes at the same time as the others: they
+	// share nothing, and tear-down costs the slower chain, not the sum.
+	loErrs := make(chan error, 1)
+	go func() {
+		var errs []error
+		for _, d := range los {
+			if err := p.runtime.DelNetworkList(ctx, d.list, d.rt); err != nil {
 				errs = append(errs, err)
 			}
 		}
-	}
-	if !sawDefault && list != nil {
-		rt := buildRuntimeConf(pod, sandboxID, netnsPath, DefaultInterfaceName, podCIDR, nil)
-		if err := p.runtime.DelNetworkList(ctx, list, rt); err != nil {
+		loErrs <- errors.Join(errs...)
+	}()
+	for _, d := range defaults {
+		if err := p.runtime.DelNetworkList(ctx, d.list, d.rt); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if !sawLo {
-		rt := buildRuntimeConf(pod, sandboxID, netnsPath, loopbackIfName, "", nil)
-		if err := p.runtime.DelNetworkList(ctx, p.loNetwork, rt); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	errs = append(errs, <-loErrs)
 	return errors.Join(errs...)
 }
 
