@@ -32,8 +32,9 @@ const (
 // PluginNames are the binaries a podnet network needs.
 var PluginNames = []string{"podnet", "podnet-ipam", "podnet-portmap", "loopback"}
 
-// ConfList returns the conflist for n: podnet (with podnet-ipam) and
-// podnet-portmap, the latter declaring the portMappings capability.
+// ConfList returns the conflist for n: podnet with podnet-ipam, declaring
+// the portMappings capability, so that addresses, interfaces, masquerade
+// and host ports are all one plugin exec per pod.
 func ConfList(n Network) ([]byte, error) {
 	if n.Name == "" {
 		n.Name = DefaultNetworkName
@@ -70,17 +71,15 @@ func ConfList(n Network) ([]byte, error) {
 	if n.Node != "" {
 		ipam["node"] = n.Node
 	}
-	main := map[string]any{"type": "podnet", "mode": n.Mode, "ipMasq": masq, "ipam": ipam}
+	main := map[string]any{"type": "podnet", "mode": n.Mode, "ipMasq": masq, "ipam": ipam,
+		"capabilities": map[string]bool{"portMappings": true}}
 	if n.MTU > 0 {
 		main["mtu"] = n.MTU
 	}
 	doc := map[string]any{
 		"cniVersion": cni.CurrentVersion,
 		"name":       n.Name,
-		"plugins": []any{
-			main,
-			map[string]any{"type": "podnet-portmap", "capabilities": map[string]bool{"portMappings": true}},
-		},
+		"plugins":    []any{main},
 	}
 	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {

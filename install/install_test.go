@@ -53,7 +53,7 @@ func TestConfList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Name != "podnet" || l.CNIVersion != cni.CurrentVersion || len(l.Plugins) != 2 || l.Plugins[0].IPAMType != "podnet-ipam" || !l.Plugins[1].Capabilities["portMappings"] {
+	if l.Name != "podnet" || l.CNIVersion != cni.CurrentVersion || len(l.Plugins) != 1 || l.Plugins[0].IPAMType != "podnet-ipam" || !l.Plugins[0].Capabilities["portMappings"] {
 		t.Errorf("%s", b)
 	}
 	for _, want := range []string{`"mode": "bridge"`, `"cidr": "10.50.0.0/16"`, `"mtu": 1400`, `"store": "bolt:/var/lib/podnet/ipam.db"`} {

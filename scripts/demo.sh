@@ -25,9 +25,8 @@ cat >"$CONF/10-demo.conflist" <<CONF
   "cniVersion": "1.1.0",
   "name": "demo",
   "plugins": [
-    {"type": "podnet", "mode": "routed",
-     "ipam": {"type": "podnet-ipam", "store": "bolt:$WORK/ipam.db", "pools": [{"name": "demo", "cidr": "$SUBNET"}]}},
-    {"type": "podnet-portmap", "capabilities": {"portMappings": true}}
+    {"type": "podnet", "mode": "routed", "capabilities": {"portMappings": true},
+     "ipam": {"type": "podnet-ipam", "store": "bolt:$WORK/ipam.db", "pools": [{"name": "demo", "cidr": "$SUBNET"}]}}
   ]
 }
 CONF

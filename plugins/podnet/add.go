@@ -11,6 +11,7 @@ import (
 	"github.com/podnet/podnet/cni/skel"
 	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/netns"
+	"github.com/podnet/podnet/portmap"
 )
 
 // Steps of ADD at which the podnetfault build can kill the plugin; see
@@ -157,6 +158,16 @@ func (a *attachment) add(ipam ipamClient, ns *netns.NetNS, peerFd int, u *undo) 
 	res := a.result(spec.addrs, h.gateways, spec.routes, h.bridge)
 	if len(res.DNS.Nameservers) == 0 && len(res.DNS.Search) == 0 && res.DNS.Domain == "" {
 		res.DNS = ipamRes.DNS
+	}
+	pr, err := a.hostPortRequest(res)
+	if err != nil {
+		return nil, err
+	}
+	if pr != nil {
+		u.push("host ports", func() error { return portmap.Del(pr) })
+		if err := portmap.Add(pr); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
 }

@@ -43,6 +43,9 @@ func cmdCheck(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
+	if err := a.checkHostPorts(prev); err != nil {
+		diffs = append(diffs, err.Error())
+	}
 	if len(diffs) > 0 {
 		// No code in the specification fits "not as ADD left it";
 		// CodeInternal with the list in the message until podnet has one.

@@ -46,6 +46,10 @@ func cmdDel(args *skel.CmdArgs) error {
 		host = nil
 	}
 
+	// Host ports go at the same time as the rest; like the masquerade
+	// entries, they must be gone before the address is released.
+	portsRemoved := make(chan error, 1)
+	go func() { portsRemoved <- a.delHostPorts() }()
 	masqRemoved := make(chan error, 1)
 	masqClosed := make(chan struct{})
 	if c.IPMasq {
@@ -68,10 +72,10 @@ func cmdDel(args *skel.CmdArgs) error {
 	linkDone := make(<-chan error)
 	if host != nil {
 		if linkDone, err = dataplane.DeleteLinkEarly(a.hh, a.hostName); err != nil {
-			return errors.Join(err, <-masqRemoved)
+			return errors.Join(err, <-masqRemoved, <-portsRemoved)
 		}
 	}
-	if err := <-masqRemoved; err != nil {
+	if err := errors.Join(<-masqRemoved, <-portsRemoved); err != nil {
 		if host != nil {
 			<-linkDone
 		}

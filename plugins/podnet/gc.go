@@ -7,6 +7,7 @@ import (
 
 	"github.com/podnet/podnet/cni/skel"
 	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/portmap"
 )
 
 // cmdStatus reports the IPAM's status: podnet itself needs nothing that
@@ -71,6 +72,15 @@ func cmdGC(args *skel.CmdArgs) error {
 	}
 	if m != nil {
 		if err := gcMasq(m, c.Name, valid); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if args.NetConf.Capabilities["portMappings"] {
+		owners := make([]portmap.Owner, 0, len(valid))
+		for o := range valid {
+			owners = append(owners, portmap.Owner{Network: o.Network, ContainerID: o.ContainerID, IfName: o.IfName})
+		}
+		if err := gcHostPorts(c.Name, owners); err != nil {
 			errs = append(errs, err)
 		}
 	}

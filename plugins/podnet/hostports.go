@@ -1,0 +1,70 @@
+package main
+
+import (
+	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/portmap"
+)
+
+// Host ports in process. When the network gives podnet the portMappings
+// capability, podnet publishes the mappings itself with the portmap
+// library, in this process: a pod's ADD and DEL are then one plugin exec
+// instead of two, which is most of what a pod's set-up costs. The rules
+// are the ones podnet-portmap makes (same table, same owner tags), so the
+// two can be mixed on a node and GC by either cleans up after both.
+// Chaining podnet-portmap after podnet instead still works: then podnet
+// sees no portMappings and leaves them to it.
+
+// hostPortsDeclared reports whether the network hands podnet the
+// portMappings capability.
+func (a *attachment) hostPortsDeclared() bool {
+	return a.args.NetConf.Capabilities["portMappings"]
+}
+
+// hostPortRequest is the portmap request for this attachment, nil when
+// there is nothing to publish.
+func (a *attachment) hostPortRequest(prev *cni.Result) (*portmap.Request, error) {
+	if !a.hostPortsDeclared() {
+		return nil, nil
+	}
+	c, err := portmap.ParseConfig(a.args.StdinData)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.Mappings) == 0 {
+		return nil, nil
+	}
+	return &portmap.Request{Owner: a.portOwner(), Config: c, Prev: prev}, nil
+}
+
+func (a *attachment) portOwner() portmap.Owner {
+	return portmap.Owner{Network: a.args.NetConf.Name, ContainerID: a.args.ContainerID, IfName: a.args.IfName}
+}
+
+// delHostPorts removes the attachment's host ports. Without readable
+// mappings (DEL must clean up whatever it is given) it sweeps the tables
+// for the attachment's elements.
+func (a *attachment) delHostPorts() error {
+	if !a.hostPortsDeclared() {
+		return nil
+	}
+	r, err := a.hostPortRequest(nil)
+	if err != nil || r == nil {
+		r = &portmap.Request{Owner: a.portOwner(), Config: &portmap.Config{}, Sweep: true}
+	}
+	return portmap.Del(r)
+}
+
+// checkHostPorts verifies the published mappings against prevResult.
+func (a *attachment) checkHostPorts(prev *cni.Result) error {
+	r, err := a.hostPortRequest(prev)
+	if err != nil || r == nil {
+		return err
+	}
+	return portmap.Check(r)
+}
+
+// gcHostPorts drops the host ports of this network's attachments that are
+// not valid.
+func gcHostPorts(network string, valid []portmap.Owner) error {
+	return portmap.GC(network, valid, portmap.DefaultLockPath)
+}

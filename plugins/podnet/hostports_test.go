@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/podnet/podnet/netns"
+)
+
+// TestInProcessHostPorts: with the portMappings capability, podnet
+// publishes the pod's host ports itself: the pod answers on the node
+// address and on 127.0.0.1, CHECK sees the mapping, and DEL (and GC)
+// leave no element behind.
+func TestInProcessHostPorts(t *testing.T) {
+	e := newEnv(t, false)
+	conf := e.conf(`"capabilities":{"portMappings":true},"runtimeConfig":{"portMappings":[{"hostPort":18095,"containerPort":8095,"protocol":"tcp"}]}`)
+	a := e.newPod("hp-a")
+	e.add(conf, a)
+
+	var ln net.Listener
+	if err := netns.Do(a.ns, func() (err error) { ln, err = net.Listen("tcp", ":8095"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("pod"))
+			c.Close()
+		}
+	}()
+	for _, target := range []string{"127.0.0.1:18095", nodeAddr + ":18095"} {
+		err := netns.Do(e.host, func() error {
+			c, err := net.DialTimeout("tcp", target, 3*time.Second)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(3 * time.Second))
+			b := make([]byte, 3)
+			if _, err := c.Read(b); err != nil || string(b) != "pod" {
+				return fmt.Errorf("read %q: %v", b, err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("host -> %s -> pod: %v", target, err)
+		}
+	}
+	if _, err := e.run("CHECK", withPrev(conf, a.res), a); err != nil {
+		t.Errorf("CHECK: %v", err)
+	}
+	if n := portElements(t, e.host, a.id); n == 0 {
+		t.Fatal("no host port element for the pod")
+	}
+	e.del(conf, a)
+	if n := portElements(t, e.host, a.id); n != 0 {
+		t.Errorf("%d host port elements left after DEL", n)
+	}
+	e.requireClean()
+}
+
+// portElements counts the host-port map elements owned by containerID.
+func portElements(t *testing.T, host, containerID string) int {
+	t.Helper()
+	var out []byte
+	err := netns.Do(host, func() error {
+		cmd := exec.Command("nft", "list", "table", "inet", "podnet-portmap")
+		var err error
+		out, err = cmd.Output()
+		if err != nil && strings.Contains(string(out), "No such file") {
+			return nil
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(out), containerID)
+}
