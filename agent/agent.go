@@ -1,0 +1,475 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vishvananda/netlink"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/ipam"
+	"github.com/podnet/podnet/netns"
+)
+
+// Config configures an Agent. Node and Store are required.
+type Config struct {
+	Node  string
+	Store ipam.Store
+	// Etcd, when set, is the client under Store: the node record is
+	// written under a lease of LeaseTTL that the agent keeps alive.
+	Etcd *clientv3.Client
+	// Prefix is the store prefix (default ipam.DefaultPrefix).
+	Prefix string
+	Mode   Mode
+	// UnderlayInterface carries traffic to other nodes; empty: the
+	// interface of the IPv4 default route.
+	UnderlayInterface string
+	// NetNS is the network namespace to program (a path); empty: the
+	// process's own. Tests and benchmarks run agents in-process this way.
+	NetNS    string
+	LeaseTTL time.Duration // default 10s
+	// ResyncInterval is how often the agent reconciles even without
+	// changes, repairing anything changed behind its back (default 1m).
+	ResyncInterval time.Duration
+	// GCInterval is how often IPAM GC runs (0: never); GCGrace how long a
+	// handle must have been uncached before it is released (default 1m).
+	GCInterval, GCGrace time.Duration
+	// CacheDir is the CNI cache directory GC reads attachments from
+	// (default cni.DefaultCacheDir; the results are under results/).
+	CacheDir string
+	// Install, when set, is applied once the agent is ready.
+	Install *InstallConfig
+	// Registry receives the agent's metrics; nil makes a new one with the
+	// Go and process collectors.
+	Registry *prometheus.Registry
+	Logger   *slog.Logger
+}
+
+// Agent is one node's agent. Create it with New and start it with Run.
+type Agent struct {
+	cfg  Config
+	log  *slog.Logger
+	m    *metrics
+	keys ipam.Keys
+
+	h    *netlink.Handle
+	prog *Programmer
+	reg  *registrar
+
+	mu    sync.Mutex // guards state
+	state *clusterState
+
+	trigger chan struct{}
+	// readiness, each step once reached
+	registered  atomic.Bool
+	haveState   atomic.Bool // a full list has been read
+	watchSynced atomic.Bool
+	programmed  atomic.Bool
+	installed   atomic.Bool
+	// ready is closed when the agent is first ready.
+	ready     chan struct{}
+	readyOnce sync.Once
+	// firstProgrammed is closed after the first complete reconcile.
+	firstProgrammed chan struct{}
+	// lastErr is the last reconcile error, for /readyz.
+	lastErr atomic.Pointer[error]
+}
+
+// New checks cfg and returns an agent that has not started.
+func New(cfg Config) (*Agent, error) {
+	if err := validNodeName(cfg.Node); err != nil {
+		return nil, err
+	}
+	if cfg.Store == nil {
+		return nil, errors.New("agent: no store")
+	}
+	if cfg.Mode == "" {
+		cfg.Mode = ModeAuto
+	}
+	if _, err := ParseMode(string(cfg.Mode)); err != nil {
+		return nil, err
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = ipam.DefaultPrefix
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 10 * time.Second
+	}
+	if cfg.ResyncInterval <= 0 {
+		cfg.ResyncInterval = time.Minute
+	}
+	if cfg.GCGrace <= 0 {
+		cfg.GCGrace = time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = cni.DefaultCacheDir
+	}
+	if cfg.Install != nil {
+		// A bad config file fails the start, not the install much later.
+		if _, err := cfg.Install.conf(cfg.Node); err != nil {
+			return nil, fmt.Errorf("agent: network config: %w", err)
+		}
+	}
+	a := &Agent{
+		cfg: cfg, log: cfg.Logger.With("node", cfg.Node), m: newMetrics(cfg.Registry),
+		keys: ipam.Keys{Prefix: cfg.Prefix}, trigger: make(chan struct{}, 1), ready: make(chan struct{}), firstProgrammed: make(chan struct{}),
+	}
+	a.state = newClusterState(a.keys, cfg.Prefix)
+	a.m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "podnet", Subsystem: "agent", Name: "node_registered",
+		Help: "1 while the node's record is in the store under a live lease.",
+	}, func() float64 {
+		if a.registered.Load() {
+			return 1
+		}
+		return 0
+	}))
+	return a, nil
+}
+
+func validNodeName(n string) error {
+	if n == "" || len(n) > 253 {
+		return fmt.Errorf("agent: node name %q: must be 1 to 253 characters", n)
+	}
+	for _, c := range n {
+		if c == '/' || c < 0x21 || c == 0x7f {
+			return fmt.Errorf("agent: node name %q: no '/', spaces or control characters", n)
+		}
+	}
+	return nil
+}
+
+// Registry is the agent's metrics registry: an embedding runtime
+// registers its plugin manager's metrics here to serve them on the same
+// /metrics.
+func (a *Agent) Registry() *prometheus.Registry { return a.m.reg }
+
+// Ready returns nil once the node is registered, the watch synced and the
+// routes programmed, and why not otherwise.
+func (a *Agent) Ready() error {
+	switch {
+	case !a.registered.Load():
+		return errors.New("node not registered in the store")
+	case !a.watchSynced.Load():
+		return errors.New("store watch not synced")
+	case !a.programmed.Load():
+		if p := a.lastErr.Load(); p != nil && *p != nil {
+			return fmt.Errorf("routes not programmed: %w", *p)
+		}
+		return errors.New("routes not programmed yet")
+	case a.cfg.Install != nil && !a.installed.Load():
+		return errors.New("network config not installed yet")
+	}
+	return nil
+}
+
+// ReadyC is closed the first time the agent is ready.
+func (a *Agent) ReadyC() <-chan struct{} { return a.ready }
+
+// Run runs the agent until ctx ends. On return the routes, neighbours,
+// FDB entries and the VXLAN device stay in place, and the node's lease is
+// not revoked: pods keep working while the agent restarts.
+func (a *Agent) Run(ctx context.Context) error {
+	if err := a.setup(); err != nil {
+		return err
+	}
+	defer a.h.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	registered := make(chan struct{})
+	ownKey := NodeKey(a.cfg.Prefix, a.cfg.Node)
+	wg.Go(func() { a.reg.run(ctx, func() { close(registered) }) })
+	w := &watcher{
+		store:    a.cfg.Store,
+		prefixes: []string{NodesPrefix(a.cfg.Prefix), a.keys.Affinities(), a.keys.Blocks()},
+		newState: func() *clusterState { return newClusterState(a.keys, a.cfg.Prefix) },
+		replace: func(s *clusterState, rev int64) {
+			a.mu.Lock()
+			a.state = s
+			_, own := s.nodes[a.cfg.Node]
+			a.mu.Unlock()
+			a.haveState.Store(true)
+			if !own && a.reg.writtenBefore(rev) {
+				a.reg.recordLost()
+			}
+			a.kick()
+		},
+		apply: func(key string, value []byte, deleted bool, rev int64) bool {
+			a.mu.Lock()
+			changed, err := a.state.apply(key, value, deleted)
+			a.mu.Unlock()
+			if err != nil {
+				a.log.Warn("ignoring undecodable value", "key", key, "err", err)
+			}
+			if deleted && key == ownKey && a.reg.writtenBefore(rev) {
+				a.reg.recordLost()
+			}
+			if changed {
+				a.kick()
+			}
+			return changed
+		},
+		synced:     func(ok bool) { a.watchSynced.Store(ok) },
+		restarts:   a.m.watchRestarts.Inc,
+		logf:       a.log.Warn,
+		minBackoff: 100 * time.Millisecond, maxBackoff: 5 * time.Second,
+	}
+	wg.Go(func() { w.run(ctx) })
+	wg.Go(func() { a.reconcileLoop(ctx) })
+	if a.cfg.GCInterval > 0 {
+		wg.Go(func() { a.gcLoop(ctx) })
+	}
+	wg.Go(func() { a.readyLoop(ctx, registered) })
+	<-ctx.Done()
+	wg.Wait()
+	var err error
+	if a.cfg.Install != nil && a.cfg.Install.UninstallOnExit && a.installed.Load() {
+		if err = a.cfg.Install.uninstall(); err == nil {
+			a.log.Info("network config removed", "path", a.cfg.Install.confPath())
+		}
+	}
+	return err
+}
+
+// setup opens the netlink handle in the target namespace, finds the
+// underlay and prepares the node record.
+func (a *Agent) setup() error {
+	open := func() (err error) { a.h, err = dataplane.NewHandle(); return err }
+	sysctl := dataplane.WriteSysctls
+	if a.cfg.NetNS != "" {
+		ns := a.cfg.NetNS
+		if err := netns.Do(ns, open); err != nil {
+			return err
+		}
+		sysctl = func(s []dataplane.Sysctl) error {
+			return netns.Do(ns, func() error { return dataplane.WriteSysctls(s) })
+		}
+	} else if err := open(); err != nil {
+		return err
+	}
+	ul, err := findUnderlay(a.h, a.cfg.UnderlayInterface)
+	if err != nil {
+		a.h.Close()
+		return err
+	}
+	// Traffic from other nodes to this node's pods arrives on the
+	// underlay and is forwarded to the pods' veths.
+	if err := sysctl([]dataplane.Sysctl{{Key: "net/ipv4/conf/" + ul.name + "/forwarding", Value: "1"}}); err != nil {
+		a.h.Close()
+		return err
+	}
+	mac := VTEPMAC(a.cfg.Node)
+	a.prog = &Programmer{h: a.h, log: a.log, UnderlayIndex: ul.index, UnderlayAddr: ul.addr, UnderlayMTU: ul.mtu, VTEPMAC: mac, sysctl: sysctl}
+	rec := NodeRecord{Name: a.cfg.Node, Address: ul.addr, VTEPIP: ul.addr, VTEPMAC: mac.String()}
+	a.reg = newRegistrar(a.cfg.Store, a.cfg.Etcd, a.cfg.Prefix, rec, a.cfg.LeaseTTL, a.log, &a.registered)
+	a.log.Info("agent starting", "mode", a.cfg.Mode, "underlay", ul.name, "address", ul.addr, "vtep_mac", mac.String())
+	return nil
+}
+
+func (a *Agent) kick() {
+	select {
+	case a.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// reconcileLoop applies the desired state after every change, at least
+// every ResyncInterval, and again soon after a failure.
+func (a *Agent) reconcileLoop(ctx context.Context) {
+	resync := time.NewTicker(a.cfg.ResyncInterval)
+	defer resync.Stop()
+	var retry <-chan time.Time
+	backoff := 100 * time.Millisecond
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.trigger:
+		case <-resync.C:
+		case <-retry:
+		}
+		retry = nil
+		if !a.haveState.Load() {
+			continue // nothing listed yet: programming now would delete every owned route
+		}
+		if err := a.reconcile(); err != nil {
+			a.lastErr.Store(&err)
+			a.log.Warn("reconcile incomplete", "err", err, "retry_in", backoff)
+			retry = time.After(backoff)
+			backoff = min(backoff*2, 10*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		var none error
+		a.lastErr.Store(&none)
+	}
+}
+
+// reconcile computes the desired state from the current snapshot and
+// applies it.
+func (a *Agent) reconcile() error {
+	start := time.Now()
+	a.mu.Lock()
+	snap := a.state.snapshot()
+	a.mu.Unlock()
+	subnets, err := connectedSubnets(a.h, a.prog.UnderlayIndex)
+	if err != nil {
+		return err
+	}
+	d := Compute(Params{Self: a.cfg.Node, Mode: a.cfg.Mode, LocalSubnets: subnets}, snap)
+	st, err := a.prog.Apply(d)
+	a.m.reconcile.Observe(time.Since(start).Seconds())
+	a.m.routes.Set(float64(st.Routes))
+	a.m.peers.Set(float64(len(d.Peers)))
+	a.m.routeConflicts.Set(float64(st.Conflicts))
+	if st.Changed() {
+		a.log.Info("routes reconciled", "routes", st.Routes, "added", st.Added, "replaced", st.Replaced,
+			"deleted", st.Deleted, "conflicts", st.Conflicts, "peers", len(d.Peers), "took", time.Since(start))
+	}
+	// A route that cannot be programmed (a host-gw next hop that is not
+	// on-link, a conflict) is logged and counted and retried, but does
+	// not hold the node back from ready: only failing to program at all
+	// does.
+	if st.Attempted && !a.programmed.Swap(true) {
+		close(a.firstProgrammed)
+	}
+	if err != nil {
+		a.m.reconcileErrors.Inc()
+		return err
+	}
+	return nil
+}
+
+// readyLoop installs the plugins and config once the node is registered
+// and its routes programmed, then marks the agent ready.
+func (a *Agent) readyLoop(ctx context.Context, registered <-chan struct{}) {
+	for _, ch := range []<-chan struct{}{registered, a.firstProgrammed} {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+	}
+	if a.cfg.Install != nil {
+		backoff := 500 * time.Millisecond
+		for {
+			path, err := a.cfg.Install.apply(a.cfg.Node)
+			if err == nil {
+				a.installed.Store(true)
+				a.log.Info("network config installed", "path", path)
+				break
+			}
+			a.log.Error("install failed", "err", err, "retry_in", backoff)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+		}
+	}
+	a.readyOnce.Do(func() { close(a.ready) })
+	a.log.Info("agent ready")
+}
+
+// gcLoop runs IPAM GC every GCInterval.
+func (a *Agent) gcLoop(ctx context.Context) {
+	c := &collector{alloc: ipam.New(a.cfg.Store, ipam.Config{Keys: a.keys}), node: a.cfg.Node,
+		cacheDir: a.cfg.CacheDir, grace: a.cfg.GCGrace, now: time.Now, suspects: map[string]time.Time{}}
+	t := time.NewTicker(a.cfg.GCInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := c.pass(ctx)
+		a.m.gcReleased.Add(float64(n))
+		if err != nil {
+			a.m.gcErrors.Inc()
+			a.log.Warn("IPAM GC failed", "err", err)
+		}
+		if n > 0 {
+			a.log.Info("IPAM GC released leaked addresses", "count", n)
+		}
+	}
+}
+
+type underlay struct {
+	name  string
+	index int
+	mtu   int
+	addr  netip.Addr
+}
+
+// findUnderlay returns the named interface, or that of the IPv4 default
+// route, with its first global unicast IPv4 address.
+func findUnderlay(h *netlink.Handle, name string) (underlay, error) {
+	var l netlink.Link
+	var err error
+	if name != "" {
+		if l, err = h.LinkByName(name); err != nil {
+			return underlay{}, fmt.Errorf("underlay interface %q: %w", name, err)
+		}
+	} else {
+		routes, err := h.RouteList(nil, netlink.FAMILY_V4)
+		if err != nil {
+			return underlay{}, fmt.Errorf("list routes: %w", err)
+		}
+		for _, r := range routes {
+			if (r.Dst == nil || r.Dst.IP.IsUnspecified()) && r.LinkIndex > 0 {
+				if l, err = h.LinkByIndex(r.LinkIndex); err != nil {
+					return underlay{}, fmt.Errorf("default route's interface: %w", err)
+				}
+				break
+			}
+		}
+		if l == nil {
+			return underlay{}, errors.New("no IPv4 default route to find the underlay interface by: set --underlay-interface")
+		}
+	}
+	addrs, err := h.AddrList(l, netlink.FAMILY_V4)
+	if err != nil {
+		return underlay{}, fmt.Errorf("addresses of %s: %w", l.Attrs().Name, err)
+	}
+	for _, ad := range addrs {
+		ip, ok := netip.AddrFromSlice(ad.IP)
+		if ok && ip.Unmap().IsGlobalUnicast() {
+			return underlay{name: l.Attrs().Name, index: l.Attrs().Index, mtu: l.Attrs().MTU, addr: ip.Unmap()}, nil
+		}
+	}
+	return underlay{}, fmt.Errorf("underlay interface %s has no global unicast IPv4 address", l.Attrs().Name)
+}
+
+// connectedSubnets are the IPv4 subnets of the underlay's addresses.
+func connectedSubnets(h *netlink.Handle, index int) ([]netip.Prefix, error) {
+	l, err := h.LinkByIndex(index)
+	if err != nil {
+		return nil, fmt.Errorf("underlay link %d: %w", index, err)
+	}
+	addrs, err := h.AddrList(l, netlink.FAMILY_V4)
+	if err != nil {
+		return nil, fmt.Errorf("addresses of %s: %w", l.Attrs().Name, err)
+	}
+	var out []netip.Prefix
+	for _, ad := range addrs {
+		if p, ok := dataplane.PrefixOf(ad.IPNet); ok {
+			out = append(out, p.Masked())
+		}
+	}
+	return out, nil
+}

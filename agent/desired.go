@@ -1,0 +1,170 @@
+package agent
+
+import (
+	"net/netip"
+	"slices"
+)
+
+// Snapshot is what the agent knows of the cluster: the store's contents
+// that matter for routing, already decoded.
+type Snapshot struct {
+	// Nodes are the registered nodes by name.
+	Nodes map[string]NodeRecord
+	// Blocks maps each block with a confirmed affinity to its node.
+	Blocks map[netip.Prefix]string
+	// Borrowed maps each allocated address whose node is not its block's
+	// affine node (or whose block has none) to the node that holds it.
+	Borrowed map[netip.Addr]string
+}
+
+// Params are this node's side of the computation.
+type Params struct {
+	Self string
+	Mode Mode
+	// LocalSubnets are the subnets connected to this node's underlay
+	// interface: in auto mode a node inside one of them is on the same
+	// L2 and gets host-gw routes.
+	LocalSubnets []netip.Prefix
+}
+
+// RouteKind says how a route leaves the node.
+type RouteKind int
+
+// Route kinds.
+const (
+	// RouteBlackhole drops traffic: this node's own blocks.
+	RouteBlackhole RouteKind = iota
+	// RouteHostGW goes via a remote node's underlay address.
+	RouteHostGW
+	// RouteVXLAN goes via a remote VTEP on podnet.vxlan, onlink.
+	RouteVXLAN
+)
+
+func (k RouteKind) String() string {
+	switch k {
+	case RouteBlackhole:
+		return "blackhole"
+	case RouteHostGW:
+		return "host-gw"
+	case RouteVXLAN:
+		return "vxlan"
+	}
+	return "unknown"
+}
+
+// Route is one route the agent owns.
+type Route struct {
+	Dst  netip.Prefix
+	Kind RouteKind
+	Via  netip.Addr // zero for a blackhole
+	Node string     // the node the route leads to, for logs
+}
+
+// Peer is a remote VTEP: one neighbour entry (VTEPIP at MAC) and one FDB
+// entry (MAC at Underlay) on podnet.vxlan.
+type Peer struct {
+	Node     string
+	VTEPIP   netip.Addr
+	MAC      string
+	Underlay netip.Addr
+}
+
+// Desired is the state this node should have.
+type Desired struct {
+	Routes map[netip.Prefix]Route
+	// VXLAN says whether podnet.vxlan should exist.
+	VXLAN bool
+	// Peers are the remote nodes reached over VXLAN, by name.
+	Peers map[string]Peer
+}
+
+// SortedRoutes returns the routes in destination order, so that changes
+// are applied and logged deterministically.
+func (d Desired) SortedRoutes() []Route {
+	out := make([]Route, 0, len(d.Routes))
+	for _, r := range d.Routes {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b Route) int { return comparePrefix(a.Dst, b.Dst) })
+	return out
+}
+
+// Compute derives the desired state from a snapshot. It is pure: the same
+// input always gives the same output, and it does no I/O.
+func Compute(p Params, s *Snapshot) Desired {
+	d := Desired{Routes: map[netip.Prefix]Route{}, Peers: map[string]Peer{}, VXLAN: p.Mode != ModeHostGW}
+	// transport is how a remote node is reached; ok is false for a node
+	// that cannot be routed (unregistered, or a record without the
+	// addresses its transport needs).
+	transport := func(node string) (Route, bool) {
+		rec, ok := s.Nodes[node]
+		if !ok || !rec.Address.Is4() {
+			return Route{}, false
+		}
+		kind := RouteVXLAN
+		switch p.Mode {
+		case ModeHostGW:
+			kind = RouteHostGW
+		case ModeAuto:
+			if onLink(rec.Address, p.LocalSubnets) {
+				kind = RouteHostGW
+			}
+		}
+		if kind == RouteHostGW {
+			return Route{Kind: RouteHostGW, Via: rec.Address, Node: node}, true
+		}
+		if !rec.VTEPIP.Is4() || rec.VTEPMAC == "" {
+			return Route{}, false
+		}
+		d.Peers[node] = Peer{Node: node, VTEPIP: rec.VTEPIP, MAC: rec.VTEPMAC, Underlay: rec.Address}
+		return Route{Kind: RouteVXLAN, Via: rec.VTEPIP, Node: node}, true
+	}
+	// Every reachable remote node is a peer in VXLAN, blocks or not: a
+	// block confirmed a moment later then needs only its route.
+	for name := range s.Nodes {
+		if name != p.Self {
+			transport(name)
+		}
+	}
+	for cidr, node := range s.Blocks {
+		if !cidr.Addr().Is4() {
+			continue
+		}
+		if node == p.Self {
+			d.Routes[cidr] = Route{Dst: cidr, Kind: RouteBlackhole, Node: node}
+			continue
+		}
+		if r, ok := transport(node); ok {
+			r.Dst = cidr
+			d.Routes[cidr] = r
+		}
+	}
+	for addr, node := range s.Borrowed {
+		if !addr.Is4() || node == p.Self {
+			// This node's own pods have their /32 through their veth,
+			// made by the plugin.
+			continue
+		}
+		if r, ok := transport(node); ok {
+			r.Dst = netip.PrefixFrom(addr, 32)
+			d.Routes[r.Dst] = r
+		}
+	}
+	return d
+}
+
+func onLink(a netip.Addr, subnets []netip.Prefix) bool {
+	for _, s := range subnets {
+		if s.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+func comparePrefix(x, y netip.Prefix) int {
+	if c := x.Addr().Compare(y.Addr()); c != 0 {
+		return c
+	}
+	return x.Bits() - y.Bits()
+}

@@ -1,0 +1,146 @@
+package agent
+
+import (
+	"encoding/json"
+	"net/netip"
+	"testing"
+
+	"github.com/podnet/podnet/ipam"
+)
+
+func TestCompute(t *testing.T) {
+	nodes := map[string]NodeRecord{
+		"a": rec("a", "198.18.0.11"),
+		"b": rec("b", "198.18.0.12"),
+		"c": rec("c", "198.18.2.13"),
+	}
+	blocks := map[netip.Prefix]string{
+		pfx("10.103.0.0/26"):  "a",
+		pfx("10.103.0.64/26"): "b",
+		pfx("10.103.1.0/26"):  "c",
+		pfx("10.103.2.0/26"):  "gone", // not registered: no route
+		pfx("fd00::/122"):     "b",    // IPv6: not routed between nodes
+	}
+	borrowed := map[netip.Addr]string{
+		netip.MustParseAddr("10.103.0.9"):  "b", // from a's own block
+		netip.MustParseAddr("10.103.1.5"):  "a", // held here: the veth route covers it
+		netip.MustParseAddr("10.103.0.70"): "c",
+		netip.MustParseAddr("10.103.3.1"):  "gone",
+	}
+	local := []netip.Prefix{pfx("198.18.0.0/24")}
+	tests := []struct {
+		mode  Mode
+		want  map[string]string // dst -> "kind via"
+		peers []string
+	}{
+		{ModeHostGW, map[string]string{
+			"10.103.0.0/26":  "blackhole ",
+			"10.103.0.64/26": "host-gw 198.18.0.12",
+			"10.103.1.0/26":  "host-gw 198.18.2.13",
+			"10.103.0.9/32":  "host-gw 198.18.0.12",
+			"10.103.0.70/32": "host-gw 198.18.2.13",
+		}, nil},
+		{ModeVXLAN, map[string]string{
+			"10.103.0.0/26":  "blackhole ",
+			"10.103.0.64/26": "vxlan 198.18.0.12",
+			"10.103.1.0/26":  "vxlan 198.18.2.13",
+			"10.103.0.9/32":  "vxlan 198.18.0.12",
+			"10.103.0.70/32": "vxlan 198.18.2.13",
+		}, []string{"b", "c"}},
+		{ModeAuto, map[string]string{
+			"10.103.0.0/26":  "blackhole ",
+			"10.103.0.64/26": "host-gw 198.18.0.12",
+			"10.103.1.0/26":  "vxlan 198.18.2.13",
+			"10.103.0.9/32":  "host-gw 198.18.0.12",
+			"10.103.0.70/32": "vxlan 198.18.2.13",
+		}, []string{"c"}},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.mode), func(t *testing.T) {
+			d := Compute(Params{Self: "a", Mode: tt.mode, LocalSubnets: local},
+				&Snapshot{Nodes: nodes, Blocks: blocks, Borrowed: borrowed})
+			got := map[string]string{}
+			for _, r := range d.SortedRoutes() {
+				via := ""
+				if r.Via.IsValid() {
+					via = r.Via.String()
+				}
+				got[r.Dst.String()] = r.Kind.String() + " " + via
+			}
+			if len(got) != len(tt.want) {
+				t.Errorf("routes %v, want %v", got, tt.want)
+			}
+			for k, v := range tt.want {
+				if got[k] != v {
+					t.Errorf("%s: %q, want %q", k, got[k], v)
+				}
+			}
+			if len(d.Peers) != len(tt.peers) {
+				t.Errorf("peers %v, want %v", d.Peers, tt.peers)
+			}
+			for _, n := range tt.peers {
+				p := d.Peers[n]
+				if p.MAC != VTEPMAC(n).String() || p.Underlay != nodes[n].Address || p.VTEPIP != nodes[n].VTEPIP {
+					t.Errorf("peer %s: %+v", n, p)
+				}
+			}
+			if d.VXLAN != (tt.mode != ModeHostGW) {
+				t.Errorf("VXLAN %v in mode %s", d.VXLAN, tt.mode)
+			}
+		})
+	}
+}
+
+func TestVTEPMAC(t *testing.T) {
+	a, b := VTEPMAC("node-1"), VTEPMAC("node-2")
+	if a.String() == b.String() || a.String() != VTEPMAC("node-1").String() {
+		t.Fatalf("MACs not deterministic and distinct: %s %s", a, b)
+	}
+	if a[0]&1 != 0 || a[0]&2 == 0 {
+		t.Fatalf("%s: want unicast, locally administered", a)
+	}
+}
+
+func TestStateApply(t *testing.T) {
+	keys := ipam.Keys{}
+	s := newClusterState(keys, ipam.DefaultPrefix)
+	mustJSON := func(v any) []byte { b, _ := json.Marshal(v); return b }
+	steps := []struct {
+		key     string
+		value   []byte
+		deleted bool
+		changed bool
+	}{
+		{NodeKey(ipam.DefaultPrefix, "b"), mustJSON(rec("b", "198.18.0.12")), false, true},
+		{NodeKey(ipam.DefaultPrefix, "b"), mustJSON(rec("b", "198.18.0.12")), false, false},
+		{keys.Affinity("b", pfx("10.103.0.64/26")), mustJSON(ipam.Affinity{State: ipam.AffinityPending}), false, false},
+		{keys.Affinity("b", pfx("10.103.0.64/26")), mustJSON(ipam.Affinity{State: ipam.AffinityConfirmed}), false, true},
+		{keys.Affinity("b", pfx("10.103.0.64/26")), mustJSON(ipam.Affinity{State: ipam.AffinityPendingDeletion}), false, true},
+		{keys.Affinity("b", pfx("10.103.0.64/26")), nil, true, false},
+		{keys.Handle("x"), []byte("{}"), false, false},
+	}
+	for i, st := range steps {
+		changed, err := s.apply(st.key, st.value, st.deleted)
+		if err != nil || changed != st.changed {
+			t.Fatalf("step %d (%s): changed %v, err %v; want changed %v", i, st.key, changed, err, st.changed)
+		}
+	}
+	// A block of a's with one address held by c.
+	b := ipam.NewBlock(pfx("10.103.0.0/26"), ipam.HostAffinity("a"))
+	b.AutoAllocate(1, ipam.Attributes{Handle: "h1", Node: "a"}, nil)
+	b.AutoAllocate(1, ipam.Attributes{Handle: "h2", Node: "c"}, nil)
+	changed, err := s.apply(keys.Block(b.CIDR), mustJSON(b), false)
+	if err != nil || !changed {
+		t.Fatalf("block: changed %v, err %v", changed, err)
+	}
+	snap := s.snapshot()
+	if len(snap.Borrowed) != 1 || snap.Borrowed[netip.MustParseAddr("10.103.0.1")] != "c" {
+		t.Fatalf("borrowed %v, want 10.103.0.1 held by c", snap.Borrowed)
+	}
+	if changed, _ := s.apply(keys.Block(b.CIDR), nil, true); !changed || len(s.snapshot().Borrowed) != 0 {
+		t.Fatal("deleting the block did not drop its borrowed address")
+	}
+	if _, err := s.apply(NodeKey(ipam.DefaultPrefix, "bad"), []byte("{"), false); err == nil {
+		t.Fatal("undecodable node record: no error")
+	}
+}

@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/internal/testutil"
+	"github.com/podnet/podnet/ipam"
+)
+
+// TestHostGW: three nodes on one L2 segment, host-gw routes.
+func TestHostGW(t *testing.T) {
+	testutil.RequireRoot(t)
+	runCluster(t, newSwitch(t), agent.ModeHostGW)
+}
+
+// TestVXLAN: three nodes on three subnets behind a router; only VXLAN
+// gets pod traffic across.
+func TestVXLAN(t *testing.T) {
+	testutil.RequireRoot(t)
+	runCluster(t, newRouter(t), agent.ModeVXLAN)
+}
+
+func runCluster(t *testing.T, u *underlay, mode agent.Mode) {
+	c := newCluster(t, u, mode)
+	var nodes []*node
+	for i := 1; i <= 3; i++ {
+		n := c.addNode(i)
+		c.startAgent(n)
+		nodes = append(nodes, n)
+	}
+	for _, n := range nodes {
+		c.addPod(n)
+		c.addPod(n)
+	}
+	for _, n := range nodes {
+		others := without(nodes, n)
+		c.waitRoutes(n.name, others, true, 5*time.Second)
+	}
+	checkInstalled(t, nodes[0])
+	checkTransport(t, c, nodes[0], nodes[1], mode)
+	c.checkMesh()
+
+	// n3's agent dies (SIGKILL): routes stay on n3, its lease expires
+	// and the other nodes drop its blocks.
+	n3 := nodes[2]
+	c.stopAgent(n3, syscall.SIGKILL)
+	took := c.waitRoutes(n3.name, nodes[:2], false, leaseTTL+5*time.Second)
+	t.Logf("n3's routes removed from the other nodes %v after its agent was killed (lease TTL %v)", took, leaseTTL)
+	c.waitRoutes(nodes[0].name, []*node{n3}, true, time.Second) // n3 still routes n1
+	c.startAgent(n3)
+	took = c.waitRoutes(n3.name, nodes[:2], true, 5*time.Second)
+	t.Logf("n3's routes restored %v after its agent was ready again", took)
+	c.checkMesh()
+
+	// A fourth node joins and starts a pod: from its agent's start, the
+	// pod's block is routed on every other node within a second.
+	n4 := c.addNode(4)
+	start := time.Now()
+	c.startAgent(n4, "--uninstall-on-exit")
+	ready := time.Since(start)
+	c.addPod(n4)
+	c.waitRoutes(n4.name, nodes, true, 5*time.Second)
+	took = time.Since(start)
+	t.Logf("new node n4: agent ready after %v; its pod's block routed on the 3 other nodes %v after the agent started", ready, took)
+	if took > time.Second {
+		t.Errorf("new node routed %v after its agent started, want within 1s", took)
+	}
+	c.checkMesh()
+
+	// IPAM GC: an address allocated for n1 with no attachment in n1's
+	// CNI cache is released after the grace period; the pods' are not.
+	checkGC(t, c, nodes[0])
+
+	// SIGTERM: n4's agent exits cleanly (stopAgent checks the status),
+	// removes its config (--uninstall-on-exit) and leaves its routes.
+	c.stopAgent(n4, syscall.SIGTERM)
+	if _, err := os.Stat(filepath.Join(n4.dir, "net.d", "10-"+networkName+".conflist")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("n4's config after exit with --uninstall-on-exit: %v", err)
+	}
+	c.waitRoutes(nodes[0].name, []*node{n4}, true, 0)
+	c.checkMesh()
+}
+
+func checkGC(t *testing.T, c *cluster, n *node) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	handle := networkName + ".leaked-container"
+	if _, err := c.alloc.AutoAssign(ctx, ipam.AutoAssignArgs{Handle: handle, Node: n.name, Num4: 1}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for {
+		ips, err := c.alloc.IPsByHandle(ctx, handle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ips) == 0 {
+			break
+		}
+		if time.Since(start) > gcGrace+5*time.Second {
+			t.Fatalf("leaked address %v not released by GC within %v", ips, time.Since(start))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("GC released the leaked address %v after it was allocated (grace %v)", time.Since(start), gcGrace)
+	for _, p := range c.allPods() {
+		ips, err := c.alloc.IPsByHandle(ctx, networkName+"."+p.id)
+		if err != nil || len(ips) != 1 {
+			t.Fatalf("pod %s's address after GC: %v, %v", p.id, ips, err)
+		}
+	}
+	body := get(t, n, "/metrics")
+	if !strings.Contains(body, "podnet_agent_gc_released_addresses_total 1") {
+		t.Errorf("n1's metrics do not count the GC release:\n%s", grepLines(body, "podnet_agent_"))
+	}
+}
+
+// get fetches path from the node agent's metrics server.
+func get(t *testing.T, n *node, path string) string {
+	t.Helper()
+	resp, err := httpIn(n.ns.path).Get("http://127.0.0.1:9603" + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func without(ns []*node, n *node) []*node {
+	var out []*node
+	for _, m := range ns {
+		if m != n {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// checkInstalled: the agent wrote the conflist once ready, naming its
+// node for podnet-ipam, and installed the plugins it had.
+func checkInstalled(t *testing.T, n *node) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(n.dir, "net.d", "10-"+networkName+".conflist"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Plugins []struct {
+			IPAM struct {
+				Type string `json:"type"`
+				Node string `json:"node"`
+			} `json:"ipam"`
+		} `json:"plugins"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Plugins) == 0 || doc.Plugins[0].IPAM.Type != "podnet-ipam" || doc.Plugins[0].IPAM.Node != n.name {
+		t.Fatalf("installed conflist: %s", b)
+	}
+	for _, p := range []string{"podnet", "podnet-ipam"} {
+		if _, err := os.Stat(filepath.Join(n.dir, "bin", p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkTransport: from's route to a block of to goes the way mode says.
+func checkTransport(t *testing.T, c *cluster, from, to *node, mode agent.Mode) {
+	t.Helper()
+	owned, err := agent.OwnedRoutes(from.ns.h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := owned[c.blocksOf(to.name)[0]]
+	if !ok {
+		t.Fatalf("%s has no route to %s's block", from.name, to.name)
+	}
+	dev, err := from.ns.h.LinkByIndex(r.LinkIndex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "eth0"
+	if mode == agent.ModeVXLAN {
+		want = agent.VXLANDevice
+	}
+	if dev.Attrs().Name != want || r.Gw.String() != to.addr.String() {
+		t.Fatalf("%s's route to %s: via %s dev %s, want via %s dev %s", from.name, r.Dst, r.Gw, dev.Attrs().Name, to.addr, want)
+	}
+}
