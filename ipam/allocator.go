@@ -25,6 +25,10 @@ type Config struct {
 	// Timeout bounds an operation whose context has no deadline
 	// (default 30s).
 	Timeout time.Duration
+	// UnavailableTimeout is how long an operation retries a store it
+	// cannot reach before it fails with code 11 (default 10s; the
+	// context's deadline may end it sooner).
+	UnavailableTimeout time.Duration
 	// ClaimProbes is how many candidate blocks a claim reads one by one
 	// before it lists the pool's blocks instead (default 32). Probing is
 	// O(1) reads while a pool is mostly free; the list bounds the cost
@@ -49,6 +53,9 @@ type Allocator struct {
 func New(store Store, cfg Config) *Allocator {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.UnavailableTimeout <= 0 {
+		cfg.UnavailableTimeout = 10 * time.Second
 	}
 	if cfg.ClaimProbes <= 0 {
 		cfg.ClaimProbes = 32
@@ -95,6 +102,12 @@ type AutoAssignArgs struct {
 	// Ranges, when it has entries of a family, restricts that family's
 	// addresses to them.
 	Ranges []Range
+	// Endpoint, when set, is the workload endpoint the addresses are for
+	// (see endpoint.go). It is written in the allocation's transaction,
+	// with IPs set to the handle's addresses, replacing an endpoint of
+	// another container; its Handle is set to Handle. Each address gets
+	// the attribute AttrEndpoint.
+	Endpoint *Endpoint
 }
 
 // Assignment is what a handle holds: each address with its block's
@@ -117,6 +130,15 @@ func (a *Allocator) AutoAssign(ctx context.Context, args AutoAssignArgs) (Assign
 	}
 	if args.Num4 < 0 || args.Num6 < 0 {
 		return Assignment{}, cni.Errorf(cni.CodeInvalidNetworkConfig, "handle %q: negative address count %d/%d", args.Handle, args.Num4, args.Num6)
+	}
+	if args.Endpoint != nil {
+		if err := validEndpoint(args.Endpoint, args.Handle, args.Node); err != nil {
+			return Assignment{}, err
+		}
+		ep := *args.Endpoint
+		ep.Handle = args.Handle
+		args.Endpoint = &ep
+		args.Attrs = withEndpointAttr(args.Attrs, ep.ID())
 	}
 	var out Assignment
 	err := a.retry(ctx, "assign addresses to handle "+quote(args.Handle), func(ctx context.Context) error {
@@ -154,6 +176,11 @@ func (a *Allocator) autoAssignOnce(ctx context.Context, args AutoAssignArgs) (As
 			return Assignment{}, err
 		}
 		held = append(held, got...)
+	}
+	if args.Endpoint != nil {
+		if err := w.setEndpoint(ctx, *args.Endpoint, held); err != nil {
+			return Assignment{}, err
+		}
 	}
 	if err := w.commit(ctx); err != nil {
 		return Assignment{}, err
@@ -248,15 +275,20 @@ func (a *Allocator) assignFamily(ctx context.Context, w *writeSet, req famReques
 			continue
 		}
 		claimed++
-		if len(got) == req.need || !req.inPools(af.cidr) {
+		if !req.inPools(af.cidr) {
 			continue
 		}
 		if af.state == AffinityPending {
 			// A claim in flight or one whose claimer died: finishing it
-			// is safe either way, as phase two compares revisions.
+			// is safe either way, as phase two compares revisions. It is
+			// finished even when this allocation needs no block, so the
+			// node's next allocation repairs what a killed one left.
 			if _, err := a.finishClaim(ctx, req.node, af.cidr, af.rev); err != nil {
 				return nil, err
 			}
+		}
+		if len(got) == req.need {
+			continue
 		}
 		r, err := w.block(ctx, af.cidr)
 		if err != nil {

@@ -34,6 +34,9 @@ type Allocation struct {
 	Block  netip.Prefix
 	Handle string
 	Node   string
+	// Endpoint is the workload endpoint (EndpointID.String) the address
+	// was allocated for; empty when it was not for one.
+	Endpoint string `json:",omitempty"`
 }
 
 // DanglingHandle is a handle whose count for a block is wrong.
@@ -61,6 +64,13 @@ type CheckOptions struct {
 	// Live reports whether node has a live attachment for handle. Nil
 	// skips leak detection.
 	Live func(node, handle string) bool
+	// Endpoints judges allocations made for a workload endpoint (those
+	// with the attribute AttrEndpoint) by the endpoints, read in the same
+	// List as the rest: such an allocation has leaked when its endpoint
+	// is gone or names another handle (a newer sandbox of the pod took
+	// it over, and the old one's DEL has not come yet). Allocations made
+	// for no endpoint are left to Live.
+	Endpoints bool
 }
 
 // Check reads every IPAM object in one List, so it sees one consistent
@@ -78,10 +88,19 @@ func (a *Allocator) Check(ctx context.Context, opts CheckOptions) (Report, error
 
 func (a *Allocator) checkOnce(ctx context.Context, opts CheckOptions) (Report, error) {
 	var rep Report
-	kvs, _, err := a.store.List(ctx, a.keys.prefix()+"ipam/")
+	// With endpoints, one List of the whole prefix: an allocation and
+	// its endpoint are written in one transaction, so one revision sees
+	// both or neither.
+	listPrefix := a.keys.prefix() + "ipam/"
+	if opts.Endpoints {
+		listPrefix = a.keys.prefix()
+	}
+	kvs, _, err := a.store.List(ctx, listPrefix)
 	if err != nil {
 		return rep, err
 	}
+	endpoints := map[string]string{} // endpoint ID -> handle
+
 	blocks := map[netip.Prefix]*Block{}
 	handles := map[string]*Handle{}
 	type affKey struct {
@@ -116,6 +135,13 @@ func (a *Allocator) checkOnce(ctx context.Context, opts CheckOptions) (Report, e
 				continue
 			}
 			affs[affKey{node, cidr}] = af
+		case opts.Endpoints && strings.HasPrefix(kv.Key, a.keys.Workloads()):
+			ep, err := decodeEndpoint(kv)
+			if err != nil {
+				rep.Corrupt = append(rep.Corrupt, err.Error())
+				continue
+			}
+			endpoints[strings.TrimPrefix(kv.Key, a.keys.Workloads())] = ep.Handle
 		}
 	}
 
@@ -128,7 +154,7 @@ func (a *Allocator) checkOnce(ctx context.Context, opts CheckOptions) (Report, e
 				continue
 			}
 			at := b.Attributes[ref-1]
-			al := Allocation{Addr: b.Addr(ord), Block: cidr, Handle: at.Handle, Node: at.Node}
+			al := Allocation{Addr: b.Addr(ord), Block: cidr, Handle: at.Handle, Node: at.Node, Endpoint: at.Extra[AttrEndpoint]}
 			owners[al.Addr] = append(owners[al.Addr], al)
 			if counts[at.Handle] == nil {
 				counts[at.Handle] = map[string]int{}
@@ -137,7 +163,10 @@ func (a *Allocator) checkOnce(ctx context.Context, opts CheckOptions) (Report, e
 			if h := handles[at.Handle]; h == nil || h.Blocks[cidr.String()] == 0 {
 				rep.Orphans = append(rep.Orphans, al)
 			}
-			if opts.Live != nil && !opts.Live(at.Node, at.Handle) {
+			switch {
+			case opts.Live != nil && !opts.Live(at.Node, at.Handle):
+				rep.Leaked = append(rep.Leaked, al)
+			case opts.Endpoints && al.Endpoint != "" && endpoints[al.Endpoint] != al.Handle:
 				rep.Leaked = append(rep.Leaked, al)
 			}
 		}

@@ -8,7 +8,8 @@
 //   - Pure block arithmetic (block.go): ordinal <-> address, allocate,
 //     release, the FIFO free list, attribute dedupe. No I/O, no clocks, no
 //     randomness; it is tested by the thousand against a simple model.
-//   - The Allocator (allocator.go, release.go, claim.go, check.go), which
+//   - The Allocator (allocator.go, release.go, claim.go, check.go,
+//     endpoint.go for the pods' workload endpoints), which
 //     reads objects from a Store, changes private copies and writes them
 //     back in one compare-on-revision transaction. An object read from the
 //     store is never shared, so a failed transaction leaves nothing to undo.
@@ -18,7 +19,8 @@
 // of them, open files, or exec anything.
 //
 // Every error the Allocator returns is a *cni.Error: code 11 (try again
-// later) when the store is unreachable, the caller's deadline passed, or
+// later) when the store stayed unreachable (it is retried for
+// Config.UnavailableTimeout), the caller's deadline passed, or
 // conflicts outlasted it; 105 for an address already taken; 7 for bad
 // input; 100 otherwise. A failure never yields a duplicate address: the
 // only path to an allocation is a transaction that compared the revision

@@ -16,6 +16,7 @@ const DefaultPrefix = "/podnet/v1/"
 //	ipam/blocks/<cidr with / as ->
 //	ipam/affinities/<node>/<cidr with / as ->
 //	ipam/handles/<handle>
+//	workloads/<node>/<namespace>/<pod>/<ifname>   (endpoint.go)
 type Keys struct{ Prefix string }
 
 func (k Keys) prefix() string {

@@ -78,29 +78,37 @@ func (a *Allocator) ReleaseByHandle(ctx context.Context, handle string) error {
 	}
 	return a.retry(ctx, "release handle "+quote(handle), func(ctx context.Context) error {
 		w := a.newWriteSet()
-		h, err := w.handle(ctx, handle)
-		if err != nil || h.h == nil {
+		if err := a.releaseHandle(ctx, w, handle); err != nil {
 			return err
 		}
-		for _, k := range sortedKeys(h.h.Blocks) {
-			cidr, err := netip.ParsePrefix(k)
-			if err != nil {
-				continue
-			}
-			r, err := w.block(ctx, cidr)
-			if err != nil {
-				return err
-			}
-			if r.b == nil {
-				continue
-			}
-			if len(r.b.ReleaseHandle(handle)) > 0 {
-				a.markReleased(r)
-			}
-		}
-		h.h.Blocks, h.dirty = nil, true
 		return w.commit(ctx)
 	})
+}
+
+// releaseHandle frees every address of handle and deletes the handle, in w.
+func (a *Allocator) releaseHandle(ctx context.Context, w *writeSet, handle string) error {
+	h, err := w.handle(ctx, handle)
+	if err != nil || h.h == nil {
+		return err
+	}
+	for _, k := range sortedKeys(h.h.Blocks) {
+		cidr, err := netip.ParsePrefix(k)
+		if err != nil {
+			continue
+		}
+		r, err := w.block(ctx, cidr)
+		if err != nil {
+			return err
+		}
+		if r.b == nil {
+			continue
+		}
+		if len(r.b.ReleaseHandle(handle)) > 0 {
+			a.markReleased(r)
+		}
+	}
+	h.h.Blocks, h.dirty = nil, true
+	return nil
 }
 
 func (a *Allocator) markReleased(r *blockRef) {

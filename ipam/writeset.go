@@ -19,6 +19,7 @@ type writeSet struct {
 	blocks  map[netip.Prefix]*blockRef
 	order   []netip.Prefix // commit order, for deterministic txns
 	handles map[string]*handleRef
+	ep      *endpointRef // the workload endpoint, if the operation has one
 }
 
 type blockRef struct {
@@ -168,10 +169,15 @@ func (w *writeSet) commit(ctx context.Context) error {
 		}
 		ops = append(ops, Put(key, v))
 	}
+	ecmps, eops, err := w.endpointOps()
+	if err != nil {
+		return err
+	}
+	cmps, ops = append(cmps, ecmps...), append(ops, eops...)
 	if len(ops) == 0 {
 		return nil
 	}
 	w.a.txns.Add(1)
-	_, err := w.a.store.Txn(ctx, cmps, ops)
+	_, err = w.a.store.Txn(ctx, cmps, ops)
 	return err
 }

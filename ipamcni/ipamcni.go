@@ -79,14 +79,27 @@ func (p *IPAM) families() (v4, v6 []string) {
 }
 
 // Add gives the attachment its addresses (the same ones again for a
-// repeated ADD) and returns the result.
+// repeated ADD) and returns the result. It keeps no workload endpoint; see
+// AddAttachment.
 func (p *IPAM) Add(ctx context.Context, containerID string, args [][2]string) (*cni.Result, error) {
+	return p.AddAttachment(ctx, Attachment{ContainerID: containerID, Args: args})
+}
+
+// AddAttachment is Add that also records the attachment's workload
+// endpoint when at.IfName is set: in the allocation's own transaction, so
+// an ADD in steady state is still one store transaction.
+func (p *IPAM) AddAttachment(ctx context.Context, at Attachment) (*cni.Result, error) {
 	if err := p.ensurePools(ctx); err != nil {
 		return nil, err
 	}
+	containerID := at.ContainerID
 	handle := Handle(p.req.Network, containerID)
+	ep := p.endpoint(at)
 	attrs := map[string]string{"containerID": containerID, "node": p.req.Config.Node, "network": p.req.Network}
-	for _, kv := range args {
+	if ep != nil {
+		attrs[ipam.AttrEndpoint] = ep.ID().String()
+	}
+	for _, kv := range at.Args {
 		switch kv[0] {
 		case "K8S_POD_NAMESPACE":
 			attrs["namespace"] = kv[1]
@@ -103,11 +116,14 @@ func (p *IPAM) Add(ctx context.Context, containerID string, args [][2]string) (*
 			}
 			addrs = append(addrs, got)
 		}
+		if err := p.putEndpoint(ctx, ep); err != nil {
+			return nil, err
+		}
 	} else {
 		v4, v6 := p.families()
 		as, err := p.alloc.AutoAssign(ctx, ipam.AutoAssignArgs{
 			Handle: handle, Node: p.req.Config.Node, Num4: min(1, len(v4)), Num6: min(1, len(v6)),
-			Attrs: attrs, Pools4: v4, Pools6: v6, Ranges: p.req.Ranges,
+			Attrs: attrs, Pools4: v4, Pools6: v6, Ranges: p.req.Ranges, Endpoint: ep,
 		})
 		if err != nil {
 			return nil, storeError(err)

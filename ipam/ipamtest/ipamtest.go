@@ -80,6 +80,8 @@ func Run(t *testing.T, newStore func(t *testing.T) ipam.Store, opts Options) {
 		{"CheckAndGC", testCheckGC},
 		{"RemoveNodeAndReclaim", testRemoveNode},
 		{"OneTxnPerAllocation", testTxnsPerAlloc},
+		{"Endpoints", testEndpoints},
+		{"ClaimKilledBeforeConfirm", testClaimKilled},
 		{"ManyNodesConcurrent", func(e env) { testConcurrentNodes(e, opts.Nodes, opts.PerNode) }},
 	}
 	for _, tt := range tests {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/cni/skel"
+	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/ipamcni"
 )
 
@@ -51,17 +52,31 @@ func (p *inProcessIPAM) with(fn func(context.Context, *ipamcni.IPAM) error) erro
 	return fn(ctx, ip)
 }
 
+// attachment describes the pod interface for its workload endpoint. The
+// names and MAC are the deterministic ones ADD gives the links
+// (dataplane/names.go), so the endpoint is written with the addresses,
+// before the wiring, in the allocation's one transaction.
+func (p *inProcessIPAM) attachment() ipamcni.Attachment {
+	_, ctrMAC := dataplane.AttachmentMACs(p.args.ContainerID, p.args.IfName)
+	return ipamcni.Attachment{
+		ContainerID: p.args.ContainerID, IfName: p.args.IfName, Args: p.args.ArgsPairs,
+		MAC: ctrMAC.String(), HostInterface: dataplane.HostVethName(p.args.ContainerID, p.args.IfName),
+	}
+}
+
 func (p *inProcessIPAM) Add() (*cni.Result, error) {
 	var res *cni.Result
 	err := p.with(func(ctx context.Context, ip *ipamcni.IPAM) (err error) {
-		res, err = ip.Add(ctx, p.args.ContainerID, p.args.ArgsPairs)
+		res, err = ip.AddAttachment(ctx, p.attachment())
 		return err
 	})
 	return res, err
 }
 
+// Del releases the addresses and the endpoint, unless a newer sandbox of
+// the pod has taken the endpoint over.
 func (p *inProcessIPAM) Del() error {
-	return p.with(func(ctx context.Context, ip *ipamcni.IPAM) error { return ip.Del(ctx, p.args.ContainerID) })
+	return p.with(func(ctx context.Context, ip *ipamcni.IPAM) error { return ip.DelAttachment(ctx, p.attachment()) })
 }
 
 func (p *inProcessIPAM) Check() error {

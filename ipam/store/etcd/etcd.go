@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -124,6 +125,13 @@ func (s *Store) Txn(ctx context.Context, cmps []ipam.Compare, ops []ipam.Op) (in
 			thens[i] = clientv3.OpPut(op.Key, string(op.Value))
 		}
 	}
+	if len(thens) == 0 && len(cmps) > 0 {
+		// etcd serves a txn without writes whose reads are all
+		// serializable (none counts as all) from the member's local
+		// state, which may lag: a linearizable read makes the compares
+		// see every committed write.
+		thens = append(thens, clientv3.OpGet(cmps[0].Key, clientv3.WithCountOnly()))
+	}
 	resp, err := s.c.Txn(ctx).If(ifs...).Then(thens...).Commit()
 	if err != nil {
 		return 0, wrap("txn", ctx, err)
@@ -191,7 +199,15 @@ func wrap(what string, ctx context.Context, err error) error {
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("etcd %s: %w (%w)", what, ipam.ErrUnavailable, err)
 	}
-	switch status.Code(err) {
+	code := status.Code(err)
+	// The client turns the server's errors ("request timed out", "leader
+	// changed", "no leader") into rpctypes.EtcdError, which keeps the
+	// gRPC code but not the status that status.Code reads.
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		code = ee.Code()
+	}
+	switch code {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.ResourceExhausted:
 		return fmt.Errorf("etcd %s: %w (%w)", what, ipam.ErrUnavailable, err)
 	}

@@ -207,6 +207,13 @@ func (s *Store) Txn(ctx context.Context, cmps []ipam.Compare, ops []ipam.Op) (in
 			success[i] = map[string]any{"request_put": map[string]any{"key": []byte(op.Key), "value": op.Value}}
 		}
 	}
+	if len(success) == 0 && len(cmps) > 0 {
+		// etcd serves a txn without writes whose reads are all
+		// serializable (none counts as all) from the member's local
+		// state, which may lag: a linearizable read makes the compares
+		// see every committed write.
+		success = append(success, map[string]any{"request_range": map[string]any{"key": []byte(cmps[0].Key), "count_only": true}})
+	}
 	var r struct {
 		Header    header `json:"header"`
 		Succeeded bool   `json:"succeeded"` // omitted when false

@@ -111,6 +111,30 @@ func (c *Cluster) Endpoints() []string {
 	return eps
 }
 
+// AllEndpoints returns the client URLs of every member, running or not:
+// what a client configured with the whole cluster holds.
+func (c *Cluster) AllEndpoints() []string {
+	var eps []string
+	for _, m := range c.members {
+		eps = append(eps, m.cfg.AdvertiseClientUrls[0].String())
+	}
+	return eps
+}
+
+// Leader returns the index of the running member that leads the cluster,
+// or -1 while none does.
+func (c *Cluster) Leader() int {
+	for i, m := range c.members {
+		if m.e != nil && m.e.Server.Leader() == m.e.Server.MemberID() {
+			return i
+		}
+	}
+	return -1
+}
+
+// Running reports whether member i is running.
+func (c *Cluster) Running(i int) bool { return c.members[i].e != nil }
+
 // Stop stops member i; its data stays for Restart.
 func (c *Cluster) Stop(i int) {
 	m := c.members[i]

@@ -1,0 +1,174 @@
+package ipamtest
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/ipam"
+)
+
+// Cluster is what the quorum fault test needs of a three-member test
+// cluster (etcdtest.Cluster has it).
+type Cluster interface {
+	Stop(i int)
+	Restart(i int)
+	Running(i int) bool
+	// Leader is the index of the leading member, -1 while none leads.
+	Leader() int
+}
+
+// RunQuorumFaults drives concurrent allocations through a store whose
+// three-member cluster loses members:
+//
+//   - the leader stops while allocations run: every allocation still
+//     succeeds (the allocator retries the unreachable store, the client
+//     moves to another member, the others elect a leader);
+//   - a second member stops: allocations fail with CNI code 11 within the
+//     caller's deadline, and nothing panics;
+//   - both come back: the failed allocations, retried, succeed; no address
+//     has two owners and Check is clean.
+//
+// newStore must return a store configured with every member's endpoint.
+func RunQuorumFaults(t *testing.T, c Cluster, newStore func(t *testing.T) ipam.Store) {
+	st := newStore(t)
+	keys := ipam.Keys{Prefix: "/faults/" + t.Name() + "/"}
+	a := ipam.New(st, ipam.Config{Keys: keys, UnavailableTimeout: 20 * time.Second})
+	mustPool(t, a, "p", "10.30.0.0/16", 0)
+
+	var mu sync.Mutex
+	addrs := map[string]netip.Prefix{} // handle -> address
+	assign := func(ctx context.Context, node, handle string) error {
+		got, err := a.AutoAssign(ctx, ipam.AutoAssignArgs{Handle: handle, Node: node, Num4: 1})
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		addrs[handle] = got.IPv4[0]
+		mu.Unlock()
+		return nil
+	}
+
+	// Phase 1: the leader stops midway through 4 nodes x 2 workers x 12.
+	leader := waitLeader(t, c)
+	var done atomic.Int64
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for done.Load() < 24 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		c.Stop(leader)
+	}()
+	var wg sync.WaitGroup
+	for n := range 4 {
+		for w := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 12 {
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					err := assign(ctx, fmt.Sprint("n", n), fmt.Sprintf("one-%d-%d-%d", n, w, i))
+					cancel()
+					if err != nil {
+						t.Errorf("allocation with one member down: %v", err)
+						return
+					}
+					done.Add(1)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	<-stopped
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// Phase 2: a second member stops; no quorum.
+	for i := range 3 {
+		if c.Running(i) {
+			c.Stop(i)
+			break
+		}
+	}
+	const deadline = 3 * time.Second
+	var failed []string
+	var fmu sync.Mutex
+	for n := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			handle := fmt.Sprint("noquorum-", n)
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			start := time.Now()
+			err := assign(ctx, fmt.Sprint("n", n), handle)
+			took := time.Since(start)
+			switch {
+			case err == nil:
+				t.Errorf("allocation without quorum succeeded")
+			case cni.CodeOf(err) != cni.CodeTryAgainLater:
+				t.Errorf("allocation without quorum: code %d, want 11: %v", cni.CodeOf(err), err)
+			case took > deadline+2*time.Second:
+				t.Errorf("allocation without quorum returned after %v, deadline %v", took, deadline)
+			}
+			fmu.Lock()
+			failed = append(failed, handle)
+			fmu.Unlock()
+		}()
+	}
+	wg.Wait()
+
+	// Phase 3: both return; the failed ADDs are retried, as a runtime does.
+	for i := range 3 {
+		if !c.Running(i) {
+			c.Restart(i)
+		}
+	}
+	for i, h := range failed {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err := assign(ctx, fmt.Sprint("n", i), h)
+		cancel()
+		if err != nil {
+			t.Fatalf("allocation after the members returned: %v", err)
+		}
+	}
+	for i := range 8 {
+		if err := assign(ctxT(t), "n9", fmt.Sprint("after-", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	owner := map[netip.Addr]string{}
+	for h, p := range addrs {
+		if o, dup := owner[p.Addr()]; dup {
+			t.Errorf("address %s given to %s and %s", p.Addr(), o, h)
+		}
+		owner[p.Addr()] = h
+		held, err := a.IPsByHandle(ctxT(t), h)
+		if err != nil || len(held) != 1 || held[0] != p {
+			t.Errorf("handle %s holds %v (%v), was given %s", h, held, err, p)
+		}
+	}
+	if len(addrs) != 4*2*12+3+8 {
+		t.Errorf("%d handles hold addresses, want %d", len(addrs), 4*2*12+3+8)
+	}
+	mustClean(t, a)
+}
+
+func waitLeader(t *testing.T, c Cluster) int {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if l := c.Leader(); l >= 0 {
+			return l
+		}
+	}
+	t.Fatal("no etcd leader after 10s")
+	return -1
+}

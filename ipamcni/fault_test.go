@@ -1,0 +1,104 @@
+package ipamcni
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/podnet/podnet/ipam"
+	"github.com/podnet/podnet/ipam/store/bolt"
+)
+
+const faultChildEnv = "PODNET_IPAMCNI_FAULT_CHILD"
+
+// killAtConfirm is a store that SIGKILLs its process at the second phase
+// of a block claim (the transaction creating the block and confirming the
+// affinity), before that transaction reaches the store.
+type killAtConfirm struct{ ipam.Store }
+
+func (k killAtConfirm) Txn(ctx context.Context, cmps []ipam.Compare, ops []ipam.Op) (int64, error) {
+	var block, affinity bool
+	for _, op := range ops {
+		block = block || strings.Contains(op.Key, "/ipam/blocks/")
+		affinity = affinity || strings.Contains(op.Key, "/ipam/affinities/")
+	}
+	if block && affinity {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way
+	}
+	return k.Store.Txn(ctx, cmps, ops)
+}
+
+// TestFaultChildClaim is the process that gets killed; it runs only when
+// TestKilledBetweenClaimAndConfirm starts it.
+func TestFaultChildClaim(t *testing.T) {
+	db := os.Getenv(faultChildEnv)
+	if db == "" {
+		t.Skip("run by TestKilledBetweenClaimAndConfirm")
+	}
+	st, err := bolt.Open(context.Background(), bolt.Options{Path: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ipam.New(killAtConfirm{st}, ipam.Config{})
+	if err := a.PutPool(context.Background(), ipam.Pool{Name: "v4", CIDR: netip.MustParsePrefix("10.105.0.0/16")}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.AutoAssign(context.Background(), ipam.AutoAssignArgs{Handle: "net1.dead", Node: "n1", Num4: 1})
+	t.Fatalf("AutoAssign returned (%v) instead of dying at the confirmation", err)
+}
+
+// TestKilledBetweenClaimAndConfirm: a plugin process killed between
+// claiming a block (the pending affinity) and confirming it (creating the
+// block) leaves the pending affinity alone; Check reports it, and the
+// node's next ADD finishes the claim and allocates from that block.
+func TestKilledBetweenClaimAndConfirm(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "ipam.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFaultChildClaim$", "-test.count=1")
+	cmd.Env = append(os.Environ(), faultChildEnv+"="+db)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child: %v, want killed by SIGKILL: %s", err, out)
+	}
+
+	ctx := context.Background()
+	st, err := bolt.Open(ctx, bolt.Options{Path: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := ipam.Keys{}
+	affs, _, err := st.List(ctx, keys.NodeAffinities("n1"))
+	if err != nil || len(affs) != 1 || !strings.Contains(string(affs[0].Value), `"pending"`) {
+		t.Fatalf("affinities the killed claim left: %v %v", affs, err)
+	}
+	_, pending, _ := keys.ParseAffinityKey(affs[0].Key)
+	if blocks, _, _ := st.List(ctx, keys.Blocks()); len(blocks) != 0 {
+		t.Fatalf("blocks the killed claim left: %v", blocks)
+	}
+	a := ipam.New(st, ipam.Config{})
+	rep, err := a.Check(ctx, ipam.CheckOptions{})
+	if err != nil || len(rep.AffinityMismatches) != 1 {
+		t.Fatalf("Check after the kill: %+v %v", rep, err)
+	}
+	st.Close()
+
+	p := open(t, conf(t, db, ""), [][2]string{{"K8S_POD_NAMESPACE", "ns"}, {"K8S_POD_NAME", "web"}})
+	res, err := p.AddAttachment(ctx, Attachment{ContainerID: "next", IfName: "eth0", Args: [][2]string{{"K8S_POD_NAMESPACE", "ns"}, {"K8S_POD_NAME", "web"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.IPs[0].Address.Addr(); !pending.Contains(got) {
+		t.Errorf("next ADD got %s, want an address of the repaired block %s", got, pending)
+	}
+	rep, err = p.Allocator().CheckWithEndpoints(ctx)
+	if err != nil || !rep.Clean() {
+		t.Fatalf("Check after the next ADD: %+v %v", rep, err)
+	}
+}
