@@ -127,12 +127,13 @@ func (o *ipamOptions) checkCommand(opts *globalOptions) *cobra.Command {
 	var output, node string
 	cmd := &cobra.Command{
 		Use:   "check",
-		Short: "Report inconsistencies: addresses with two owners, dangling handles, affinity mismatches, and (with --node) leaks",
+		Short: "Report inconsistencies: addresses with two owners, dangling handles, affinity mismatches, and leaks",
 		Long: `check reads every IPAM object at one revision and reports addresses owned
 twice, handles that point at nothing, blocks whose affinity disagrees with
-their block, and undecodable values. With --node, addresses of that node
-whose attachment is not in this machine's CNI result cache (--cache-dir) are
-reported as leaked. It exits 1 when it finds anything; -o json writes a
+their block, and undecodable values. Addresses allocated for a workload
+endpoint whose endpoint is gone or names another container are reported as
+leaked. With --node, addresses of that node whose attachment is not in this
+machine's CNI result cache (--cache-dir) are reported as leaked too. It exits 1 when it finds anything; -o json writes a
 report that 'podnet ipam release --from-report' accepts.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -141,7 +142,9 @@ report that 'podnet ipam release --from-report' accepts.`,
 				return err
 			}
 			defer done()
-			var copts ipam.CheckOptions
+			// Endpoints tell live addresses from leaked ones cluster-wide;
+			// --node adds this machine's CNI cache for its own addresses.
+			copts := ipam.CheckOptions{Endpoints: true}
 			if node != "" {
 				live, err := liveHandles(opts)
 				if err != nil {

@@ -13,13 +13,17 @@ func main() {
 		Add: func(a *skel.CmdArgs) (*cni.Result, error) {
 			var res *cni.Result
 			err := with(a, func(ctx context.Context, p *ipamcni.IPAM) (err error) {
-				res, err = p.Add(ctx, a.ContainerID, a.ArgsPairs)
+				// The endpoint has no MAC or host interface here: the main
+				// plugin that wires the pod is not podnet.
+				res, err = p.AddAttachment(ctx, ipamcni.Attachment{ContainerID: a.ContainerID, IfName: a.IfName, Args: a.ArgsPairs})
 				return err
 			})
 			return res, err
 		},
 		Del: func(a *skel.CmdArgs) error {
-			return with(a, func(ctx context.Context, p *ipamcni.IPAM) error { return p.Del(ctx, a.ContainerID) })
+			return with(a, func(ctx context.Context, p *ipamcni.IPAM) error {
+				return p.DelAttachment(ctx, ipamcni.Attachment{ContainerID: a.ContainerID, IfName: a.IfName, Args: a.ArgsPairs})
+			})
 		},
 		Check: func(a *skel.CmdArgs) error {
 			return with(a, func(ctx context.Context, p *ipamcni.IPAM) error {
