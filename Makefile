@@ -8,17 +8,21 @@ BIN      ?= $(CURDIR)/bin
 PLUGIN_BIN ?= $(BIN)/cni
 PLUGINS  := loopback podnet podnet-ipam podnet-portmap
 GOFLAGS_BUILD := -trimpath
+# Static binaries: CNI plugins are exec'd for every pod, and a dynamically
+# linked one (cgo's resolver comes with package net) pays ~1 ms of ld.so
+# on every exec. Only for builds: go test -race needs cgo.
+STATIC := CGO_ENABLED=0
 
 .PHONY: all build plugins test test-unit test-interop test-deploy vet fuzz run clean deps
 
 all: build
 
 build: plugins
-	$(GO) build $(GOFLAGS_BUILD) -o $(BIN)/podnet ./cmd/podnet
+	$(STATIC) $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/podnet ./cmd/podnet
 
 plugins:
 	@mkdir -p $(PLUGIN_BIN)
-	@for p in $(PLUGINS); do $(GO) build $(GOFLAGS_BUILD) -o $(PLUGIN_BIN)/$$p ./plugins/$$p || exit 1; done
+	@for p in $(PLUGINS); do $(STATIC) $(GO) build $(GOFLAGS_BUILD) -o $(PLUGIN_BIN)/$$p ./plugins/$$p || exit 1; done
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }
