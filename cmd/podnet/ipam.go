@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/podnet/podnet/agent"
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipamcni"
@@ -21,16 +22,29 @@ type ipamOptions struct {
 	cfg ipamcni.Config
 }
 
-func (o *ipamOptions) allocator(cmd *cobra.Command) (*ipam.Allocator, func(), error) {
+// with runs fn with an allocator over the configured store, closed after.
+func (o *ipamOptions) with(cmd *cobra.Command, fn func(a *ipam.Allocator) error) error {
+	return o.withStore(cmd, func(a *ipam.Allocator, _ ipam.Store) error { return fn(a) })
+}
+
+func (o *ipamOptions) withStore(cmd *cobra.Command, fn func(a *ipam.Allocator, st ipam.Store) error) error {
 	st, err := ipamcni.OpenStore(cmd.Context(), &o.cfg)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
+	defer st.Close()
 	cfg := ipam.Config{}
 	if o.cfg.Prefix != "" {
 		cfg.Keys = ipam.Keys{Prefix: o.cfg.Prefix}
 	}
-	return ipam.New(st, cfg), func() { st.Close() }, nil
+	return fn(ipam.New(st, cfg), st)
+}
+
+func (o *ipamOptions) prefix() string {
+	if o.cfg.Prefix != "" {
+		return o.cfg.Prefix
+	}
+	return ipam.DefaultPrefix
 }
 
 func newIPAMCommand(opts *globalOptions) *cobra.Command {
@@ -68,54 +82,51 @@ func (o *ipamOptions) showCommand() *cobra.Command {
 		Short: "Pools and their use; --blocks lists every block with its node",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, done, err := o.allocator(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			pools, err := a.Pools(cmd.Context())
-			if err != nil {
-				return err
-			}
-			bs, err := a.Blocks(cmd.Context())
-			if err != nil {
-				return err
-			}
-			sum := ipamSummary{}
-			for _, p := range pools {
-				ps := poolSummary{Pool: p}
-				for _, b := range bs {
-					if b.Pool == p.Name {
-						ps.Blocks++
-						ps.Allocated += b.Allocated
-						ps.Capacity += b.Size
+			return o.with(cmd, func(a *ipam.Allocator) error {
+				pools, err := a.Pools(cmd.Context())
+				if err != nil {
+					return err
+				}
+				bs, err := a.Blocks(cmd.Context())
+				if err != nil {
+					return err
+				}
+				sum := ipamSummary{}
+				for _, p := range pools {
+					ps := poolSummary{Pool: p}
+					for _, b := range bs {
+						if b.Pool == p.Name {
+							ps.Blocks++
+							ps.Allocated += b.Allocated
+							ps.Capacity += b.Size
+						}
+					}
+					sum.Allocated += ps.Allocated
+					sum.Pools = append(sum.Pools, ps)
+				}
+				if blocks {
+					sum.Blocks = bs
+				}
+				if output == "json" {
+					return printJSON(cmd, sum)
+				}
+				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "POOL\tCIDR\tBLOCK SIZE\tBLOCKS\tALLOCATED\tIN BLOCKS\tSELECTOR\tSTATE")
+				for _, p := range sum.Pools {
+					state := "enabled"
+					if p.Disabled {
+						state = "disabled"
+					}
+					fmt.Fprintf(w, "%s\t%s\t/%d\t%d\t%d\t%d\t%s\t%s\n", p.Name, p.CIDR, p.BlockSize, p.Blocks, p.Allocated, p.Capacity, orDash(p.NodeSelector), state)
+				}
+				if blocks {
+					fmt.Fprintln(w, "\nBLOCK\tNODE\tPOOL\tALLOCATED\tSIZE")
+					for _, b := range bs {
+						fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\n", b.CIDR, orDash(b.Node), orDash(b.Pool), b.Allocated, b.Size)
 					}
 				}
-				sum.Allocated += ps.Allocated
-				sum.Pools = append(sum.Pools, ps)
-			}
-			if blocks {
-				sum.Blocks = bs
-			}
-			if output == "json" {
-				return printJSON(cmd, sum)
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "POOL\tCIDR\tBLOCK SIZE\tBLOCKS\tALLOCATED\tIN BLOCKS\tSELECTOR\tSTATE")
-			for _, p := range sum.Pools {
-				state := "enabled"
-				if p.Disabled {
-					state = "disabled"
-				}
-				fmt.Fprintf(w, "%s\t%s\t/%d\t%d\t%d\t%d\t%s\t%s\n", p.Name, p.CIDR, p.BlockSize, p.Blocks, p.Allocated, p.Capacity, orDash(p.NodeSelector), state)
-			}
-			if blocks {
-				fmt.Fprintln(w, "\nBLOCK\tNODE\tPOOL\tALLOCATED\tSIZE")
-				for _, b := range bs {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\n", b.CIDR, orDash(b.Node), orDash(b.Pool), b.Allocated, b.Size)
-				}
-			}
-			return w.Flush()
+				return w.Flush()
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&blocks, "blocks", false, "list every block with its node and use")
@@ -137,36 +148,33 @@ machine's CNI result cache (--cache-dir) are reported as leaked too. It exits 1 
 report that 'podnet ipam release --from-report' accepts.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, done, err := o.allocator(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			// Endpoints tell live addresses from leaked ones cluster-wide;
-			// --node adds this machine's CNI cache for its own addresses.
-			copts := ipam.CheckOptions{Endpoints: true}
-			if node != "" {
-				live, err := liveHandles(opts)
+			return o.with(cmd, func(a *ipam.Allocator) error {
+				// Endpoints tell live addresses from leaked ones cluster-wide;
+				// --node adds this machine's CNI cache for its own addresses.
+				copts := ipam.CheckOptions{Endpoints: true}
+				if node != "" {
+					live, err := liveHandles(opts)
+					if err != nil {
+						return err
+					}
+					copts.Live = func(n, h string) bool { return n != node || live[h] || strings.Contains(h, ".gateway.") }
+				}
+				rep, err := a.Check(cmd.Context(), copts)
 				if err != nil {
 					return err
 				}
-				copts.Live = func(n, h string) bool { return n != node || live[h] || strings.Contains(h, ".gateway.") }
-			}
-			rep, err := a.Check(cmd.Context(), copts)
-			if err != nil {
-				return err
-			}
-			if output == "json" {
-				if err := printJSON(cmd, rep); err != nil {
-					return err
+				if output == "json" {
+					if err := printJSON(cmd, rep); err != nil {
+						return err
+					}
+				} else {
+					printReport(cmd, rep)
 				}
-			} else {
-				printReport(cmd, rep)
-			}
-			if !rep.Clean() {
-				return exitCode(1)
-			}
-			return nil
+				if !rep.Clean() {
+					return exitCode(1)
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
@@ -241,37 +249,34 @@ func (o *ipamOptions) releaseCommand() *cobra.Command {
 					}
 				}
 			}
-			a, done, err := o.allocator(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			var errs []error
-			for _, h := range handles {
-				if err := a.ReleaseByHandle(cmd.Context(), h); err != nil {
-					errs = append(errs, err)
-					continue
+			return o.with(cmd, func(a *ipam.Allocator) error {
+				var errs []error
+				for _, h := range handles {
+					if err := a.ReleaseByHandle(cmd.Context(), h); err != nil {
+						errs = append(errs, err)
+						continue
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "released handle %s\n", h)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "released handle %s\n", h)
-			}
-			var addrs []netip.Addr
-			for _, s := range ips {
-				ip, err := netip.ParseAddr(s)
-				if err != nil {
-					return cni.Errorf(cni.CodeInvalidNetworkConfig, "--ip %q is not an address", s)
+				var addrs []netip.Addr
+				for _, s := range ips {
+					ip, err := netip.ParseAddr(s)
+					if err != nil {
+						return cni.Errorf(cni.CodeInvalidNetworkConfig, "--ip %q is not an address", s)
+					}
+					addrs = append(addrs, ip)
 				}
-				addrs = append(addrs, ip)
-			}
-			if len(addrs) > 0 {
-				released, err := a.ReleaseIPs(cmd.Context(), addrs)
-				if err != nil {
-					errs = append(errs, err)
+				if len(addrs) > 0 {
+					released, err := a.ReleaseIPs(cmd.Context(), addrs)
+					if err != nil {
+						errs = append(errs, err)
+					}
+					for _, r := range released {
+						fmt.Fprintf(cmd.OutOrStdout(), "released %s\n", r)
+					}
 				}
-				for _, r := range released {
-					fmt.Fprintf(cmd.OutOrStdout(), "released %s\n", r)
-				}
-			}
-			return errors.Join(errs...)
+				return errors.Join(errs...)
+			})
 		},
 	}
 	cmd.Flags().StringArrayVar(&ips, "ip", nil, "address to release (repeatable)")
@@ -294,12 +299,9 @@ func (o *ipamOptions) poolCommand() *cobra.Command {
 			if err != nil {
 				return cni.Errorf(cni.CodeInvalidNetworkConfig, "pool %q: cidr %q: %v", args[0], args[1], err)
 			}
-			a, done, err := o.allocator(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			return a.PutPool(cmd.Context(), ipam.Pool{Name: args[0], CIDR: cidr, BlockSize: blockSize, NodeSelector: selector, Disabled: disabled})
+			return o.with(cmd, func(a *ipam.Allocator) error {
+				return a.PutPool(cmd.Context(), ipam.Pool{Name: args[0], CIDR: cidr, BlockSize: blockSize, NodeSelector: selector, Disabled: disabled})
+			})
 		},
 	}
 	add.Flags().IntVar(&blockSize, "block-size", 0, "block prefix length (default /26 for IPv4, /122 for IPv6)")
@@ -310,22 +312,19 @@ func (o *ipamOptions) poolCommand() *cobra.Command {
 		Short: "List pools",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, done, err := o.allocator(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			pools, err := a.Pools(cmd.Context())
-			if err != nil {
-				return err
-			}
-			sort.Slice(pools, func(i, j int) bool { return pools[i].Name < pools[j].Name })
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tCIDR\tBLOCK SIZE\tSELECTOR\tDISABLED")
-			for _, p := range pools {
-				fmt.Fprintf(w, "%s\t%s\t/%d\t%s\t%v\n", p.Name, p.CIDR, p.BlockSize, orDash(p.NodeSelector), p.Disabled)
-			}
-			return w.Flush()
+			return o.with(cmd, func(a *ipam.Allocator) error {
+				pools, err := a.Pools(cmd.Context())
+				if err != nil {
+					return err
+				}
+				sort.Slice(pools, func(i, j int) bool { return pools[i].Name < pools[j].Name })
+				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "NAME\tCIDR\tBLOCK SIZE\tSELECTOR\tDISABLED")
+				for _, p := range pools {
+					fmt.Fprintf(w, "%s\t%s\t/%d\t%s\t%v\n", p.Name, p.CIDR, p.BlockSize, orDash(p.NodeSelector), p.Disabled)
+				}
+				return w.Flush()
+			})
 		},
 	}
 	rm := &cobra.Command{
@@ -333,12 +332,9 @@ func (o *ipamOptions) poolCommand() *cobra.Command {
 		Short: "Delete a pool that has no allocated address (its empty blocks go with it)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, done, err := o.allocator(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			return a.DeletePool(cmd.Context(), args[0])
+			return o.with(cmd, func(a *ipam.Allocator) error {
+				return a.DeletePool(cmd.Context(), args[0])
+			})
 		},
 	}
 	cmd.AddCommand(add, ls, rm)
@@ -349,15 +345,18 @@ func (o *ipamOptions) nodeCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "node", Short: "Manage nodes in the IPAM"}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "rm NODE",
-		Short: "Remove a node: release its affinities and its empty blocks",
+		Short: "Remove a node: release its affinities and empty blocks, and delete its registration",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, done, err := o.allocator(cmd)
-			if err != nil {
+			return o.withStore(cmd, func(a *ipam.Allocator, st ipam.Store) error {
+				if err := a.RemoveNode(cmd.Context(), args[0]); err != nil {
+					return err
+				}
+				// Without its record, every agent drops the node's routes
+				// at once instead of when its lease would have expired.
+				_, err := st.Txn(cmd.Context(), nil, []ipam.Op{ipam.Del(agent.NodeKey(o.prefix(), args[0]))})
 				return err
-			}
-			defer done()
-			return a.RemoveNode(cmd.Context(), args[0])
+			})
 		},
 	})
 	return cmd
