@@ -38,7 +38,7 @@ func (o *globalOptions) podEnv(network string, requireReady bool) (*podEnv, erro
 		if def == nil && network != "" {
 			msg = fmt.Sprintf("%s: no network %q in %s", msg, network, o.confDir)
 		} else if def == nil {
-			msg = fmt.Sprintf("%s: no valid network in %s", msg, o.confDir)
+			msg = fmt.Sprintf("%s: no valid network in %s (podnet install writes one)", msg, o.confDir)
 		}
 		var reasons []string
 		for _, b := range broken {
