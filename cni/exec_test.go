@@ -100,7 +100,9 @@ func TestRawExecTimeoutKillsProcessGroup(t *testing.T) {
 			if CodeOf(err) != CodeTimeout {
 				t.Fatalf("code %d: %v", CodeOf(err), err)
 			}
-			if d := time.Since(start); d > 3*time.Second {
+			// Without the kill the plugin would run for 300 s; the bound only
+			// proves the kill happened, with room for a loaded machine.
+			if d := time.Since(start); d > 10*time.Second {
 				t.Errorf("timeout took %v", d)
 			}
 			b, rerr := os.ReadFile(pidFile)
