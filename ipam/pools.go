@@ -116,7 +116,7 @@ func (a *Allocator) eligiblePools(ctx context.Context, node string, bits int, na
 	for _, n := range names {
 		p, ok := byName[n]
 		if !ok {
-			return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "pool %q: no such pool", n)
+			return nil, &NoSuchPoolError{Name: n}
 		}
 		if p.CIDR.Addr().BitLen() != bits || p.Disabled {
 			continue
@@ -130,6 +130,19 @@ func (a *Allocator) eligiblePools(ctx context.Context, node string, bits int, na
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// NoSuchPoolError is a request naming a pool the store does not have. It
+// unwraps to a code-7 CNI error; callers that seed pools from their
+// configuration (podnet-ipam) create the pool on it and try again, so the
+// pools are read once per allocation, not twice.
+type NoSuchPoolError struct{ Name string }
+
+func (e *NoSuchPoolError) Error() string { return fmt.Sprintf("pool %q: no such pool", e.Name) }
+
+// Unwrap gives the error's CNI code to cni.CodeOf and errors.As.
+func (e *NoSuchPoolError) Unwrap() error {
+	return &cni.Error{Code: cni.CodeInvalidNetworkConfig, Msg: e.Error()}
 }
 
 // poolFor returns the pool holding addr.

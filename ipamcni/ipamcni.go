@@ -78,20 +78,27 @@ func (p *IPAM) families() (v4, v6 []string) {
 	return v4, v6
 }
 
-// Add gives the attachment its addresses (the same ones again for a
-// repeated ADD) and returns the result. It keeps no workload endpoint; see
-// AddAttachment.
-func (p *IPAM) Add(ctx context.Context, containerID string, args [][2]string) (*cni.Result, error) {
-	return p.AddAttachment(ctx, Attachment{ContainerID: containerID, Args: args})
+// AddAttachment gives the attachment its addresses (the same ones again
+// for a repeated ADD) and returns the result. When at.IfName is set it
+// also records the attachment's workload endpoint, in the allocation's own
+// transaction, so an ADD in steady state is still one store transaction.
+//
+// The configured pools are created only when the store turns out not to
+// have one (the first ADD of a cluster): checking them up front would read
+// the pools a second time on every ADD.
+func (p *IPAM) AddAttachment(ctx context.Context, at Attachment) (*cni.Result, error) {
+	res, err := p.addAttachment(ctx, at)
+	var missing *ipam.NoSuchPoolError
+	if errors.As(err, &missing) {
+		if err := p.ensurePools(ctx); err != nil {
+			return nil, err
+		}
+		res, err = p.addAttachment(ctx, at)
+	}
+	return res, err
 }
 
-// AddAttachment is Add that also records the attachment's workload
-// endpoint when at.IfName is set: in the allocation's own transaction, so
-// an ADD in steady state is still one store transaction.
-func (p *IPAM) AddAttachment(ctx context.Context, at Attachment) (*cni.Result, error) {
-	if err := p.ensurePools(ctx); err != nil {
-		return nil, err
-	}
+func (p *IPAM) addAttachment(ctx context.Context, at Attachment) (*cni.Result, error) {
 	containerID := at.ContainerID
 	handle := Handle(p.req.Network, containerID)
 	ep := p.endpoint(at)
@@ -109,6 +116,11 @@ func (p *IPAM) AddAttachment(ctx context.Context, at Attachment) (*cni.Result, e
 	}
 	var addrs []netip.Prefix
 	if len(p.req.IPs) > 0 {
+		// Requested addresses are looked up by address, not pool name:
+		// make sure the pools exist first (a rare path, not the hot one).
+		if err := p.ensurePools(ctx); err != nil {
+			return nil, err
+		}
 		for _, ip := range p.req.IPs {
 			got, err := p.alloc.AssignIP(ctx, ipam.AssignIPArgs{Addr: ip, Handle: handle, Node: p.req.Config.Node, Attrs: attrs})
 			if err != nil {
@@ -169,11 +181,6 @@ func (p *IPAM) result(ctx context.Context, addrs []netip.Prefix) (*cni.Result, e
 		res.IPs = append(res.IPs, ip)
 	}
 	return res, nil
-}
-
-// Del releases the attachment's addresses; releasing nothing is fine.
-func (p *IPAM) Del(ctx context.Context, containerID string) error {
-	return storeError(p.alloc.ReleaseByHandle(ctx, Handle(p.req.Network, containerID)))
 }
 
 // Check verifies that the store still gives the attachment the addresses

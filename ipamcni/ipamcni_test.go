@@ -36,18 +36,18 @@ func TestAddIsIdempotentAndDelReleases(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ipam.db")
 	ctx := context.Background()
 	p := open(t, conf(t, db, ""), [][2]string{{"K8S_POD_NAMESPACE", "ns"}, {"K8S_POD_NAME", "web"}})
-	r1, err := p.Add(ctx, "c1", nil)
+	r1, err := p.AddAttachment(ctx, Attachment{ContainerID: "c1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(r1.IPs) != 2 || r1.IPs[0].Address.Bits() != 32 || r1.IPs[1].Address.Bits() != 128 || r1.IPs[0].Gateway.IsValid() {
 		t.Fatalf("result %s", r1.Bytes())
 	}
-	r2, err := p.Add(ctx, "c1", nil)
+	r2, err := p.AddAttachment(ctx, Attachment{ContainerID: "c1"})
 	if err != nil || string(r2.Bytes()) != string(r1.Bytes()) {
 		t.Fatalf("repeated ADD gave %s, want %s (%v)", r2.Bytes(), r1.Bytes(), err)
 	}
-	other, err := p.Add(ctx, "c2", nil)
+	other, err := p.AddAttachment(ctx, Attachment{ContainerID: "c2"})
 	if err != nil || other.IPs[0].Address == r1.IPs[0].Address {
 		t.Fatalf("second container: %v %v", other, err)
 	}
@@ -55,7 +55,7 @@ func TestAddIsIdempotentAndDelReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if err := p.Del(ctx, "c1"); err != nil {
+		if err := p.DelAttachment(ctx, Attachment{ContainerID: "c1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,7 +82,7 @@ func TestConcurrentAddsOneHandle(t *testing.T) {
 				return
 			}
 			defer p.Close()
-			r, err := p.Add(context.Background(), "same", nil)
+			r, err := p.AddAttachment(context.Background(), Attachment{ContainerID: "same"})
 			if err != nil {
 				t.Error(err)
 				return
@@ -102,11 +102,11 @@ func TestPoolPrefixHasNodeGateway(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ipam.db")
 	ctx := context.Background()
 	p := open(t, conf(t, db, `,"resultPrefix":"pool"`), nil)
-	a, err := p.Add(ctx, "a", nil)
+	a, err := p.AddAttachment(ctx, Attachment{ContainerID: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := p.Add(ctx, "b", nil)
+	b, err := p.AddAttachment(ctx, Attachment{ContainerID: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestPoolPrefixHasNodeGateway(t *testing.T) {
 	if _, err := p.GC(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	c, err := p.Add(ctx, "c", nil)
+	c, err := p.AddAttachment(ctx, Attachment{ContainerID: "c"})
 	if err != nil || c.IPs[0].Gateway != a.IPs[0].Gateway {
 		t.Fatalf("gateway changed after GC: %s", c.Bytes())
 	}
@@ -133,7 +133,7 @@ func TestGCIsScopedToNetworkAndNode(t *testing.T) {
 		p  *IPAM
 		id string
 	}{{net1, "keep"}, {net1, "stale"}, {net2, "other-net"}, {node2, "other-node"}} {
-		if _, err := x.p.Add(ctx, x.id, nil); err != nil {
+		if _, err := x.p.AddAttachment(ctx, Attachment{ContainerID: x.id}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -160,12 +160,12 @@ func TestRequestedIPAndErrors(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ipam.db")
 	ctx := context.Background()
 	p := open(t, conf(t, db, ""), [][2]string{{"IP", "10.105.7.7"}})
-	r, err := p.Add(ctx, "pinned", nil)
+	r, err := p.AddAttachment(ctx, Attachment{ContainerID: "pinned"})
 	if err != nil || len(r.IPs) != 1 || r.IPs[0].Address.String() != "10.105.7.7/32" {
 		t.Fatalf("%v %v", r, err)
 	}
 	q := open(t, conf(t, db, ""), [][2]string{{"IP", "10.105.7.7"}})
-	if _, err := q.Add(ctx, "thief", nil); cni.CodeOf(err) != cni.CodeAddressConflict {
+	if _, err := q.AddAttachment(ctx, Attachment{ContainerID: "thief"}); cni.CodeOf(err) != cni.CodeAddressConflict {
 		t.Errorf("taken address: %v", err)
 	}
 	for _, bad := range []struct{ extra, want string }{
@@ -198,7 +198,7 @@ func TestUnreachableStoreIsTryAgainLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if _, err := p.Add(ctx, "c", nil); cni.CodeOf(err) != cni.CodeTryAgainLater {
+	if _, err := p.AddAttachment(ctx, Attachment{ContainerID: "c"}); cni.CodeOf(err) != cni.CodeTryAgainLater {
 		t.Fatalf("ADD with etcd down: code %d: %v", cni.CodeOf(err), err)
 	}
 }

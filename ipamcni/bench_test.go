@@ -1,0 +1,47 @@
+package ipamcni
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/podnet/podnet/ipam/store/etcd/etcdtest"
+)
+
+// BenchmarkAddDel is one attachment's ADD and DEL as the podnet plugin
+// runs them in process: the store opened for each operation, pools already
+// in the store (steady state). On etcd every read is a round trip.
+func BenchmarkAddDel(b *testing.B) {
+	b.Run("bolt", func(b *testing.B) { benchAddDel(b, "bolt:"+filepath.Join(b.TempDir(), "ipam.db")) })
+	b.Run("etcd", func(b *testing.B) {
+		c := etcdtest.Start(b, 1)
+		benchAddDel(b, "etcd://"+strings.TrimPrefix(c.Endpoints()[0], "http://"))
+	})
+}
+
+func benchAddDel(b *testing.B, store string) {
+	stdin := []byte(fmt.Sprintf(`{"cniVersion":"1.1.0","name":"net1","type":"podnet","ipam":{"type":"podnet-ipam","store":%q,"node":"n1",
+		"pools":[{"name":"v4","cidr":"10.105.0.0/16"}]}}`, store))
+	req, err := ParseRequest(stdin, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	op := func(fn func(p *IPAM) error) {
+		p, err := Open(ctx, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close()
+		if err := fn(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := 0; b.Loop(); i++ {
+		at := Attachment{ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0"}
+		op(func(p *IPAM) error { _, err := p.AddAttachment(ctx, at); return err })
+		op(func(p *IPAM) error { return p.DelAttachment(ctx, at) })
+	}
+}
