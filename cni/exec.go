@@ -39,6 +39,11 @@ type RawExec struct {
 	// in instead of the caller's: the "host" of the pods, for benchmarks
 	// and tests that must not touch the real host's network.
 	HostNetNS string
+	// SameProcessGroup leaves the plugin in the caller's process group:
+	// for a plugin delegating to another (its IPAM), so that a runtime
+	// that ends the caller's group on a timeout ends the delegate too. On
+	// cancellation only the delegate is signalled, never the caller's group.
+	SameProcessGroup bool
 }
 
 // DefaultKillGrace is the time a plugin gets to exit after SIGTERM.
@@ -78,8 +83,12 @@ func (e *RawExec) run(ctx context.Context, path string, stdin []byte, env []stri
 	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	if !e.SameProcessGroup {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	} else {
+		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	}
 	// After SIGTERM, Wait gives the plugin this long before it kills it
 	// and stops waiting for pipes held open by its children.
 	cmd.WaitDelay = grace
@@ -103,7 +112,9 @@ func (e *RawExec) run(ctx context.Context, path string, stdin []byte, env []stri
 	if ctx.Err() != nil {
 		// Whatever survived SIGTERM and the leader's SIGKILL goes now: no
 		// process of a timed-out plugin outlives the call.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		if !e.SameProcessGroup {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
 		return nil, runtimeErrorf(CodeTimeout, "plugin %s did not finish: %v", path, context.Cause(ctx)).WithDetails(stderrDetails(&stderr))
 	}
 	if waitErr == nil {

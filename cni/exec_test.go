@@ -2,6 +2,7 @@ package cni
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -196,4 +197,31 @@ func TestRawExecInHostNetNS(t *testing.T) {
 	if strings.TrimSpace(string(out)) == self {
 		t.Error("plugin ran in the caller's namespace")
 	}
+}
+
+func TestRawExecSameProcessGroup(t *testing.T) {
+	dir := t.TempDir()
+	// Field 5 of /proc/<pid>/stat is the process group.
+	p := script(t, dir, "pgid", `cut -d' ' -f5 /proc/$$/stat`)
+	for _, same := range []bool{false, true} {
+		out, err := (&RawExec{SameProcessGroup: same}).ExecPlugin(context.Background(), p, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pgid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+		if (pgid == syscall.Getpgrp()) != same {
+			t.Errorf("SameProcessGroup=%v: plugin in group %d, caller in %d", same, pgid, syscall.Getpgrp())
+		}
+	}
+	// A delegate that hangs is ended on the deadline, and only it.
+	hang := script(t, dir, "hang", "echo $$ > "+filepath.Join(dir, "pid")+"; exec sleep 300")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := (&RawExec{SameProcessGroup: true, KillGrace: 200 * time.Millisecond}).ExecPlugin(ctx, hang, nil, nil)
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("hanging delegate: %v", err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "pid"))
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	waitGone(t, pid)
 }

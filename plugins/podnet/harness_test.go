@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -199,34 +198,16 @@ func (e *env) run(cmd, conf string, p *pod, extraEnv ...string) ([]byte, error) 
 // runPlugin is run for any plugin in the plugin directory.
 func (e *env) runPlugin(plugin, cmd, conf string, p *pod, extraEnv ...string) ([]byte, error) {
 	e.t.Helper()
-	c := exec.Command(filepath.Join(e.binDir, plugin))
-	c.Env = append([]string{"CNI_COMMAND=" + cmd, "CNI_PATH=" + e.binDir, "PATH=/usr/bin:/bin"}, extraEnv...)
+	env := append([]string{"CNI_COMMAND=" + cmd, "CNI_PATH=" + e.binDir, "PATH=/usr/bin:/bin"}, extraEnv...)
 	if p != nil {
-		c.Env = append(c.Env, "CNI_CONTAINERID="+p.id, "CNI_IFNAME=eth0")
+		env = append(env, "CNI_CONTAINERID="+p.id, "CNI_IFNAME=eth0")
 		if p.ns != "" {
-			c.Env = append(c.Env, "CNI_NETNS="+p.ns)
+			env = append(env, "CNI_NETNS="+p.ns)
 		}
 	}
-	c.Stdin = strings.NewReader(conf)
-	// Its own process group, as a runtime runs a plugin.
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var stdout, stderr bytes.Buffer
-	c.Stdout, c.Stderr = &stdout, &stderr
-	// The child inherits the namespace of the thread that forks it.
-	if err := netns.Do(e.host, c.Start); err != nil {
-		return nil, fmt.Errorf("start %s: %w", plugin, err)
-	}
-	err := c.Wait()
-	if stderr.Len() > 0 {
-		e.t.Logf("%s %s stderr: %s", plugin, cmd, stderr.String())
-	}
-	if err != nil {
-		if ce := parseErrorDoc(stdout.Bytes()); ce != nil {
-			return nil, ce
-		}
-		return nil, fmt.Errorf("%s %s: %v; stdout %q", plugin, cmd, err, stdout.String())
-	}
-	return stdout.Bytes(), nil
+	// The runtime's own executor, started in the test's host namespace:
+	// its own process group, the plugin's CNI error as the error.
+	return (&cni.RawExec{HostNetNS: e.host}).ExecPlugin(context.Background(), filepath.Join(e.binDir, plugin), []byte(conf), env)
 }
 
 // add runs ADD and keeps the result on p.

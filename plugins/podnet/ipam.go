@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
+	"context"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/cni/skel"
@@ -78,36 +75,12 @@ func (e *execIPAM) run(cmd string) ([]byte, error) {
 		}
 	}
 	env = append(env, "CNI_COMMAND="+cmd)
-	var stdout, stderr bytes.Buffer
-	c := exec.Command(e.path)
-	c.Env = env
-	c.Stdin = bytes.NewReader(e.stdin)
-	c.Stdout, c.Stderr = &stdout, &stderr
-	err := c.Run()
-	if err == nil {
-		return stdout.Bytes(), nil
-	}
-	if ce := parseErrorDoc(stdout.Bytes()); ce != nil {
+	// The runtime's executor, but in this plugin's process group (see
+	// SameProcessGroup); it also retries a binary being replaced.
+	out, err := (&cni.RawExec{SameProcessGroup: true}).ExecPlugin(context.Background(), e.path, e.stdin, env)
+	if err != nil {
+		ce := cni.AsError(err, cni.CodePluginCrashed)
 		return nil, cni.Errorf(ce.Code, "IPAM %s %s: %s", e.name(), cmd, ce.Msg).WithDetails(ce.Details)
 	}
-	status := err.Error()
-	if ee, ok := err.(*exec.ExitError); ok {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			status = "killed by " + ws.Signal().String()
-		}
-	}
-	return nil, cni.Errorf(cni.CodePluginCrashed, "IPAM %s %s failed (%s) without a CNI error", e.name(), cmd, status).
-		WithDetails(strings.TrimSpace(stderr.String()))
-}
-
-func parseErrorDoc(out []byte) *cni.Error {
-	var doc struct {
-		Code    *cni.Code `json:"code"`
-		Msg     string    `json:"msg"`
-		Details string    `json:"details"`
-	}
-	if json.Unmarshal(bytes.TrimSpace(out), &doc) != nil || doc.Code == nil {
-		return nil
-	}
-	return &cni.Error{Code: *doc.Code, Msg: doc.Msg, Details: doc.Details}
+	return out, nil
 }
