@@ -72,11 +72,14 @@ func portElements(t *testing.T, host, containerID string) int {
 	t.Helper()
 	var out []byte
 	err := netns.Do(host, func() error {
-		cmd := exec.Command("nft", "list", "table", "inet", "podnet-portmap")
 		var err error
-		out, err = cmd.Output()
-		if err != nil && strings.Contains(string(out), "No such file") {
+		out, err = exec.Command("nft", "list", "table", "inet", "podnet-portmap").CombinedOutput()
+		if err != nil && strings.Contains(string(out), "No such file or directory") {
+			out = nil // no table: no elements
 			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("nft list table: %v: %s", err, out)
 		}
 		return nil
 	})
