@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/portmap"
 )
@@ -40,18 +42,37 @@ func (a *attachment) portOwner() portmap.Owner {
 	return portmap.Owner{Network: a.args.NetConf.Name, ContainerID: a.args.ContainerID, IfName: a.args.IfName}
 }
 
-// delHostPorts removes the attachment's host ports. Without readable
-// mappings (DEL must clean up whatever it is given) it sweeps the tables
-// for the attachment's elements.
+// delHostPorts removes the attachment's host ports. A runtime sends DEL
+// the capability args of ADD, so an empty portMappings means nothing was
+// published and there is nothing to do: most pods have no host port, and
+// their DEL must not pay for a look through the tables. Only when the
+// mappings are absent or unreadable (DEL must clean up whatever it is
+// given) does it sweep the tables for the attachment's elements.
 func (a *attachment) delHostPorts() error {
 	if !a.hostPortsDeclared() {
 		return nil
 	}
 	r, err := a.hostPortRequest(nil)
-	if err != nil || r == nil {
-		r = &portmap.Request{Owner: a.portOwner(), Config: &portmap.Config{}, Sweep: true}
+	switch {
+	case r != nil:
+		return portmap.Del(r)
+	case err == nil && a.mappingsGiven():
+		return nil
 	}
-	return portmap.Del(r)
+	return portmap.Del(&portmap.Request{Owner: a.portOwner(), Config: &portmap.Config{}, Sweep: true})
+}
+
+// mappingsGiven reports whether runtimeConfig carries portMappings at
+// all, even an empty list.
+func (a *attachment) mappingsGiven() bool {
+	var c struct {
+		RuntimeConfig map[string]json.RawMessage `json:"runtimeConfig"`
+	}
+	if json.Unmarshal(a.args.StdinData, &c) != nil {
+		return false
+	}
+	_, ok := c.RuntimeConfig["portMappings"]
+	return ok
 }
 
 // checkHostPorts verifies the published mappings against prevResult.

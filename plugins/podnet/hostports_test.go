@@ -88,3 +88,22 @@ func portElements(t *testing.T, host, containerID string) int {
 	}
 	return strings.Count(string(out), containerID)
 }
+
+// TestHostPortsSweptWithoutMappings: a DEL that does not carry the
+// mappings of ADD (a runtime that lost them) still removes the pod's host
+// ports; one that carries an empty list had none to remove.
+func TestHostPortsSweptWithoutMappings(t *testing.T) {
+	e := newEnv(t, false)
+	withPorts := e.conf(`"capabilities":{"portMappings":true},"runtimeConfig":{"portMappings":[{"hostPort":18096,"containerPort":8096,"protocol":"tcp"}]}`)
+	bare := e.conf(`"capabilities":{"portMappings":true}`)
+	a := e.newPod("hp-sweep")
+	e.add(withPorts, a)
+	if portElements(t, e.host, a.id) == 0 {
+		t.Fatal("no host port element for the pod")
+	}
+	e.del(bare, a)
+	if n := portElements(t, e.host, a.id); n != 0 {
+		t.Errorf("%d host port elements left after a DEL without mappings", n)
+	}
+	e.requireClean()
+}
