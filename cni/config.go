@@ -384,7 +384,7 @@ func pickVersion(raw map[string]json.RawMessage, source string) (string, error) 
 			return "", configError(source, "cniVersion", "missing")
 		}
 		if err := CheckVersion(single); err != nil {
-			return "", Errorf(CodeIncompatibleVersion, "%s: cniVersion: %s", sourceOr(source, "config"), err.(*Error).Msg)
+			return "", Errorf(CodeIncompatibleVersion, "%s: cniVersion: %s", sourceOr(source, "config"), AsError(err, CodeIncompatibleVersion).Msg)
 		}
 		return single, nil
 	}
