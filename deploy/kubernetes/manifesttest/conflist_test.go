@@ -131,8 +131,7 @@ func TestNetValidate(t *testing.T) {
 		}
 	}
 	if len(missing) > 0 {
-		// TestNetworkConfig has checked the config without binaries.
-		t.Skipf("podnet net validate not run: %s not in the main module yet", strings.Join(missing, ", "))
+		t.Fatalf("the config names plugins the main module does not have: %s", strings.Join(missing, ", "))
 	}
 
 	tmp := t.TempDir()
