@@ -32,6 +32,10 @@ func NewMasq() (*Masq, error) {
 	return &Masq{conn: c}, nil
 }
 
+// MasqOn is a Masq on a connection the caller owns (and closes), so
+// that its changes can share a batch with the caller's.
+func MasqOn(c *nftables.Conn) *Masq { return &Masq{conn: c} }
+
 // Close releases the connection.
 func (m *Masq) Close() error { return m.conn.CloseLasting() }
 
@@ -199,6 +203,32 @@ func (m *Masq) RemovePod(network string, addrs []netip.Addr) error {
 		return fmt.Errorf("nftables: remove %v from the masquerade of %s: %w", addrs, network, err)
 	}
 	return nil
+}
+
+// QueueRemoveOwned queues, without committing, the removal of owner's
+// addresses from the network's pod sets, and returns them. It finds them
+// by the elements' comments, not by address: an address from a stale
+// prevResult may since belong to another pod, whose entry must stay.
+// The caller commits the connection's batch; if that fails (an element
+// went away in between), RemovePod of the returned addresses is the
+// tolerant way to finish.
+func (m *Masq) QueueRemoveOwned(network string, owner Owner) ([]netip.Addr, error) {
+	members, err := m.Members(network)
+	if err != nil {
+		return nil, err
+	}
+	o := newMasqObjects(network)
+	var addrs []netip.Addr
+	for a, who := range members {
+		if who != owner {
+			continue
+		}
+		addrs = append(addrs, a)
+		if err := m.conn.SetDeleteElements(o.podSet(a), []nftables.SetElement{{Key: a.AsSlice()}}); err != nil {
+			return nil, fmt.Errorf("nftables: queue the removal of %v from %s: %w", a, o.podSet(a).Name, err)
+		}
+	}
+	return addrs, nil
 }
 
 func (m *Masq) deleteElements(o *masqObjects, addrs []netip.Addr, addFirst bool) error {

@@ -18,6 +18,11 @@ type NFT struct {
 	rs   *Ruleset
 }
 
+// OnConn is an NFT that queues its work on a connection the caller owns
+// (and closes): host ports then go into the same batch as the caller's
+// own changes, one commit for both.
+func OnConn(c *nftables.Conn) *NFT { return &NFT{conn: c, rs: NewRuleset()} }
+
 // OpenNFT opens a netlink socket to nftables in the caller's network
 // namespace.
 func OpenNFT() (*NFT, error) {
@@ -74,6 +79,11 @@ func (n *NFT) Apply(ch Changes, setup bool) error {
 	if err := n.queueElements(ch.Add, true, n.conn.SetAddElements); err != nil {
 		return err
 	}
+	return n.Commit()
+}
+
+// Commit sends what is queued on the connection as one batch.
+func (n *NFT) Commit() error {
 	if err := n.conn.Flush(); err != nil {
 		if errors.Is(err, unix.EEXIST) {
 			// Reconcile saw no holder: one appeared since (a writer

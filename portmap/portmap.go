@@ -89,10 +89,7 @@ func Add(r *Request) error {
 			return cni.Errorf(cni.CodeIOFailure, "%v", err)
 		}
 	}
-	if err := FlushUDP(UDPPorts(want)); err != nil {
-		return cni.Errorf(cni.CodeIOFailure, "%v", err)
-	}
-	return nil
+	return FlushUDPOf(want)
 }
 
 // Del removes the elements the request's owner has, and nothing else;
@@ -102,23 +99,48 @@ func Del(r *Request) error {
 	if len(r.Config.Mappings) == 0 && !r.Sweep {
 		return nil
 	}
-	sets := AllSets
-	if v4, v6 := PodIPs(r.Prev); v4.IsValid() != v6.IsValid() {
-		sets = SetsOf(v4.IsValid())
-	}
 	var owned []Entry
 	err := locked(r.lockPath(), func(n *NFT) error {
-		existing, _, err := n.List(sets)
-		if err != nil {
+		var err error
+		if owned, err = QueueDel(n, r); err != nil {
 			return err
 		}
-		owned = Owned(r.Owner, existing)
-		return n.Apply(Changes{Del: owned}, false)
+		return n.Commit()
 	})
 	if err != nil {
 		return err
 	}
-	if err := FlushUDP(UDPPorts(owned)); err != nil {
+	return FlushUDPOf(owned)
+}
+
+// QueueDel is Del without the commit: it queues on n the removal of the
+// elements the request's owner has and returns them. The caller holds
+// Lock(r.LockPath) from before QueueDel until its Commit, and calls
+// FlushUDPOf(owned) once the batch is in.
+func QueueDel(n *NFT, r *Request) (owned []Entry, err error) {
+	if len(r.Config.Mappings) == 0 && !r.Sweep {
+		return nil, nil
+	}
+	sets := AllSets
+	if v4, v6 := PodIPs(r.Prev); v4.IsValid() != v6.IsValid() {
+		sets = SetsOf(v4.IsValid())
+	}
+	existing, _, err := n.List(sets)
+	if err != nil {
+		return nil, err
+	}
+	owned = Owned(r.Owner, existing)
+	if err := n.queueElements(owned, false, n.conn.SetDeleteElements); err != nil {
+		return nil, err
+	}
+	return owned, nil
+}
+
+// FlushUDPOf drops the conntrack entries of the UDP host ports among es,
+// so that a flow a removed or new mapping changes does not go on through
+// an old entry.
+func FlushUDPOf(es []Entry) error {
+	if err := FlushUDP(UDPPorts(es)); err != nil {
 		return cni.Errorf(cni.CodeIOFailure, "%v", err)
 	}
 	return nil
@@ -185,25 +207,40 @@ func GC(network string, valid []Owner, lockPath string) error {
 	if err != nil {
 		return err
 	}
-	if err := FlushUDP(UDPPorts(gone)); err != nil {
-		return cni.Errorf(cni.CodeIOFailure, "%v", err)
-	}
-	return nil
+	return FlushUDPOf(gone)
 }
 
-// locked runs fn with the lock held and a socket open.
-func locked(path string, fn func(*NFT) error) error {
-	unlock, err := lock(path)
-	if err != nil {
-		return cni.Errorf(cni.CodeIOFailure, "%v", err)
+// Lock takes the lock that serialises the writers of the table on this
+// host (the flock on path, DefaultLockPath when ""), as a CNI error.
+func Lock(path string) (unlock func(), err error) {
+	if path == "" {
+		path = DefaultLockPath
 	}
-	defer unlock()
-	n, err := OpenNFT()
+	unlock, err = lock(path)
+	if err != nil {
+		return nil, cni.Errorf(cni.CodeIOFailure, "%v", err)
+	}
+	return unlock, nil
+}
+
+// locked runs fn with the lock held and a socket open. The socket is
+// closed after the lock is released: closing an nftables socket waits
+// for the kernel to finish the deferred work of the batches before it (a
+// synchronize_rcu after a deletion), and the next writer need not wait
+// for that.
+func locked(path string, fn func(*NFT) error) error {
+	unlock, err := Lock(path)
 	if err != nil {
 		return err
 	}
-	defer n.Close()
+	n, err := OpenNFT()
+	if err != nil {
+		unlock()
+		return err
+	}
 	err = fn(n)
+	unlock()
+	n.Close()
 	var ce *cni.Error
 	if err != nil && !errors.As(err, &ce) {
 		err = cni.Errorf(cni.CodeIOFailure, "%v", err)

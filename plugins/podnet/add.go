@@ -22,6 +22,9 @@ const (
 	stepHost      = "host"
 	stepContainer = "container"
 	stepMasq      = "masq"
+
+	// DEL: the nftables removals are queued, not yet committed.
+	stepDelQueued = "del-queued"
 )
 
 var addSteps = []string{stepVeth, stepIPAM, stepHost, stepContainer, stepMasq}

@@ -3,28 +3,35 @@ package main
 import (
 	"errors"
 
+	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 
+	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/cni/skel"
 	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/portmap"
 )
 
-// cmdDel undoes ADD: the masquerade entries and the veth pair (deleting
-// the host end deletes the pair, its host routes and neighbours), then
-// the IPAM's DEL, exactly once. It needs neither the namespace nor a
-// prevResult: the host veth's name and alias and the set elements'
-// comments say what belongs to the attachment.
+// cmdDel undoes ADD: the masquerade entries, the host ports and the veth
+// pair (deleting the host end deletes the pair, its host routes and
+// neighbours), then the IPAM's DEL, exactly once. It needs neither the
+// namespace nor a prevResult: the host veth's name and alias and the set
+// elements' comments say what belongs to the attachment.
 //
-// The kernel makes the two removals wait for RCU: a deleted link in
-// rcu_barrier after it is already unregistered, removed set elements in
-// the close of the nftables socket. So they run side by side, and the
-// IPAM's release starts once both are in effect (the elements removed,
-// the link unregistered with its routes) while those waits go on: the
-// address is never released while anything of it remains visible.
+// The kernel makes both kinds of removal wait for RCU, after they are in
+// effect: a deleted link in rcu_barrier after it is unregistered, and
+// removed set elements in the close of the nftables socket, which waits
+// for the synchronize_rcu of the batch's deferred release (holding the
+// nftables commit mutex meanwhile). So DEL removes the set elements of
+// both masquerade and host ports in one batch (one grace period, not
+// two in a row), deletes the link at the same time, releases the address
+// as soon as both are in effect, and closes the nftables socket last,
+// when the link's wait is over and the grace period with it: the close
+// then finds nothing left to wait for.
 //
 // When the dataplane cannot be cleaned, the IPAM is not called: an
-// address released while its route still exists would be handed to the
-// next pod and collide. The runtime retries DEL.
+// address released while its route or entries still exist would be
+// handed to the next pod with them.
 func cmdDel(args *skel.CmdArgs) error {
 	c, err := parseConf(args)
 	if err != nil {
@@ -46,40 +53,31 @@ func cmdDel(args *skel.CmdArgs) error {
 		host = nil
 	}
 
-	// Host ports go at the same time as the rest; like the masquerade
-	// entries, they must be gone before the address is released.
-	portsRemoved := make(chan error, 1)
-	go func() { portsRemoved <- a.delHostPorts() }()
-	masqRemoved := make(chan error, 1)
-	masqClosed := make(chan struct{})
-	if c.IPMasq {
-		go func() {
-			defer close(masqClosed)
-			m, err := dataplane.NewMasq()
-			if err != nil {
-				masqRemoved <- err
-				return
-			}
-			masqRemoved <- a.removeMasqWith(m)
-			m.Close() // the slow part, in the background
-		}()
-	} else {
-		masqRemoved <- nil
-		close(masqClosed)
+	type nftDone struct {
+		err   error
+		close func()
 	}
-	defer func() { <-masqClosed }()
-
+	nft := make(chan nftDone, 1)
+	go func() {
+		closeConn, err := a.removeNFT()
+		nft <- nftDone{err, closeConn}
+	}()
 	linkDone := make(<-chan error)
 	if host != nil {
+		var err error
 		if linkDone, err = dataplane.DeleteLinkEarly(a.hh, a.hostName); err != nil {
-			return errors.Join(err, <-masqRemoved, <-portsRemoved)
+			n := <-nft
+			n.close()
+			return errors.Join(err, n.err)
 		}
 	}
-	if err := errors.Join(<-masqRemoved, <-portsRemoved); err != nil {
+	n := <-nft
+	defer n.close() // last: see above
+	if n.err != nil {
 		if host != nil {
 			<-linkDone
 		}
-		return err
+		return n.err
 	}
 	ipamErr := func() error {
 		ipam, err := newIPAM(c, args)
@@ -93,6 +91,63 @@ func cmdDel(args *skel.CmdArgs) error {
 		linkErr = <-linkDone
 	}
 	return errors.Join(ipamErr, linkErr)
+}
+
+// removeNFT removes the attachment's masquerade entries and host ports
+// in one nftables batch and returns the socket's close for the caller to
+// run when it suits (see cmdDel). Should the batch fail (it fails whole:
+// say an element went away since it was listed), each part is removed
+// again the one-by-one way that tolerates whatever is missing.
+func (a *attachment) removeNFT() (closeConn func(), err error) {
+	ports := a.hostPortsToDelete()
+	if !a.conf.IPMasq && ports == nil {
+		return func() {}, nil
+	}
+	conn, err := nftables.New(nftables.AsLasting())
+	if err != nil {
+		return func() {}, cni.Errorf(cni.CodeIOFailure, "nftables netlink socket: %v", err)
+	}
+	closeConn = func() { _ = conn.CloseLasting() }
+	unlock := func() {}
+	if ports != nil {
+		if unlock, err = portmap.Lock(ports.LockPath); err != nil {
+			return closeConn, err
+		}
+	}
+	defer func() { unlock() }()
+
+	if a.conf.IPMasq {
+		if _, err := dataplane.MasqOn(conn).QueueRemoveOwned(a.conf.Name, a.owner); err != nil {
+			return closeConn, err
+		}
+	}
+	var owned []portmap.Entry
+	if ports != nil {
+		if owned, err = portmap.QueueDel(portmap.OnConn(conn), ports); err != nil {
+			return closeConn, err
+		}
+	}
+	faultPoint(stepDelQueued, a.args.Netns)
+	if err := conn.Flush(); err != nil {
+		unlock()
+		unlock = func() {}
+		if err := a.removeNFTOneByOne(ports); err != nil {
+			return closeConn, err
+		}
+	}
+	return closeConn, portmap.FlushUDPOf(owned)
+}
+
+// removeNFTOneByOne is removeNFT's fallback, a batch per part.
+func (a *attachment) removeNFTOneByOne(ports *portmap.Request) error {
+	var masqErr, portsErr error
+	if a.conf.IPMasq {
+		masqErr = a.removeMasq()
+	}
+	if ports != nil {
+		portsErr = portmap.Del(ports)
+	}
+	return errors.Join(masqErr, portsErr)
 }
 
 // ownsLink reports whether the host link is this attachment's: its

@@ -42,24 +42,25 @@ func (a *attachment) portOwner() portmap.Owner {
 	return portmap.Owner{Network: a.args.NetConf.Name, ContainerID: a.args.ContainerID, IfName: a.args.IfName}
 }
 
-// delHostPorts removes the attachment's host ports. A runtime sends DEL
-// the capability args of ADD, so an empty portMappings means nothing was
-// published and there is nothing to do: most pods have no host port, and
-// their DEL must not pay for a look through the tables. Only when the
-// mappings are absent or unreadable (DEL must clean up whatever it is
-// given) does it sweep the tables for the attachment's elements.
-func (a *attachment) delHostPorts() error {
+// hostPortsToDelete is the portmap request of a DEL, nil when there is
+// nothing to remove. A runtime sends DEL the capability args of ADD, so
+// an empty portMappings means nothing was published: most pods have no
+// host port, and their DEL must not pay for a look through the tables.
+// Only when the mappings are absent or unreadable (DEL must clean up
+// whatever it is given) does it sweep the tables for the attachment's
+// elements.
+func (a *attachment) hostPortsToDelete() *portmap.Request {
 	if !a.hostPortsDeclared() {
 		return nil
 	}
 	r, err := a.hostPortRequest(nil)
 	switch {
 	case r != nil:
-		return portmap.Del(r)
+		return r
 	case err == nil && a.mappingsGiven():
 		return nil
 	}
-	return portmap.Del(&portmap.Request{Owner: a.portOwner(), Config: &portmap.Config{}, Sweep: true})
+	return &portmap.Request{Owner: a.portOwner(), Config: &portmap.Config{}, Sweep: true}
 }
 
 // mappingsGiven reports whether runtimeConfig carries portMappings at

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/netns"
 )
 
@@ -104,6 +105,35 @@ func TestHostPortsSweptWithoutMappings(t *testing.T) {
 	e.del(bare, a)
 	if n := portElements(t, e.host, a.id); n != 0 {
 		t.Errorf("%d host port elements left after a DEL without mappings", n)
+	}
+	e.requireClean()
+}
+
+// TestDelBatchLosesRace: DEL removes the masquerade entry and the host
+// ports in one nftables batch, which fails whole when an element goes
+// away between the listing and the commit (here another writer flushes
+// the masquerade set at that moment). DEL then removes each part the
+// tolerant way and still leaves nothing.
+func TestDelBatchLosesRace(t *testing.T) {
+	nft, err := exec.LookPath("nft")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, true)
+	conf := e.conf(`"ipMasq":true,"capabilities":{"portMappings":true},"runtimeConfig":{"portMappings":[{"hostPort":18097,"containerPort":8097,"protocol":"udp"}]}`)
+	a := e.newPod("hp-race")
+	e.add(conf, a)
+	if portElements(t, e.host, a.id) == 0 || e.leftovers().elems != 2 {
+		t.Fatalf("after ADD: %d host port elements, %+v", portElements(t, e.host, a.id), e.leftovers())
+	}
+	_, err = e.run("DEL", withPrev(conf, a.res), a,
+		"PODNET_FAULT_EXEC_AT="+stepDelQueued,
+		"PODNET_FAULT_EXEC="+nft+" flush set inet "+dataplane.MasqTableName+" pods4-testnet")
+	if err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	if n := portElements(t, e.host, a.id); n != 0 {
+		t.Errorf("%d host port elements left after DEL", n)
 	}
 	e.requireClean()
 }
