@@ -21,15 +21,15 @@ const chain3 = `{"cniVersion":"1.1.0","name":"pnio-bench","plugins":[
 // driven by podnet's runtime and by libcni, with the result cache in the
 // test's temp dir (on disk unless TMPDIR says otherwise). Plugin process
 // start-up dominates both; the difference is the runtime's own overhead,
-// including podnet's durable cache write (fsync of the entry and of its
-// directory), which libcni does not do. It needs no root: the noop
-// plugin touches no namespace.
+// including podnet's cache write through a temp file and a rename (and an
+// fsync when an entry is replaced), which libcni does not do. It needs
+// no root: the noop plugin touches no namespace.
 func BenchmarkChain3(b *testing.B) {
 	benchChain3(b, b.TempDir)
 }
 
 // BenchmarkChain3Tmpfs is BenchmarkChain3 with the cache on tmpfs, where
-// fsync costs nothing: what remains is exec, chaining and parsing.
+// file writes cost least: what remains is exec, chaining and parsing.
 func BenchmarkChain3Tmpfs(b *testing.B) {
 	const shm = "/dev/shm"
 	mounts, _ := os.ReadFile("/proc/mounts")

@@ -21,7 +21,7 @@ type IPAM struct {
 
 // Open opens the store for req.
 func Open(ctx context.Context, req *Request) (*IPAM, error) {
-	st, err := OpenStore(ctx, &req.Config)
+	st, err := openStore(ctx, &req.Config, true)
 	if err != nil {
 		return nil, storeError(err)
 	}

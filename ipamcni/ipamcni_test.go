@@ -32,6 +32,22 @@ func open(t *testing.T, stdin []byte, args [][2]string) *IPAM {
 	return p
 }
 
+// use opens the store for fn alone, as a plugin process does for its one
+// operation: while one is open, the bbolt file is locked.
+func use(t *testing.T, stdin []byte, args [][2]string, fn func(*IPAM)) {
+	t.Helper()
+	req, err := ParseRequest(stdin, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Open(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	fn(p)
+}
+
 func TestAddIsIdempotentAndDelReleases(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ipam.db")
 	ctx := context.Background()
@@ -126,48 +142,56 @@ func TestPoolPrefixHasNodeGateway(t *testing.T) {
 func TestGCIsScopedToNetworkAndNode(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ipam.db")
 	ctx := context.Background()
-	net1 := open(t, conf(t, db, ""), nil)
-	net2 := open(t, []byte(strings.Replace(string(conf(t, db, "")), `"name":"net1"`, `"name":"net2"`, 1)), nil)
-	node2 := open(t, []byte(strings.Replace(string(conf(t, db, "")), `"node":"n1"`, `"node":"n2"`, 1)), nil)
+	net1 := conf(t, db, "")
+	net2 := []byte(strings.Replace(string(conf(t, db, "")), `"name":"net1"`, `"name":"net2"`, 1))
+	node2 := []byte(strings.Replace(string(conf(t, db, "")), `"node":"n1"`, `"node":"n2"`, 1))
 	for _, x := range []struct {
-		p  *IPAM
-		id string
+		conf []byte
+		id   string
 	}{{net1, "keep"}, {net1, "stale"}, {net2, "other-net"}, {node2, "other-node"}} {
-		if _, err := x.p.AddAttachment(ctx, Attachment{ContainerID: x.id}); err != nil {
+		use(t, x.conf, nil, func(p *IPAM) {
+			if _, err := p.AddAttachment(ctx, Attachment{ContainerID: x.id}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	use(t, net1, nil, func(p *IPAM) {
+		released, err := p.GC(ctx, []cni.GCAttachment{{ContainerID: "keep", IfName: "eth0"}})
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	released, err := net1.GC(ctx, []cni.GCAttachment{{ContainerID: "keep", IfName: "eth0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(released) != 2 { // stale's v4 and v6
-		t.Errorf("released %v", released)
-	}
+		if len(released) != 2 { // stale's v4 and v6
+			t.Errorf("released %v", released)
+		}
+	})
 	for _, x := range []struct {
-		p    *IPAM
+		conf []byte
 		id   string
 		want bool
 	}{{net1, "keep", true}, {net1, "stale", false}, {net2, "other-net", true}, {node2, "other-node", true}} {
-		err := x.p.Check(ctx, x.id, nil)
-		if (err == nil) != x.want {
-			t.Errorf("%s after GC: %v", x.id, err)
-		}
+		use(t, x.conf, nil, func(p *IPAM) {
+			err := p.Check(ctx, x.id, nil)
+			if (err == nil) != x.want {
+				t.Errorf("%s after GC: %v", x.id, err)
+			}
+		})
 	}
 }
 
 func TestRequestedIPAndErrors(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ipam.db")
 	ctx := context.Background()
-	p := open(t, conf(t, db, ""), [][2]string{{"IP", "10.105.7.7"}})
-	r, err := p.AddAttachment(ctx, Attachment{ContainerID: "pinned"})
-	if err != nil || len(r.IPs) != 1 || r.IPs[0].Address.String() != "10.105.7.7/32" {
-		t.Fatalf("%v %v", r, err)
-	}
-	q := open(t, conf(t, db, ""), [][2]string{{"IP", "10.105.7.7"}})
-	if _, err := q.AddAttachment(ctx, Attachment{ContainerID: "thief"}); cni.CodeOf(err) != cni.CodeAddressConflict {
-		t.Errorf("taken address: %v", err)
-	}
+	use(t, conf(t, db, ""), [][2]string{{"IP", "10.105.7.7"}}, func(p *IPAM) {
+		r, err := p.AddAttachment(ctx, Attachment{ContainerID: "pinned"})
+		if err != nil || len(r.IPs) != 1 || r.IPs[0].Address.String() != "10.105.7.7/32" {
+			t.Fatalf("%v %v", r, err)
+		}
+	})
+	use(t, conf(t, db, ""), [][2]string{{"IP", "10.105.7.7"}}, func(q *IPAM) {
+		if _, err := q.AddAttachment(ctx, Attachment{ContainerID: "thief"}); cni.CodeOf(err) != cni.CodeAddressConflict {
+			t.Errorf("taken address: %v", err)
+		}
+	})
 	for _, bad := range []struct{ extra, want string }{
 		{`,"resultPrefix":"wide"`, "resultPrefix"},
 		{`,"bogus":1`, "bogus"},

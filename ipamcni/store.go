@@ -11,14 +11,25 @@ import (
 	"github.com/podnet/podnet/ipam/store/etcdgw"
 )
 
-// OpenStore opens the configured store. A plugin process opens it per
-// call: the bbolt file is locked only for the transactions themselves, so
-// concurrent plugins on one node take turns.
+// OpenStore opens the configured store for a process that may keep it a
+// while (the CLI): the bbolt file is locked only for each transaction,
+// so plugins on the node take turns with it.
 func OpenStore(ctx context.Context, c *Config) (ipam.Store, error) {
+	return openStore(ctx, c, false)
+}
+
+// openStore opens the store; with oneOperation, for a plugin's single
+// IPAM operation, the bbolt file is locked and mapped once, from Open to
+// Close. An allocation reads the store several times before its one
+// write; opening the file for each read (lock, open, mmap, meta pages)
+// cost more than the reads, and more lock traffic for the other plugins
+// on the node, than holding the lock for the whole operation (about a
+// millisecond, most of it the commit's fsyncs).
+func openStore(ctx context.Context, c *Config, oneOperation bool) (ipam.Store, error) {
 	kind, rest, ok := strings.Cut(c.Store, ":")
 	switch {
 	case ok && kind == "bolt" && rest != "":
-		return bolt.Open(ctx, bolt.Options{Path: rest, LockTimeout: 10 * time.Second})
+		return bolt.Open(ctx, bolt.Options{Path: rest, LockTimeout: 10 * time.Second, HoldOpen: oneOperation})
 	case ok && (kind == "etcd" || kind == "etcds") && strings.HasPrefix(rest, "//"):
 		var eps []string
 		for _, ep := range strings.Split(strings.TrimPrefix(rest, "//"), ",") {

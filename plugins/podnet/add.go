@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -140,24 +141,6 @@ func (a *attachment) add(ipam ipamClient, ns *netns.NetNS, peerFd int, u *undo) 
 	spec := h.spec
 	withDefault := a.conf.Mode == modeRouted || a.conf.DefaultGW
 	spec.routes = append(spec.routes, plannedRoutes(h.gateways, ipamRes.Routes, withDefault)...)
-	if err := ns.Do(func() error { return setupContainer(spec) }); err != nil {
-		return nil, fmt.Errorf("configure %s in %s: %w", a.args.IfName, a.args.Netns, err)
-	}
-	faultPoint(stepContainer, a.args.Netns)
-
-	if a.conf.IPMasq {
-		m, err := dataplane.NewMasq()
-		if err != nil {
-			return nil, err
-		}
-		defer m.Close()
-		u.push("masquerade", a.removeMasq)
-		if err := m.AddPod(a.conf.masqNetwork(), a.owner, addrsOf(ips), subnetsOf(ips)); err != nil {
-			return nil, err
-		}
-	}
-	faultPoint(stepMasq, a.args.Netns)
-
 	res := a.result(spec.addrs, h.gateways, spec.routes, h.bridge)
 	if len(res.DNS.Nameservers) == 0 && len(res.DNS.Search) == 0 && res.DNS.Domain == "" {
 		res.DNS = ipamRes.DNS
@@ -166,13 +149,56 @@ func (a *attachment) add(ipam ipamClient, ns *netns.NetNS, peerFd int, u *undo) 
 	if err != nil {
 		return nil, err
 	}
+
+	// The container's side, the masquerade entry and the host ports need
+	// nothing of one another: they are made side by side. Their undo
+	// steps go on first, so that whatever part of them happened is undone.
+	if a.conf.IPMasq {
+		u.push("masquerade", a.removeMasq)
+	}
 	if pr != nil {
 		u.push("host ports", func() error { return portmap.Del(pr) })
-		if err := portmap.Add(pr); err != nil {
-			return nil, err
+	}
+	containerDone := make(chan error, 1)
+	go func() {
+		err := ns.Do(func() error { return setupContainer(spec) })
+		if err != nil {
+			err = fmt.Errorf("configure %s in %s: %w", a.args.IfName, a.args.Netns, err)
+		} else {
+			faultPoint(stepContainer, a.args.Netns)
 		}
+		containerDone <- err
+	}()
+	masqDone := make(chan error, 1)
+	go func() {
+		err := a.addMasq(ips)
+		if err == nil {
+			faultPoint(stepMasq, a.args.Netns)
+		}
+		masqDone <- err
+	}()
+	var portsErr error
+	if pr != nil {
+		portsErr = portmap.Add(pr)
+	}
+	// In this order, so that the code is the first failure's.
+	if err := errors.Join(<-containerDone, <-masqDone, portsErr); err != nil {
+		return nil, err
 	}
 	return res, nil
+}
+
+// addMasq puts the pod's addresses in the network's masquerade sets.
+func (a *attachment) addMasq(ips []podIP) error {
+	if !a.conf.IPMasq {
+		return nil
+	}
+	m, err := dataplane.NewMasq()
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	return m.AddPod(a.conf.masqNetwork(), a.owner, addrsOf(ips), subnetsOf(ips))
 }
 
 // openNetNS opens the container's namespace twice over: as a NetNS to

@@ -17,8 +17,9 @@ import (
 type Options struct {
 	// Path of the database file; the lock file is Path + ".lock".
 	Path string
-	// HoldOpen keeps the database open and locked until Close. Only for a
-	// process that is the file's sole user; see the package doc.
+	// HoldOpen keeps the database open and locked until Close: for a
+	// process that is the file's sole user, or that holds it for one
+	// short operation (a plugin's ADD); see the package doc.
 	HoldOpen bool
 	// LockTimeout bounds waiting for the file lock (default 10s); the
 	// caller's context may end the wait sooner.

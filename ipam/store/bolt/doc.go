@@ -3,15 +3,19 @@
 //
 // Two ways to use the file:
 //
-//   - Per operation (the default, for CNI plugin processes): every Get,
+//   - Per operation (the default, for processes that keep the store a
+//     while but must share it, like the CLI and the agent): every Get,
 //     List and Txn takes an exclusive lock on <path>.lock, opens the
 //     database, does its one bbolt transaction, closes it and unlocks. Any
-//     number of plugin processes on the node can share the file this way.
+//     number of such processes on the node can share the file this way,
+//     with plugins that hold it for their one operation.
 //     The lock is polled with a short backoff rather than bbolt's own 50 ms
 //     retry, and waiting is bounded by the caller's context and
 //     Options.LockTimeout; running out gives ipam.ErrUnavailable.
 //   - HoldOpen (for one long-lived process that is the file's only user:
-//     tests, benchmarks, podnet run): the lock is taken once at Open and
+//     tests, benchmarks, podnet run; and for a CNI plugin's one IPAM
+//     operation, which reads several times before it writes once and
+//     closes a millisecond later): the lock is taken once at Open and
 //     the database stays mapped. Concurrent Txn calls are group-committed:
 //     whatever queued while one commit was syncing goes into the next bbolt
 //     transaction, each request with its own compares, so a burst costs one
