@@ -20,6 +20,10 @@ type Network struct {
 	MTU   int    // 0: the plugin's default
 	// IPMasq masquerades pod traffic leaving the pool (default true).
 	IPMasq *bool
+	// PortmapPlugin publishes host ports with podnet-portmap chained
+	// after podnet (the layout of the reference plugins) instead of in
+	// podnet's own process: the same rules, one more plugin exec per pod.
+	PortmapPlugin bool
 }
 
 // Defaults for a single machine with nothing else running.
@@ -34,7 +38,8 @@ var PluginNames = []string{"podnet", "podnet-ipam", "podnet-portmap", "loopback"
 
 // ConfList returns the conflist for n: podnet with podnet-ipam, declaring
 // the portMappings capability, so that addresses, interfaces, masquerade
-// and host ports are all one plugin exec per pod.
+// and host ports are all one plugin exec per pod; with PortmapPlugin,
+// podnet and then podnet-portmap, which declares the capability.
 func ConfList(n Network) ([]byte, error) {
 	if n.Name == "" {
 		n.Name = DefaultNetworkName
@@ -71,15 +76,21 @@ func ConfList(n Network) ([]byte, error) {
 	if n.Node != "" {
 		ipam["node"] = n.Node
 	}
-	main := map[string]any{"type": "podnet", "mode": n.Mode, "ipMasq": masq, "ipam": ipam,
-		"capabilities": map[string]bool{"portMappings": true}}
+	ports := map[string]bool{"portMappings": true}
+	main := map[string]any{"type": "podnet", "mode": n.Mode, "ipMasq": masq, "ipam": ipam}
+	plugins := []any{main}
+	if n.PortmapPlugin {
+		plugins = append(plugins, map[string]any{"type": "podnet-portmap", "capabilities": ports})
+	} else {
+		main["capabilities"] = ports
+	}
 	if n.MTU > 0 {
 		main["mtu"] = n.MTU
 	}
 	doc := map[string]any{
 		"cniVersion": cni.CurrentVersion,
 		"name":       n.Name,
-		"plugins":    []any{main},
+		"plugins":    plugins,
 	}
 	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {

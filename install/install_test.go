@@ -61,6 +61,14 @@ func TestConfList(t *testing.T) {
 			t.Errorf("lacks %s:\n%s", want, b)
 		}
 	}
+	chained, err := ConfList(Network{PortmapPlugin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := cni.ParseNetworkConfigList(chained, "x"); err != nil || len(l.Plugins) != 2 || l.Plugins[1].Type != "podnet-portmap" ||
+		!l.Plugins[1].Capabilities["portMappings"] || l.Plugins[0].Capabilities["portMappings"] {
+		t.Errorf("with PortmapPlugin: %v\n%s", err, chained)
+	}
 	for _, bad := range []Network{{Mode: "vxlan"}, {Pool: "10.0.0.1/16"}, {Pool: "nope"}, {Name: "-x"}, {MTU: -1}} {
 		if _, err := ConfList(bad); err == nil {
 			t.Errorf("accepted %+v", bad)

@@ -18,10 +18,13 @@ func newInstallCommand(opts *globalOptions) *cobra.Command {
 		Use:   "install",
 		Short: "Install podnet's plugins into the bin dir and its network config into the conf dir",
 		Long: `install copies podnet's plugin binaries (podnet, podnet-ipam, podnet-portmap,
-loopback) into the first --bin-dir and writes a network config (podnet with
-podnet-ipam, then podnet-portmap with the portMappings capability) into
---conf-dir as 10-<network>.conflist. Both are replaced atomically: a runtime
-never sees a half-written file, and plugins already running keep working.`,
+loopback) into the first --bin-dir and writes a network config into
+--conf-dir as 10-<network>.conflist: podnet with podnet-ipam, holding the
+portMappings capability, so that a pod's addresses, interfaces, masquerade
+and host ports are one plugin exec; with --portmap-plugin, podnet-portmap
+chained after podnet publishes the host ports instead (same rules). Both
+are replaced atomically: a runtime never sees a half-written file, and
+plugins already running keep working.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if srcDir == "" {
@@ -67,6 +70,7 @@ never sees a half-written file, and plugins already running keep working.`,
 	f.IntVar(&n.MTU, "mtu", 0, "pod interface MTU (default: the plugin's)")
 	f.StringVar(&srcDir, "src-dir", "", "where the plugin binaries are (default: cni/ beside the podnet binary)")
 	f.BoolVar(&noConfig, "no-config", false, "install the plugins only")
+	f.BoolVar(&n.PortmapPlugin, "portmap-plugin", false, "publish host ports with podnet-portmap chained after podnet (one more exec per pod)")
 	return cmd
 }
 
