@@ -20,14 +20,7 @@ func conf(t *testing.T, db, extra string) []byte {
 
 func open(t *testing.T, stdin []byte, args [][2]string) *IPAM {
 	t.Helper()
-	req, err := ParseRequest(stdin, args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Open(context.Background(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustOpen(t, stdin, args)
 	t.Cleanup(func() { p.Close() })
 	return p
 }
@@ -35,6 +28,13 @@ func open(t *testing.T, stdin []byte, args [][2]string) *IPAM {
 // use opens the store for fn alone, as a plugin process does for its one
 // operation: while one is open, the bbolt file is locked.
 func use(t *testing.T, stdin []byte, args [][2]string, fn func(*IPAM)) {
+	t.Helper()
+	p := mustOpen(t, stdin, args)
+	defer p.Close()
+	fn(p)
+}
+
+func mustOpen(t *testing.T, stdin []byte, args [][2]string) *IPAM {
 	t.Helper()
 	req, err := ParseRequest(stdin, args)
 	if err != nil {
@@ -44,8 +44,7 @@ func use(t *testing.T, stdin []byte, args [][2]string, fn func(*IPAM)) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
-	fn(p)
+	return p
 }
 
 func TestAddIsIdempotentAndDelReleases(t *testing.T) {
