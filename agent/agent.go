@@ -273,9 +273,9 @@ func (a *Agent) setup() error {
 	}
 	mac := VTEPMAC(a.cfg.Node)
 	a.prog = &Programmer{h: a.h, log: a.log, UnderlayIndex: ul.index, UnderlayAddr: ul.addr, UnderlayMTU: ul.mtu, VTEPMAC: mac, sysctl: sysctl}
-	rec := NodeRecord{Name: a.cfg.Node, Address: ul.addr, VTEPIP: ul.addr, VTEPMAC: mac.String()}
+	rec := NodeRecord{Name: a.cfg.Node, Address: ul.addr, VTEPIP: ul.addr, VTEPMAC: mac.String(), LinkLocal6: ul.linkLocal6}
 	a.reg = newRegistrar(a.cfg.Store, a.cfg.Etcd, a.cfg.Prefix, rec, a.cfg.LeaseTTL, a.log, &a.registered)
-	a.log.Info("agent starting", "mode", a.cfg.Mode, "underlay", ul.name, "address", ul.addr, "vtep_mac", mac.String())
+	a.log.Info("agent starting", "mode", a.cfg.Mode, "underlay", ul.name, "address", ul.addr, "link_local6", ul.linkLocal6, "vtep_mac", mac.String())
 	return nil
 }
 
@@ -414,6 +414,9 @@ type underlay struct {
 	index int
 	mtu   int
 	addr  netip.Addr
+	// linkLocal6 is the interface's IPv6 link-local address, zero when
+	// it has none (IPv6 off).
+	linkLocal6 netip.Addr
 }
 
 // findUnderlay returns the named interface, or that of the IPv4 default
@@ -446,13 +449,26 @@ func findUnderlay(h *netlink.Handle, name string) (underlay, error) {
 	if err != nil {
 		return underlay{}, fmt.Errorf("addresses of %s: %w", l.Attrs().Name, err)
 	}
+	u := underlay{name: l.Attrs().Name, index: l.Attrs().Index, mtu: l.Attrs().MTU}
 	for _, ad := range addrs {
 		ip, ok := netip.AddrFromSlice(ad.IP)
 		if ok && ip.Unmap().IsGlobalUnicast() {
-			return underlay{name: l.Attrs().Name, index: l.Attrs().Index, mtu: l.Attrs().MTU, addr: ip.Unmap()}, nil
+			u.addr = ip.Unmap()
+			break
 		}
 	}
-	return underlay{}, fmt.Errorf("underlay interface %s has no global unicast IPv4 address", l.Attrs().Name)
+	if !u.addr.IsValid() {
+		return underlay{}, fmt.Errorf("underlay interface %s has no global unicast IPv4 address", l.Attrs().Name)
+	}
+	// Without IPv6 on the interface (or in the kernel) there is none.
+	addrs6, _ := h.AddrList(l, netlink.FAMILY_V6)
+	for _, ad := range addrs6 {
+		if ip, ok := netip.AddrFromSlice(ad.IP); ok && ip.IsLinkLocalUnicast() {
+			u.linkLocal6 = ip
+			break
+		}
+	}
+	return u, nil
 }
 
 // connectedSubnets are the IPv4 subnets of the underlay's addresses.

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"net"
 	"net/netip"
 	"slices"
 )
@@ -60,12 +61,17 @@ type Route struct {
 	Node string     // the node the route leads to, for logs
 }
 
-// Peer is a remote VTEP: one neighbour entry (VTEPIP at MAC) and one FDB
-// entry (MAC at Underlay) on podnet.vxlan.
+// Peer is a remote VTEP: neighbour entries (VTEPIP and VTEPIP6 at MAC)
+// and one FDB entry (MAC at Underlay) on podnet.vxlan.
 type Peer struct {
-	Node     string
-	VTEPIP   netip.Addr
-	MAC      string
+	Node   string
+	VTEPIP netip.Addr
+	// VTEPIP6 is the IPv6 next hop, VTEPLinkLocal6 of MAC; zero when no
+	// IPv6 route goes to the peer.
+	VTEPIP6 netip.Addr
+	MAC     string
+	// Underlay is where encapsulated packets go, for IPv4 and IPv6 pods
+	// alike.
 	Underlay netip.Addr
 }
 
@@ -93,10 +99,12 @@ func (d Desired) SortedRoutes() []Route {
 // input always gives the same output, and it does no I/O.
 func Compute(p Params, s *Snapshot) Desired {
 	d := Desired{Routes: map[netip.Prefix]Route{}, Peers: map[string]Peer{}, VXLAN: p.Mode != ModeHostGW}
-	// transport is how a remote node is reached; ok is false for a node
-	// that cannot be routed (unregistered, or a record without the
-	// addresses its transport needs).
-	transport := func(node string) (Route, bool) {
+	// transport is how a remote node's pods of one family are reached; ok
+	// is false for a node that cannot be routed (unregistered, or a
+	// record without the addresses its transport needs). The underlay
+	// is IPv4 either way: IPv6 pods go via the node's underlay link-local
+	// address in host-gw, and over the same VXLAN tunnel otherwise.
+	transport := func(node string, v6 bool) (Route, bool) {
 		rec, ok := s.Nodes[node]
 		if !ok || !rec.Address.Is4() {
 			return Route{}, false
@@ -111,42 +119,58 @@ func Compute(p Params, s *Snapshot) Desired {
 			}
 		}
 		if kind == RouteHostGW {
-			return Route{Kind: RouteHostGW, Via: rec.Address, Node: node}, true
+			via := rec.Address
+			if v6 {
+				via = rec.LinkLocal6
+				if !via.Is6() || !via.IsLinkLocalUnicast() {
+					return Route{}, false
+				}
+			}
+			return Route{Kind: RouteHostGW, Via: via, Node: node}, true
 		}
-		if !rec.VTEPIP.Is4() || rec.VTEPMAC == "" {
+		mac, err := net.ParseMAC(rec.VTEPMAC)
+		if !rec.VTEPIP.Is4() || err != nil {
 			return Route{}, false
 		}
-		d.Peers[node] = Peer{Node: node, VTEPIP: rec.VTEPIP, MAC: rec.VTEPMAC, Underlay: rec.Address}
-		return Route{Kind: RouteVXLAN, Via: rec.VTEPIP, Node: node}, true
+		peer, seen := d.Peers[node]
+		if !seen {
+			peer = Peer{Node: node, VTEPIP: rec.VTEPIP, MAC: rec.VTEPMAC, Underlay: rec.Address}
+		}
+		via := rec.VTEPIP
+		if v6 {
+			// Only a node with IPv6 pods gets the IPv6 neighbour, so a
+			// cluster without IPv6 never needs it on the device.
+			peer.VTEPIP6 = VTEPLinkLocal6(mac)
+			via = peer.VTEPIP6
+		}
+		d.Peers[node] = peer
+		return Route{Kind: RouteVXLAN, Via: via, Node: node}, true
 	}
 	// Every reachable remote node is a peer in VXLAN, blocks or not: a
 	// block confirmed a moment later then needs only its route.
 	for name := range s.Nodes {
 		if name != p.Self {
-			transport(name)
+			transport(name, false)
 		}
 	}
 	for cidr, node := range s.Blocks {
-		if !cidr.Addr().Is4() {
-			continue
-		}
 		if node == p.Self {
 			d.Routes[cidr] = Route{Dst: cidr, Kind: RouteBlackhole, Node: node}
 			continue
 		}
-		if r, ok := transport(node); ok {
+		if r, ok := transport(node, cidr.Addr().Is6()); ok {
 			r.Dst = cidr
 			d.Routes[cidr] = r
 		}
 	}
 	for addr, node := range s.Borrowed {
-		if !addr.Is4() || node == p.Self {
-			// This node's own pods have their /32 through their veth,
-			// made by the plugin.
+		if node == p.Self {
+			// This node's own pods have their /32 (/128) through their
+			// veth, made by the plugin.
 			continue
 		}
-		if r, ok := transport(node); ok {
-			r.Dst = netip.PrefixFrom(addr, 32)
+		if r, ok := transport(node, addr.Is6()); ok {
+			r.Dst = netip.PrefixFrom(addr, addr.BitLen())
 			d.Routes[r.Dst] = r
 		}
 	}

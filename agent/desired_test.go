@@ -2,36 +2,44 @@ package agent
 
 import (
 	"encoding/json"
+	"net"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/podnet/podnet/ipam"
 )
 
 func TestCompute(t *testing.T) {
+	bLL := netip.MustParseAddr("fe80::b")
 	nodes := map[string]NodeRecord{
 		"a": rec("a", "198.18.0.11"),
-		"b": rec("b", "198.18.0.12"),
-		"c": rec("c", "198.18.2.13"),
+		"b": withLinkLocal6(rec("b", "198.18.0.12"), bLL),
+		"c": rec("c", "198.18.2.13"), // no IPv6 on its underlay
 	}
+	bV6, cV6 := VTEPLinkLocal6(VTEPMAC("b")).String(), VTEPLinkLocal6(VTEPMAC("c")).String()
 	blocks := map[netip.Prefix]string{
 		pfx("10.103.0.0/26"):  "a",
 		pfx("10.103.0.64/26"): "b",
 		pfx("10.103.1.0/26"):  "c",
 		pfx("10.103.2.0/26"):  "gone", // not registered: no route
-		pfx("fd00::/122"):     "b",    // IPv6: not routed between nodes
+		pfx("fd00::/122"):     "b",
+		pfx("fd00::40/122"):   "c",
+		pfx("fd00::80/122"):   "a",
 	}
 	borrowed := map[netip.Addr]string{
 		netip.MustParseAddr("10.103.0.9"):  "b", // from a's own block
 		netip.MustParseAddr("10.103.1.5"):  "a", // held here: the veth route covers it
 		netip.MustParseAddr("10.103.0.70"): "c",
 		netip.MustParseAddr("10.103.3.1"):  "gone",
+		netip.MustParseAddr("fd00::85"):    "b", // from a's own IPv6 block
 	}
 	local := []netip.Prefix{pfx("198.18.0.0/24")}
 	tests := []struct {
-		mode  Mode
-		want  map[string]string // dst -> "kind via"
-		peers []string
+		mode   Mode
+		want   map[string]string // dst -> "kind via"
+		peers  []string
+		peers6 []string // peers with an IPv6 neighbour
 	}{
 		{ModeHostGW, map[string]string{
 			"10.103.0.0/26":  "blackhole ",
@@ -39,21 +47,33 @@ func TestCompute(t *testing.T) {
 			"10.103.1.0/26":  "host-gw 198.18.2.13",
 			"10.103.0.9/32":  "host-gw 198.18.0.12",
 			"10.103.0.70/32": "host-gw 198.18.2.13",
-		}, nil},
+			"fd00::/122":     "host-gw fe80::b",
+			"fd00::80/122":   "blackhole ",
+			"fd00::85/128":   "host-gw fe80::b",
+			// c has no IPv6 link-local to route via: fd00::40/122 stays out.
+		}, nil, nil},
 		{ModeVXLAN, map[string]string{
 			"10.103.0.0/26":  "blackhole ",
 			"10.103.0.64/26": "vxlan 198.18.0.12",
 			"10.103.1.0/26":  "vxlan 198.18.2.13",
 			"10.103.0.9/32":  "vxlan 198.18.0.12",
 			"10.103.0.70/32": "vxlan 198.18.2.13",
-		}, []string{"b", "c"}},
+			"fd00::/122":     "vxlan " + bV6,
+			"fd00::40/122":   "vxlan " + cV6,
+			"fd00::80/122":   "blackhole ",
+			"fd00::85/128":   "vxlan " + bV6,
+		}, []string{"b", "c"}, []string{"b", "c"}},
 		{ModeAuto, map[string]string{
 			"10.103.0.0/26":  "blackhole ",
 			"10.103.0.64/26": "host-gw 198.18.0.12",
 			"10.103.1.0/26":  "vxlan 198.18.2.13",
 			"10.103.0.9/32":  "host-gw 198.18.0.12",
 			"10.103.0.70/32": "vxlan 198.18.2.13",
-		}, []string{"c"}},
+			"fd00::/122":     "host-gw fe80::b",
+			"fd00::40/122":   "vxlan " + cV6,
+			"fd00::80/122":   "blackhole ",
+			"fd00::85/128":   "host-gw fe80::b",
+		}, []string{"c"}, []string{"c"}},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.mode), func(t *testing.T) {
@@ -83,11 +103,35 @@ func TestCompute(t *testing.T) {
 				if p.MAC != VTEPMAC(n).String() || p.Underlay != nodes[n].Address || p.VTEPIP != nodes[n].VTEPIP {
 					t.Errorf("peer %s: %+v", n, p)
 				}
+				want6 := netip.Addr{}
+				if slices.Contains(tt.peers6, n) {
+					want6 = VTEPLinkLocal6(VTEPMAC(n))
+				}
+				if p.VTEPIP6 != want6 {
+					t.Errorf("peer %s: IPv6 neighbour %v, want %v", n, p.VTEPIP6, want6)
+				}
 			}
 			if d.VXLAN != (tt.mode != ModeHostGW) {
 				t.Errorf("VXLAN %v in mode %s", d.VXLAN, tt.mode)
 			}
 		})
+	}
+}
+
+func withLinkLocal6(r NodeRecord, ll netip.Addr) NodeRecord {
+	r.LinkLocal6 = ll
+	return r
+}
+
+// TestVTEPLinkLocal6: the address is the one the kernel gives a device
+// with that MAC (modified EUI-64), as on the remote node's podnet.vxlan.
+func TestVTEPLinkLocal6(t *testing.T) {
+	mac, _ := net.ParseMAC("52:54:00:12:34:56")
+	if got := VTEPLinkLocal6(mac); got != netip.MustParseAddr("fe80::5054:ff:fe12:3456") {
+		t.Fatalf("got %s", got)
+	}
+	if VTEPLinkLocal6(nil).IsValid() {
+		t.Fatal("an address for no MAC")
 	}
 }
 

@@ -38,9 +38,17 @@
 // no address, so host-originated traffic to remote pods leaves with the
 // underlay address as source and the replies come back over the underlay.
 //
+// IPv6 pods ride the same IPv4 underlay. In host-gw their blocks go via
+// the remote node's underlay link-local address (published in its record
+// as linkLocal6) on the underlay interface; over VXLAN via the remote
+// VTEP's link-local address, the modified EUI-64 of its VTEP MAC, with a
+// permanent IPv6 neighbour entry for it on podnet.vxlan. A node with no
+// IPv6 on its underlay has no linkLocal6, and its IPv6 blocks are not
+// routed in host-gw.
+//
 // On exit the agent leaves routes, neighbours, FDB entries and the VXLAN
 // device in place, so pods keep working while it restarts; the next start
-// reconciles from scratch. Only IPv4 blocks are routed between nodes.
+// reconciles from scratch.
 //
 // The agent never switches the calling thread's namespace except through
 // netns.Do, and never execs a process.

@@ -90,18 +90,29 @@ func (p *Programmer) Apply(d Desired) (Stats, error) {
 	return st, errors.Join(errs...)
 }
 
-// nlRoute is the kernel form of r.
-func nlRoute(r Route, vxIndex int) *netlink.Route {
-	nr := &netlink.Route{Dst: dataplane.IPNet(r.Dst), Table: unix.RT_TABLE_MAIN, Protocol: RouteProtocol, Family: netlink.FAMILY_V4}
+// nlRoute is the kernel form of r. An IPv6 route's next hop is a
+// link-local address (the remote underlay's in host-gw, the remote VTEP's
+// in VXLAN), which names its device and needs no onlink.
+func (p *Programmer) nlRoute(r Route, vxIndex int) *netlink.Route {
+	family := netlink.FAMILY_V4
+	if r.Dst.Addr().Is6() {
+		family = netlink.FAMILY_V6
+	}
+	nr := &netlink.Route{Dst: dataplane.IPNet(r.Dst), Table: unix.RT_TABLE_MAIN, Protocol: RouteProtocol, Family: family}
 	switch r.Kind {
 	case RouteBlackhole:
 		nr.Type = unix.RTN_BLACKHOLE
 	case RouteHostGW:
 		nr.Gw = r.Via.AsSlice()
+		if r.Via.IsLinkLocalUnicast() {
+			nr.LinkIndex = p.UnderlayIndex
+		}
 	case RouteVXLAN:
 		nr.Gw = r.Via.AsSlice()
 		nr.LinkIndex = vxIndex
-		nr.Flags = int(netlink.FLAG_ONLINK)
+		if family == netlink.FAMILY_V4 {
+			nr.Flags = int(netlink.FLAG_ONLINK)
+		}
 	}
 	return nr
 }
@@ -117,23 +128,29 @@ func sameRoute(got *netlink.Route, want Route, vxIndex int) bool {
 		return got.Type == unix.RTN_UNICAST && gw == want.Via && got.LinkIndex != vxIndex
 	case RouteVXLAN:
 		return got.Type == unix.RTN_UNICAST && gw == want.Via && got.LinkIndex == vxIndex && vxIndex != 0 &&
-			got.Flags&int(netlink.FLAG_ONLINK) != 0
+			(want.Dst.Addr().Is6() || got.Flags&int(netlink.FLAG_ONLINK) != 0)
 	}
 	return false
 }
 
-// OwnedRoutes lists the IPv4 main-table routes with RouteProtocol.
+// OwnedRoutes lists the main-table routes, IPv4 and IPv6, with
+// RouteProtocol.
 func OwnedRoutes(h *netlink.Handle) (map[netip.Prefix]netlink.Route, error) {
-	routes, err := h.RouteListFiltered(netlink.FAMILY_V4,
-		&netlink.Route{Table: unix.RT_TABLE_MAIN, Protocol: RouteProtocol},
-		netlink.RT_FILTER_TABLE|netlink.RT_FILTER_PROTOCOL)
-	if err != nil {
-		return nil, fmt.Errorf("list owned routes: %w", err)
-	}
-	out := make(map[netip.Prefix]netlink.Route, len(routes))
-	for _, r := range routes {
-		if p, ok := dataplane.PrefixOf(r.Dst); ok {
-			out[p] = r
+	out := map[netip.Prefix]netlink.Route{}
+	for _, family := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		routes, err := h.RouteListFiltered(family,
+			&netlink.Route{Table: unix.RT_TABLE_MAIN, Protocol: RouteProtocol},
+			netlink.RT_FILTER_TABLE|netlink.RT_FILTER_PROTOCOL)
+		if family == netlink.FAMILY_V6 && errors.Is(err, unix.EAFNOSUPPORT) {
+			continue // a kernel without IPv6 has no IPv6 routes
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list owned routes: %w", err)
+		}
+		for _, r := range routes {
+			if p, ok := dataplane.PrefixOf(r.Dst); ok {
+				out[p] = r
+			}
 		}
 	}
 	return out, nil
@@ -159,7 +176,7 @@ func (p *Programmer) syncRoutes(d Desired, vxIndex int) (Stats, error) {
 		case have:
 			// Ours already: replace it in place (same destination, table
 			// and metric, so the kernel swaps the one route).
-			if err := p.h.RouteReplace(nlRoute(want, vxIndex)); err != nil {
+			if err := p.h.RouteReplace(p.nlRoute(want, vxIndex)); err != nil {
 				errs = append(errs, fmt.Errorf("replace route %s (%s via %s): %w", want.Dst, want.Kind, want.Via, err))
 				continue
 			}
@@ -168,7 +185,7 @@ func (p *Programmer) syncRoutes(d Desired, vxIndex int) (Stats, error) {
 		default:
 			// Add, never replace: a route to the same destination that
 			// the agent did not make is not its to change.
-			err := p.h.RouteAdd(nlRoute(want, vxIndex))
+			err := p.h.RouteAdd(p.nlRoute(want, vxIndex))
 			if errors.Is(err, unix.EEXIST) {
 				st.Conflicts++
 				p.log.Warn("route destination already has a route podnet does not own; left alone", "dst", want.Dst, "node", want.Node)

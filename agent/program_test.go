@@ -197,3 +197,84 @@ func checkPeers(t testing.TB, h *netlink.Handle, index int, want map[string]stri
 		}
 	}
 }
+
+// TestProgramIPv6: IPv6 blocks over an IPv4 underlay. An on-link node's
+// blocks go via its underlay link-local address on the underlay; an
+// off-link node's via its VTEP's link-local address on podnet.vxlan,
+// which gets a permanent IPv6 neighbour for it; this node's own block is
+// a blackhole. A second apply changes nothing, and a node that leaves
+// takes its IPv6 routes and neighbour with it.
+func TestProgramIPv6(t *testing.T) {
+	n := newTestNode(t, netip.MustParsePrefix("198.18.0.11/24"))
+	p := n.programmer(t, netip.MustParseAddr("198.18.0.11"), "a")
+	bLL := netip.MustParseAddr("fe80::b")
+	snap := &Snapshot{
+		Nodes: map[string]NodeRecord{
+			"a": rec("a", "198.18.0.11"),
+			"b": withLinkLocal6(rec("b", "198.18.0.12"), bLL),
+			"c": rec("c", "198.18.5.13"),
+		},
+		Blocks: map[netip.Prefix]string{
+			pfx("fd00:103::/122"):   "a",
+			pfx("fd00:103::40/122"): "b",
+			pfx("fd00:103::80/122"): "c",
+			pfx("10.103.0.0/26"):    "a",
+			pfx("10.103.0.64/26"):   "c",
+		},
+		Borrowed: map[netip.Addr]string{netip.MustParseAddr("fd00:103::7"): "c"},
+	}
+	params := Params{Self: "a", Mode: ModeAuto, LocalSubnets: []netip.Prefix{pfx("198.18.0.0/24")}}
+	if _, err := p.Apply(Compute(params, snap)); err != nil {
+		t.Fatal(err)
+	}
+	owned, err := OwnedRoutes(n.h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cV6 := VTEPLinkLocal6(VTEPMAC("c")).String()
+	checkRoutes(t, n.h, owned, map[string]string{
+		"fd00:103::/122":   "blackhole",
+		"fd00:103::40/122": "via fe80::b dev ul0",
+		"fd00:103::80/122": "via " + cV6 + " dev podnet.vxlan",
+		"fd00:103::7/128":  "via " + cV6 + " dev podnet.vxlan",
+		"10.103.0.0/26":    "blackhole",
+		"10.103.0.64/26":   "via 198.18.5.13 dev podnet.vxlan onlink",
+	})
+	vx, err := n.h.LinkByName(VXLANDevice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	neigh6 := func() map[string]string {
+		t.Helper()
+		ns, err := n.h.NeighList(vx.Attrs().Index, netlink.FAMILY_V6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, e := range ns {
+			if e.State&netlink.NUD_PERMANENT != 0 {
+				out[e.IP.String()] = e.HardwareAddr.String()
+			}
+		}
+		return out
+	}
+	if got := neigh6(); len(got) != 1 || got[cV6] != VTEPMAC("c").String() {
+		t.Fatalf("IPv6 neighbours on %s: %v, want %s at %s", VXLANDevice, got, cV6, VTEPMAC("c"))
+	}
+	if st, err := p.Apply(Compute(params, snap)); err != nil || st.Changed() {
+		t.Fatalf("second apply: %+v, %v", st, err)
+	}
+	delete(snap.Nodes, "c")
+	if _, err := p.Apply(Compute(params, snap)); err != nil {
+		t.Fatal(err)
+	}
+	owned, _ = OwnedRoutes(n.h)
+	checkRoutes(t, n.h, owned, map[string]string{
+		"fd00:103::/122":   "blackhole",
+		"fd00:103::40/122": "via fe80::b dev ul0",
+		"10.103.0.0/26":    "blackhole",
+	})
+	if got := neigh6(); len(got) != 0 {
+		t.Fatalf("IPv6 neighbours left after c left: %v", got)
+	}
+}

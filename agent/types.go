@@ -45,6 +45,12 @@ type NodeRecord struct {
 	VTEPIP netip.Addr `json:"vtepIP"`
 	// VTEPMAC is the MAC address of the node's podnet.vxlan device.
 	VTEPMAC string `json:"vtepMAC"`
+	// LinkLocal6 is the IPv6 link-local address of the node's underlay
+	// interface: host-gw routes to the node's IPv6 blocks go via it, so
+	// an IPv4 underlay carries IPv6 pods. Absent when the underlay has no
+	// IPv6 (or the record is from an older agent): then the node's IPv6
+	// blocks are not routed in host-gw.
+	LinkLocal6 netip.Addr `json:"linkLocal6,omitzero"`
 }
 
 // VTEPMAC is the MAC address of node's VXLAN device: a hash of the name,
@@ -55,6 +61,22 @@ func VTEPMAC(node string) net.HardwareAddr {
 	mac := net.HardwareAddr(h[:6])
 	mac[0] = mac[0]&^0x01 | 0x02
 	return mac
+}
+
+// VTEPLinkLocal6 is the IPv6 next hop of VXLAN routes to the node whose
+// VXLAN device has mac: the link-local address the kernel derives from
+// that MAC (modified EUI-64), which needs no record field and is the
+// device's own link-local address on the remote node.
+func VTEPLinkLocal6(mac net.HardwareAddr) netip.Addr {
+	if len(mac) != 6 {
+		return netip.Addr{}
+	}
+	var b [16]byte
+	b[0], b[1] = 0xfe, 0x80
+	b[8], b[9], b[10] = mac[0]^0x02, mac[1], mac[2]
+	b[11], b[12] = 0xff, 0xfe
+	b[13], b[14], b[15] = mac[3], mac[4], mac[5]
+	return netip.AddrFrom16(b)
 }
 
 // NodesPrefix is the prefix of every node record under the store prefix.

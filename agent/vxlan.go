@@ -119,12 +119,20 @@ func (p *Programmer) syncPeers(index int, peers []Peer, add bool) error {
 			continue
 		}
 		wantNeigh[peer.VTEPIP] = mac.String()
+		if peer.VTEPIP6.IsValid() {
+			wantNeigh[peer.VTEPIP6] = mac.String()
+		}
 		wantFDB[mac.String()] = peer.Underlay
 	}
 	neighs, err := p.h.NeighList(index, netlink.FAMILY_V4)
 	if err != nil {
 		return fmt.Errorf("list neighbours of %s: %w", VXLANDevice, err)
 	}
+	neighs6, err := p.h.NeighList(index, netlink.FAMILY_V6)
+	if err != nil && !errors.Is(err, unix.EAFNOSUPPORT) {
+		return fmt.Errorf("list IPv6 neighbours of %s: %w", VXLANDevice, err)
+	}
+	neighs = append(neighs, neighs6...)
 	fdb, err := p.h.NeighList(index, unix.AF_BRIDGE)
 	if err != nil {
 		return fmt.Errorf("list FDB of %s: %w", VXLANDevice, err)
@@ -159,7 +167,11 @@ func (p *Programmer) syncPeers(index int, peers []Peer, add bool) error {
 				continue
 			}
 			hw, _ := net.ParseMAC(mac)
-			e := &netlink.Neigh{LinkIndex: index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
+			family := netlink.FAMILY_V4
+			if ip.Is6() {
+				family = netlink.FAMILY_V6
+			}
+			e := &netlink.Neigh{LinkIndex: index, Family: family, State: netlink.NUD_PERMANENT,
 				IP: ip.AsSlice(), HardwareAddr: hw}
 			if err := p.h.NeighSet(e); err != nil {
 				errs = append(errs, fmt.Errorf("set neighbour %s lladdr %s on %s: %w", ip, mac, VXLANDevice, err))
