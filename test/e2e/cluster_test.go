@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -28,6 +29,7 @@ import (
 
 const (
 	podPool     = "10.103.0.0/16"
+	podPool6    = "fd00:103::/112"
 	networkName = "e2e"
 	leaseTTL    = 2 * time.Second
 	// GC runs often and with a short grace period so that a test sees
@@ -88,7 +90,8 @@ type pod struct {
 	id   string
 	node *node
 	ns   string
-	ip   netip.Addr
+	ip   netip.Addr // IPv4
+	ip6  netip.Addr
 }
 
 func newCluster(t *testing.T, u *underlay, mode agent.Mode) *cluster {
@@ -112,7 +115,7 @@ func newCluster(t *testing.T, u *underlay, mode agent.Mode) *cluster {
 		"plugins": []any{map[string]any{
 			"type": "podnet", "mode": "routed",
 			"ipam": map[string]any{"type": "podnet-ipam", "store": c.store,
-				"pools": []any{map[string]any{"name": "default", "cidr": podPool}}},
+				"pools": []any{map[string]any{"name": "default", "cidr": podPool}, map[string]any{"name": "default6", "cidr": podPool6}}},
 		}},
 	}, "", "  ")
 	c.netConf = filepath.Join(dir, "10-"+networkName+".conflist")
@@ -128,8 +131,10 @@ func newCluster(t *testing.T, u *underlay, mode agent.Mode) *cluster {
 	c.alloc = ipam.New(s, ipam.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.alloc.PutPool(ctx, ipam.Pool{Name: "default", CIDR: netip.MustParsePrefix(podPool)}); err != nil {
-		t.Fatal(err)
+	for name, cidr := range map[string]string{"default": podPool, "default6": podPool6} {
+		if err := c.alloc.PutPool(ctx, ipam.Pool{Name: name, CIDR: netip.MustParsePrefix(cidr)}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return c
 }
@@ -262,10 +267,17 @@ func (c *cluster) addPod(n *node) *pod {
 			t.Errorf("pod %s: DEL: %v", id, err)
 		}
 	})
-	if len(res.IPs) == 0 || !netip.MustParsePrefix(podPool).Contains(res.IPs[0].Address.Addr()) {
-		t.Fatalf("pod %s: result %+v: want an address from %s", id, res.IPs, podPool)
+	p := &pod{id: id, node: n, ns: path}
+	for _, ip := range res.IPs {
+		if a := ip.Address.Addr(); a.Is4() {
+			p.ip = a
+		} else {
+			p.ip6 = a
+		}
 	}
-	p := &pod{id: id, node: n, ns: path, ip: res.IPs[0].Address.Addr()}
+	if !netip.MustParsePrefix(podPool).Contains(p.ip) || !netip.MustParsePrefix(podPool6).Contains(p.ip6) {
+		t.Fatalf("pod %s: result %+v: want an address from %s and one from %s", id, res.IPs, podPool, podPool6)
+	}
 	n.pods = append(n.pods, p)
 	p.serve(t)
 	return p
@@ -273,11 +285,18 @@ func (c *cluster) addPod(n *node) *pod {
 
 const echoPort = 7070
 
-// serve starts a TCP echo server on the pod's address, inside the pod.
+// serve starts a TCP echo server on each of the pod's addresses, inside
+// the pod.
 func (p *pod) serve(t *testing.T) {
+	for _, ip := range []netip.Addr{p.ip, p.ip6} {
+		p.serveOn(t, ip)
+	}
+}
+
+func (p *pod) serveOn(t *testing.T, ip netip.Addr) {
 	var l net.Listener
 	err := netns.Do(p.ns, func() (err error) {
-		l, err = net.Listen("tcp", net.JoinHostPort(p.ip.String(), fmt.Sprint(echoPort)))
+		l, err = net.Listen("tcp", net.JoinHostPort(ip.String(), fmt.Sprint(echoPort)))
 		return err
 	})
 	if err != nil {
@@ -299,32 +318,36 @@ func (p *pod) serve(t *testing.T) {
 	}()
 }
 
-// talk opens a TCP connection from p to q's address and checks that a
-// message comes back.
+// talk opens a TCP connection from p to each of q's addresses and checks
+// that a message comes back.
 func (p *pod) talk(q *pod) error {
+	return errors.Join(p.talkTo(q, q.ip), p.talkTo(q, q.ip6))
+}
+
+func (p *pod) talkTo(q *pod, dst netip.Addr) error {
 	var conn net.Conn
 	err := netns.Do(p.ns, func() (err error) {
-		conn, err = (&net.Dialer{Timeout: 2 * time.Second}).Dial("tcp", net.JoinHostPort(q.ip.String(), fmt.Sprint(echoPort)))
+		conn, err = (&net.Dialer{Timeout: 2 * time.Second}).Dial("tcp", net.JoinHostPort(dst.String(), fmt.Sprint(echoPort)))
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("%s (%s) -> %s (%s): %w", p.id, p.ip, q.id, q.ip, err)
+		return fmt.Errorf("%s -> %s (%s): %w", p.id, q.id, dst, err)
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
 	msg := []byte("hello from " + p.id)
 	if _, err := conn.Write(msg); err != nil {
-		return err
+		return fmt.Errorf("%s -> %s (%s): write: %w", p.id, q.id, dst, err)
 	}
 	if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
 		return err
 	}
 	got, err := io.ReadAll(conn)
 	if err != nil {
-		return fmt.Errorf("%s -> %s: read: %w", p.id, q.id, err)
+		return fmt.Errorf("%s -> %s (%s): read: %w", p.id, q.id, dst, err)
 	}
 	if !bytes.Equal(got, msg) {
-		return fmt.Errorf("%s -> %s: echo %q, want %q", p.id, q.id, got, msg)
+		return fmt.Errorf("%s -> %s (%s): echo %q, want %q", p.id, q.id, dst, got, msg)
 	}
 	return nil
 }
@@ -366,7 +389,7 @@ func (c *cluster) checkMesh() {
 	if t.Failed() {
 		t.FailNow()
 	}
-	t.Logf("TCP ok between all %d pods (%d connections)", len(pods), len(pods)*(len(pods)-1))
+	t.Logf("TCP ok between all %d pods over IPv4 and IPv6 (%d connections)", len(pods), 2*len(pods)*(len(pods)-1))
 }
 
 // routeTo reports whether n has an owned route to dst.

@@ -117,8 +117,8 @@ func checkGC(t *testing.T, c *cluster, n *node) {
 	t.Logf("GC released the leaked address %v after it was allocated (grace %v)", time.Since(start), gcGrace)
 	for _, p := range c.allPods() {
 		ips, err := c.alloc.IPsByHandle(ctx, networkName+"."+p.id)
-		if err != nil || len(ips) != 1 {
-			t.Fatalf("pod %s's address after GC: %v, %v", p.id, ips, err)
+		if err != nil || len(ips) != 2 { // IPv4 and IPv6
+			t.Fatalf("pod %s's addresses after GC: %v, %v", p.id, ips, err)
 		}
 	}
 	body := get(t, n, "/metrics")
@@ -198,19 +198,46 @@ func checkTransport(t *testing.T, c *cluster, from, to *node, mode agent.Mode) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, ok := owned[c.blocksOf(to.name)[0]]
-	if !ok {
-		t.Fatalf("%s has no route to %s's block", from.name, to.name)
+	toRec := nodeRecord(t, c, to.name)
+	for _, b := range c.blocksOf(to.name) {
+		r, ok := owned[b]
+		if !ok {
+			t.Fatalf("%s has no route to %s's block %s", from.name, to.name, b)
+		}
+		dev, err := from.ns.h.LinkByIndex(r.LinkIndex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantDev, wantVia := "eth0", to.addr.String()
+		switch {
+		case mode == agent.ModeVXLAN && b.Addr().Is6():
+			wantDev, wantVia = agent.VXLANDevice, agent.VTEPLinkLocal6(agent.VTEPMAC(to.name)).String()
+		case mode == agent.ModeVXLAN:
+			wantDev = agent.VXLANDevice
+		case b.Addr().Is6():
+			wantVia = toRec.LinkLocal6.String()
+		}
+		if dev.Attrs().Name != wantDev || r.Gw.String() != wantVia {
+			t.Fatalf("%s's route to %s: via %s dev %s, want via %s dev %s", from.name, r.Dst, r.Gw, dev.Attrs().Name, wantVia, wantDev)
+		}
 	}
-	dev, err := from.ns.h.LinkByIndex(r.LinkIndex)
+}
+
+// nodeRecord reads a node's record from the store.
+func nodeRecord(t *testing.T, c *cluster, name string) agent.NodeRecord {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := c.ipamS.Get(ctx, agent.NodeKey(ipam.DefaultPrefix, name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "eth0"
-	if mode == agent.ModeVXLAN {
-		want = agent.VXLANDevice
+	var rec agent.NodeRecord
+	if err := json.Unmarshal(kv.Value, &rec); err != nil {
+		t.Fatal(err)
 	}
-	if dev.Attrs().Name != want || r.Gw.String() != to.addr.String() {
-		t.Fatalf("%s's route to %s: via %s dev %s, want via %s dev %s", from.name, r.Dst, r.Gw, dev.Attrs().Name, to.addr, want)
+	if !rec.LinkLocal6.IsLinkLocalUnicast() {
+		t.Fatalf("node %s's record has no IPv6 link-local address: %s", name, kv.Value)
 	}
+	return rec
 }

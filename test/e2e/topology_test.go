@@ -28,6 +28,10 @@ func newNS(t testing.TB) *ns {
 	}
 	t.Cleanup(h.Close)
 	n := &ns{path: path, h: h}
+	// Interfaces made from here on skip duplicate address detection: an
+	// underlay link-local address is a host-gw next hop, and a tentative
+	// one answers no neighbour solicitation for the first second.
+	n.sysctl(t, "net/ipv6/conf/default/accept_dad", "0")
 	n.up(t, "lo")
 	return n
 }
