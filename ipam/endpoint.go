@@ -269,9 +269,13 @@ func (a *Allocator) PutEndpoint(ctx context.Context, ep Endpoint) error {
 }
 
 // ReleaseAttachment is the DEL of an attachment: it frees every address
-// of handle and deletes endpoint id if it still names containerID, in one
-// transaction. An endpoint that a newer sandbox of the pod took over is
-// left alone. Releasing what does not exist succeeds.
+// of handle and deletes its endpoint if the endpoint still names
+// containerID, in one transaction. The endpoint is the one ADD recorded
+// in the addresses' attributes; id, what the DEL's own arguments name,
+// counts only when none is recorded: a runtime whose DEL lacks the pod
+// arguments of its ADD must not leave the endpoint behind. An endpoint
+// that a newer sandbox of the pod took over is left alone. Releasing
+// what does not exist succeeds.
 func (a *Allocator) ReleaseAttachment(ctx context.Context, handle string, id EndpointID, containerID string) error {
 	if err := validName("handle", handle); err != nil {
 		return err
@@ -281,14 +285,50 @@ func (a *Allocator) ReleaseAttachment(ctx context.Context, handle string, id End
 	}
 	return a.retry(ctx, "release handle "+quote(handle)+" of endpoint "+id.String(), func(ctx context.Context) error {
 		w := a.newWriteSet()
+		drop := id
+		if rec, ok, err := recordedEndpoint(ctx, w, handle); err != nil {
+			return err
+		} else if ok {
+			drop = rec
+		}
 		if err := a.releaseHandle(ctx, w, handle); err != nil {
 			return err
 		}
-		if err := w.dropEndpoint(ctx, id, containerID); err != nil {
+		if err := w.dropEndpoint(ctx, drop, containerID); err != nil {
 			return err
 		}
 		return w.commit(ctx)
 	})
+}
+
+// recordedEndpoint is the endpoint named in the attributes of handle's
+// addresses (AttrEndpoint), read through w so that the release that
+// follows reads nothing twice.
+func recordedEndpoint(ctx context.Context, w *writeSet, handle string) (EndpointID, bool, error) {
+	h, err := w.handle(ctx, handle)
+	if err != nil || h.h == nil {
+		return EndpointID{}, false, err
+	}
+	for _, k := range sortedKeys(h.h.Blocks) {
+		cidr, err := netip.ParsePrefix(k)
+		if err != nil {
+			continue
+		}
+		r, err := w.block(ctx, cidr)
+		if err != nil {
+			return EndpointID{}, false, err
+		}
+		if r.b == nil {
+			continue
+		}
+		for _, addr := range r.b.AddrsOf(handle) {
+			at, _ := r.b.Owner(addr)
+			if id, err := ParseEndpointID(at.Extra[AttrEndpoint]); err == nil {
+				return id, true, nil
+			}
+		}
+	}
+	return EndpointID{}, false, nil
 }
 
 // GetEndpoint returns endpoint id, or a code-3 error if there is none.

@@ -138,3 +138,35 @@ func TestRequestedIPEndpoint(t *testing.T) {
 		t.Fatalf("%+v %v", rep, err)
 	}
 }
+
+// TestDelWithoutPodArgs: a DEL that lacks the K8S_POD_* arguments its ADD
+// had still removes the endpoint ADD wrote (found through the addresses'
+// attributes), in the release's one transaction, and leaves the store
+// clean.
+func TestDelWithoutPodArgs(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "ipam.db")
+	ctx := context.Background()
+	p := open(t, conf(t, db, ""), webArgs)
+	a := p.Allocator()
+	if _, err := p.AddAttachment(ctx, sandbox("c7")); err != nil {
+		t.Fatal(err)
+	}
+	web := ipam.EndpointID{Node: "n1", Namespace: "ns", Pod: "web", IfName: "eth0"}
+	if _, err := a.GetEndpoint(ctx, web); err != nil {
+		t.Fatal(err)
+	}
+	before := a.Txns()
+	if err := p.DelAttachment(ctx, Attachment{ContainerID: "c7", IfName: "eth0"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.Txns() - before; n != 1 {
+		t.Errorf("DEL: %d transactions, want 1", n)
+	}
+	if ep, err := a.GetEndpoint(ctx, web); err == nil {
+		t.Fatalf("endpoint left by a DEL without pod arguments: %+v", ep)
+	}
+	rep, err := a.CheckWithEndpoints(ctx)
+	if err != nil || !rep.Clean() {
+		t.Fatalf("CheckWithEndpoints: %+v %v", rep, err)
+	}
+}
