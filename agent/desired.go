@@ -118,13 +118,18 @@ func Compute(p Params, s *Snapshot) Desired {
 				kind = RouteHostGW
 			}
 		}
+		if kind == RouteHostGW && v6 && !rec.LinkLocal6.IsLinkLocalUnicast() {
+			// No IPv6 next hop on the underlay: in auto mode the tunnel
+			// carries the node's IPv6 pods; in host-gw nothing can.
+			if p.Mode != ModeAuto {
+				return Route{}, false
+			}
+			kind = RouteVXLAN
+		}
 		if kind == RouteHostGW {
 			via := rec.Address
 			if v6 {
 				via = rec.LinkLocal6
-				if !via.Is6() || !via.IsLinkLocalUnicast() {
-					return Route{}, false
-				}
 			}
 			return Route{Kind: RouteHostGW, Via: via, Node: node}, true
 		}

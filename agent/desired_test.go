@@ -16,8 +16,9 @@ func TestCompute(t *testing.T) {
 		"a": rec("a", "198.18.0.11"),
 		"b": withLinkLocal6(rec("b", "198.18.0.12"), bLL),
 		"c": rec("c", "198.18.2.13"), // no IPv6 on its underlay
+		"d": rec("d", "198.18.0.14"), // on-link, no IPv6 on its underlay
 	}
-	bV6, cV6 := VTEPLinkLocal6(VTEPMAC("b")).String(), VTEPLinkLocal6(VTEPMAC("c")).String()
+	bV6, cV6, dV6 := VTEPLinkLocal6(VTEPMAC("b")).String(), VTEPLinkLocal6(VTEPMAC("c")).String(), VTEPLinkLocal6(VTEPMAC("d")).String()
 	blocks := map[netip.Prefix]string{
 		pfx("10.103.0.0/26"):  "a",
 		pfx("10.103.0.64/26"): "b",
@@ -26,6 +27,7 @@ func TestCompute(t *testing.T) {
 		pfx("fd00::/122"):     "b",
 		pfx("fd00::40/122"):   "c",
 		pfx("fd00::80/122"):   "a",
+		pfx("fd00::c0/122"):   "d",
 	}
 	borrowed := map[netip.Addr]string{
 		netip.MustParseAddr("10.103.0.9"):  "b", // from a's own block
@@ -50,7 +52,8 @@ func TestCompute(t *testing.T) {
 			"fd00::/122":     "host-gw fe80::b",
 			"fd00::80/122":   "blackhole ",
 			"fd00::85/128":   "host-gw fe80::b",
-			// c has no IPv6 link-local to route via: fd00::40/122 stays out.
+			// c and d have no IPv6 link-local to route via: their IPv6
+			// blocks stay out.
 		}, nil, nil},
 		{ModeVXLAN, map[string]string{
 			"10.103.0.0/26":  "blackhole ",
@@ -62,7 +65,8 @@ func TestCompute(t *testing.T) {
 			"fd00::40/122":   "vxlan " + cV6,
 			"fd00::80/122":   "blackhole ",
 			"fd00::85/128":   "vxlan " + bV6,
-		}, []string{"b", "c"}, []string{"b", "c"}},
+			"fd00::c0/122":   "vxlan " + dV6,
+		}, []string{"b", "c", "d"}, []string{"b", "c", "d"}},
 		{ModeAuto, map[string]string{
 			"10.103.0.0/26":  "blackhole ",
 			"10.103.0.64/26": "host-gw 198.18.0.12",
@@ -73,7 +77,10 @@ func TestCompute(t *testing.T) {
 			"fd00::40/122":   "vxlan " + cV6,
 			"fd00::80/122":   "blackhole ",
 			"fd00::85/128":   "host-gw fe80::b",
-		}, []string{"c"}, []string{"c"}},
+			// d is on-link but without an IPv6 next hop there: the
+			// tunnel carries its IPv6 pods.
+			"fd00::c0/122": "vxlan " + dV6,
+		}, []string{"c", "d"}, []string{"c", "d"}},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.mode), func(t *testing.T) {

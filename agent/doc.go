@@ -43,8 +43,8 @@
 // as linkLocal6) on the underlay interface; over VXLAN via the remote
 // VTEP's link-local address, the modified EUI-64 of its VTEP MAC, with a
 // permanent IPv6 neighbour entry for it on podnet.vxlan. A node with no
-// IPv6 on its underlay has no linkLocal6, and its IPv6 blocks are not
-// routed in host-gw.
+// IPv6 on its underlay has no linkLocal6: in auto mode its IPv6 blocks go
+// over VXLAN even when it is on-link, in host-gw mode they are not routed.
 //
 // On exit the agent leaves routes, neighbours, FDB entries and the VXLAN
 // device in place, so pods keep working while it restarts; the next start
