@@ -206,29 +206,26 @@ func (m *Masq) RemovePod(network string, addrs []netip.Addr) error {
 }
 
 // QueueRemoveOwned queues, without committing, the removal of owner's
-// addresses from the network's pod sets, and returns them. It finds them
-// by the elements' comments, not by address: an address from a stale
-// prevResult may since belong to another pod, whose entry must stay.
-// The caller commits the connection's batch; if that fails (an element
-// went away in between), RemovePod of the returned addresses is the
-// tolerant way to finish.
-func (m *Masq) QueueRemoveOwned(network string, owner Owner) ([]netip.Addr, error) {
+// addresses from the network's pod sets. It finds them by the elements'
+// comments, not by address: an address from a stale prevResult may since
+// belong to another pod, whose entry must stay. The caller commits the
+// connection's batch; if that fails whole (an element went away in
+// between), RemovePod is the tolerant way to finish.
+func (m *Masq) QueueRemoveOwned(network string, owner Owner) error {
 	members, err := m.Members(network)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	o := newMasqObjects(network)
-	var addrs []netip.Addr
 	for a, who := range members {
 		if who != owner {
 			continue
 		}
-		addrs = append(addrs, a)
 		if err := m.conn.SetDeleteElements(o.podSet(a), []nftables.SetElement{{Key: a.AsSlice()}}); err != nil {
-			return nil, fmt.Errorf("nftables: queue the removal of %v from %s: %w", a, o.podSet(a).Name, err)
+			return fmt.Errorf("nftables: queue the removal of %v from %s: %w", a, o.podSet(a).Name, err)
 		}
 	}
-	return addrs, nil
+	return nil
 }
 
 func (m *Masq) deleteElements(o *masqObjects, addrs []netip.Addr, addFirst bool) error {

@@ -117,7 +117,7 @@ func (a *attachment) removeNFT() (closeConn func(), err error) {
 	defer func() { unlock() }()
 
 	if a.conf.IPMasq {
-		if _, err := dataplane.MasqOn(conn).QueueRemoveOwned(a.conf.Name, a.owner); err != nil {
+		if err := dataplane.MasqOn(conn).QueueRemoveOwned(a.conf.Name, a.owner); err != nil {
 			return closeConn, err
 		}
 	}
