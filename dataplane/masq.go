@@ -212,15 +212,12 @@ func (m *Masq) RemovePod(network string, addrs []netip.Addr) error {
 // connection's batch; if that fails whole (an element went away in
 // between), RemovePod is the tolerant way to finish.
 func (m *Masq) QueueRemoveOwned(network string, owner Owner) error {
-	members, err := m.Members(network)
+	addrs, err := m.OwnedBy(network, owner)
 	if err != nil {
 		return err
 	}
 	o := newMasqObjects(network)
-	for a, who := range members {
-		if who != owner {
-			continue
-		}
+	for _, a := range addrs {
 		if err := m.conn.SetDeleteElements(o.podSet(a), []nftables.SetElement{{Key: a.AsSlice()}}); err != nil {
 			return fmt.Errorf("nftables: queue the removal of %v from %s: %w", a, o.podSet(a).Name, err)
 		}
@@ -266,6 +263,21 @@ func (m *Masq) Members(network string) (map[netip.Addr]Owner, error) {
 			}
 			owner, _ := ParseComment(network, e.Comment)
 			out[a.Unmap()] = owner
+		}
+	}
+	return out, nil
+}
+
+// OwnedBy lists the network's pod addresses whose elements name owner.
+func (m *Masq) OwnedBy(network string, owner Owner) ([]netip.Addr, error) {
+	members, err := m.Members(network)
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for a, who := range members {
+		if who == owner {
+			out = append(out, a)
 		}
 	}
 	return out, nil

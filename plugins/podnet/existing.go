@@ -205,19 +205,9 @@ func (a *attachment) removeMasq() error {
 		return err
 	}
 	defer m.Close()
-	return a.removeMasqWith(m)
-}
-
-func (a *attachment) removeMasqWith(m *dataplane.Masq) error {
-	members, err := m.Members(a.conf.Name)
+	addrs, err := m.OwnedBy(a.conf.Name, a.owner)
 	if err != nil {
 		return err
-	}
-	var addrs []netip.Addr
-	for ad, owner := range members {
-		if owner == a.owner {
-			addrs = append(addrs, ad)
-		}
 	}
 	return m.RemovePod(a.conf.Name, addrs)
 }
