@@ -24,3 +24,26 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("%+v", empty)
 	}
 }
+
+func TestMedianOf(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	phase := func(add, del, wall int) Phase {
+		return Phase{Name: "sequential", Parallel: 1,
+			Add:  Summary{N: 100, P50: ms(add), P90: ms(add + 1), P99: ms(add + 2), Mean: ms(add)},
+			Del:  Summary{N: 100, P50: ms(del), P90: ms(del + 1), P99: ms(del + 2), Mean: ms(del)},
+			Wall: ms(wall)}
+	}
+	got := MedianOf([][]Phase{{phase(9, 20, 3000)}, {phase(12, 24, 3500)}, {phase(8, 21, 2900)}})
+	want := phase(9, 21, 3000)
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	// An even count takes the lower middle; a short round is skipped.
+	got = MedianOf([][]Phase{{phase(9, 20, 3000), phase(50, 60, 900)}, {phase(12, 24, 3500)}, {phase(8, 22, 2900), phase(70, 80, 1000)}})
+	if len(got) != 2 || got[0] != phase(9, 22, 3000) || got[1].Add.P50 != ms(50) || got[1].Wall != ms(900) {
+		t.Fatalf("got %+v", got)
+	}
+	if MedianOf(nil) != nil {
+		t.Fatal("phases from no rounds")
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 type benchOptions struct {
 	pods, parallel int
+	rounds         int
 	network        string
 	compareBin     string
 	noPorts        bool
@@ -34,13 +35,19 @@ private "host" namespace), so it never changes this machine's network.
 
 With --compare-bin DIR it runs the same workload on the reference chain
 (bridge + host-local with ipMasq + portmap, and loopback, from DIR) in the
-same run and prints the ratios.`,
+same run and prints the ratios.
+
+With --rounds N it measures N times, podnet and the reference taking
+turns, prints each round's medians and then, figure by figure, the median
+over the rounds: on a shared machine whole runs drift, and taking turns
+keeps the drift out of the ratios.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return bo.run(cmd, opts) },
 	}
 	f := cmd.Flags()
 	f.IntVar(&bo.pods, "pods", 100, "pods per phase")
 	f.IntVar(&bo.parallel, "parallel", 10, "pods at a time in the parallel phase")
+	f.IntVar(&bo.rounds, "rounds", 1, "measure this many times, chains taking turns, and report the medians")
 	f.StringVar(&bo.network, "network", "", "podnet network to measure (default: the first in the conf dir)")
 	f.StringVar(&bo.compareBin, "compare-bin", "", "directory with the reference plugins to compare against")
 	f.BoolVar(&bo.noPorts, "no-ports", false, "map no host ports")
@@ -58,9 +65,15 @@ const referenceChain = `{
   ]
 }`
 
+// benchChain is one network measured: podnet's, or the reference.
+type benchChain struct {
+	name string
+	opts bench.Options
+}
+
 func (bo *benchOptions) run(cmd *cobra.Command, opts *globalOptions) error {
-	if bo.pods < 1 || bo.parallel < 1 {
-		return fmt.Errorf("--pods and --parallel must be at least 1")
+	if bo.pods < 1 || bo.parallel < 1 || bo.rounds < 1 {
+		return fmt.Errorf("--pods, --parallel and --rounds must be at least 1")
 	}
 	work, err := os.MkdirTemp("", "podnet-bench-")
 	if err != nil {
@@ -71,27 +84,10 @@ func (bo *benchOptions) run(cmd *cobra.Command, opts *globalOptions) error {
 	if bo.noPorts {
 		hostPorts = 0
 	}
-	type run struct {
-		name   string
-		phases []bench.Phase
-	}
-	var runs []run
-	measure := func(name string, o bench.Options) error {
-		fmt.Fprintf(cmd.ErrOrStderr(), "podnet bench: %s: %d pods sequentially, then %d at a time...\n", name, bo.pods, bo.parallel)
-		phases, err := bench.Run(cmd.Context(), o)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		runs = append(runs, run{name, phases})
-		return nil
-	}
-	err = measure("podnet", bench.Options{
+	chains := []benchChain{{"podnet", bench.Options{
 		ConfDir: opts.confDir, Network: bo.network, BinDirs: opts.binDirs, CacheDir: filepath.Join(work, "cache-podnet"),
 		Pods: bo.pods, Parallel: bo.parallel, HostPortBase: hostPorts,
-	})
-	if err != nil {
-		return err
-	}
+	}}}
 	if bo.compareBin != "" {
 		refConf := filepath.Join(work, "ref-net.d")
 		if err := os.MkdirAll(refConf, 0o755); err != nil {
@@ -101,21 +97,64 @@ func (bo *benchOptions) run(cmd *cobra.Command, opts *globalOptions) error {
 		if err := os.WriteFile(filepath.Join(refConf, "10-reference.conflist"), []byte(doc), 0o644); err != nil {
 			return err
 		}
-		err = measure("reference", bench.Options{
+		chains = append(chains, benchChain{"reference", bench.Options{
 			ConfDir: refConf, BinDirs: []string{bo.compareBin}, CacheDir: filepath.Join(work, "cache-ref"),
 			Pods: bo.pods, Parallel: bo.parallel, HostPortBase: hostPorts,
-		})
-		if err != nil {
-			return err
+		}})
+	}
+	// results[c][r] are chain c's phases in round r.
+	results := make([][][]bench.Phase, len(chains))
+	for r := range bo.rounds {
+		for c, ch := range chains {
+			round := ""
+			if bo.rounds > 1 {
+				round = fmt.Sprintf(" (round %d of %d)", r+1, bo.rounds)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "podnet bench: %s%s: %d pods sequentially, then %d at a time...\n", ch.name, round, bo.pods, bo.parallel)
+			phases, err := bench.Run(cmd.Context(), ch.opts)
+			if err != nil {
+				return fmt.Errorf("%s: %w", ch.name, err)
+			}
+			results[c] = append(results[c], phases)
 		}
 	}
-	printBench(cmd.OutOrStdout(), runs[0].phases, func() []bench.Phase {
-		if len(runs) > 1 {
-			return runs[1].phases
-		}
-		return nil
-	}())
+	out := cmd.OutOrStdout()
+	summary := make([][]bench.Phase, len(chains))
+	for c := range chains {
+		summary[c] = bench.MedianOf(results[c])
+	}
+	var ref []bench.Phase
+	if len(chains) > 1 {
+		ref = summary[1]
+	}
+	if bo.rounds > 1 {
+		printRounds(out, results)
+		fmt.Fprintf(out, "\nmedian of %d rounds:\n", bo.rounds)
+	}
+	printBench(out, summary[0], ref)
 	return nil
+}
+
+// printRounds prints the ADD and DEL medians of every round, one line per
+// round and phase, chains side by side.
+func printRounds(out io.Writer, results [][][]bench.Phase) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	head := "round\tphase\tpodnet ADD p50 ms\tDEL p50 ms\t"
+	if len(results) > 1 {
+		head += "reference ADD p50 ms\tDEL p50 ms\t"
+	}
+	fmt.Fprintln(w, head)
+	for r := range results[0] {
+		for i, p := range results[0][r] {
+			line := fmt.Sprintf("%d\t%s\t%s\t%s\t", r+1, p.Name, ms(p.Add.P50), ms(p.Del.P50))
+			if len(results) > 1 && i < len(results[1][r]) {
+				q := results[1][r][i]
+				line += fmt.Sprintf("%s\t%s\t", ms(q.Add.P50), ms(q.Del.P50))
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
+	w.Flush()
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }

@@ -192,3 +192,25 @@ func TestStatusAndNetCommands(t *testing.T) {
 		t.Errorf("status without config: %d %s", code, out)
 	}
 }
+
+// TestBenchRounds: bench --rounds prints each round and the medians, and
+// leaves no namespace behind.
+func TestBenchRounds(t *testing.T) {
+	n := newNode(t)
+	out, stderr, code := n.run("bench", "--pods", "2", "--parallel", "2", "--rounds", "2")
+	if code != 0 {
+		t.Fatalf("bench: exit %d\n%s\n%s", code, out, stderr)
+	}
+	for _, want := range []string{"round", "median of 2 rounds:", "podnet  sequential", "podnet  parallel=2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bench output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Count(stderr, "(round ") != 2 {
+		t.Errorf("progress for 2 rounds expected:\n%s", stderr)
+	}
+	if _, _, code := n.run("bench", "--rounds", "0"); code == 0 {
+		t.Error("bench --rounds 0: exit 0")
+	}
+	n.assertClean()
+}
