@@ -23,7 +23,8 @@ type Store interface {
 	// ErrConflict and changes nothing.
 	Txn(ctx context.Context, cmps []Compare, ops []Op) (int64, error)
 	// Watch streams changes to keys under prefix from revision fromRev
-	// (0: from now) until ctx ends. The channel closes after ctx ends or
+	// (0: from now, which includes nothing this Store has already seen
+	// written, even when served by a replica that lags) until ctx ends. The channel closes after ctx ends or
 	// after a response carrying Err.
 	Watch(ctx context.Context, prefix string, fromRev int64) (<-chan WatchResponse, error)
 	// Close releases the store's resources.

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -33,6 +34,21 @@ type Options struct {
 type Store struct {
 	c   *clientv3.Client
 	own bool // Close closes c
+	// seen is the highest store revision a response has shown this
+	// Store. A watch "from now" starts after it: the member serving the
+	// watch may lag the one that served a write, and would otherwise
+	// replay that write as if it came after the watch began.
+	seen atomic.Int64
+}
+
+// saw records that the store has reached rev.
+func (s *Store) saw(rev int64) {
+	for {
+		cur := s.seen.Load()
+		if rev <= cur || s.seen.CompareAndSwap(cur, rev) {
+			return
+		}
+	}
 }
 
 var _ ipam.Store = (*Store)(nil)
@@ -90,6 +106,7 @@ func (s *Store) Get(ctx context.Context, key string) (ipam.KV, error) {
 	if err != nil {
 		return ipam.KV{}, wrap("get "+key, ctx, err)
 	}
+	s.saw(resp.Header.Revision)
 	if len(resp.Kvs) == 0 {
 		return ipam.KV{}, fmt.Errorf("%s: %w", key, ipam.ErrNotFound)
 	}
@@ -103,6 +120,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]ipam.KV, int64, erro
 	if err != nil {
 		return nil, 0, wrap("list "+prefix, ctx, err)
 	}
+	s.saw(resp.Header.Revision)
 	out := make([]ipam.KV, len(resp.Kvs))
 	for i, kv := range resp.Kvs {
 		out[i] = ipam.KV{Key: string(kv.Key), Value: kv.Value, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision}
@@ -136,6 +154,7 @@ func (s *Store) Txn(ctx context.Context, cmps []ipam.Compare, ops []ipam.Op) (in
 	if err != nil {
 		return 0, wrap("txn", ctx, err)
 	}
+	s.saw(resp.Header.Revision)
 	if !resp.Succeeded {
 		return 0, fmt.Errorf("etcd txn: %w", ipam.ErrConflict)
 	}
@@ -145,6 +164,11 @@ func (s *Store) Txn(ctx context.Context, cmps []ipam.Compare, ops []ipam.Op) (in
 // Watch implements ipam.Store.
 func (s *Store) Watch(ctx context.Context, prefix string, fromRev int64) (<-chan ipam.WatchResponse, error) {
 	opts := []clientv3.OpOption{clientv3.WithPrefix()}
+	if fromRev <= 0 {
+		if seen := s.seen.Load(); seen > 0 {
+			fromRev = seen + 1
+		}
+	}
 	if fromRev > 0 {
 		opts = append(opts, clientv3.WithRev(fromRev))
 	}
