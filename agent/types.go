@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+
+	"github.com/podnet/podnet/dataplane"
 )
 
 // Mode is how the agent reaches other nodes' pods.
@@ -71,12 +73,7 @@ func VTEPLinkLocal6(mac net.HardwareAddr) netip.Addr {
 	if len(mac) != 6 {
 		return netip.Addr{}
 	}
-	var b [16]byte
-	b[0], b[1] = 0xfe, 0x80
-	b[8], b[9], b[10] = mac[0]^0x02, mac[1], mac[2]
-	b[11], b[12] = 0xff, 0xfe
-	b[13], b[14], b[15] = mac[3], mac[4], mac[5]
-	return netip.AddrFrom16(b)
+	return dataplane.LinkLocalOf(mac)
 }
 
 // NodesPrefix is the prefix of every node record under the store prefix.
