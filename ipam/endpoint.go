@@ -305,22 +305,11 @@ func (a *Allocator) ReleaseAttachment(ctx context.Context, handle string, id End
 // addresses (AttrEndpoint), read through w so that the release that
 // follows reads nothing twice.
 func recordedEndpoint(ctx context.Context, w *writeSet, handle string) (EndpointID, bool, error) {
-	h, err := w.handle(ctx, handle)
-	if err != nil || h.h == nil {
+	_, blocks, err := w.handleBlocks(ctx, handle)
+	if err != nil {
 		return EndpointID{}, false, err
 	}
-	for _, k := range sortedKeys(h.h.Blocks) {
-		cidr, err := netip.ParsePrefix(k)
-		if err != nil {
-			continue
-		}
-		r, err := w.block(ctx, cidr)
-		if err != nil {
-			return EndpointID{}, false, err
-		}
-		if r.b == nil {
-			continue
-		}
+	for _, r := range blocks {
 		for _, addr := range r.b.AddrsOf(handle) {
 			at, _ := r.b.Owner(addr)
 			if id, err := ParseEndpointID(at.Extra[AttrEndpoint]); err == nil {

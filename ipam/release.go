@@ -87,22 +87,11 @@ func (a *Allocator) ReleaseByHandle(ctx context.Context, handle string) error {
 
 // releaseHandle frees every address of handle and deletes the handle, in w.
 func (a *Allocator) releaseHandle(ctx context.Context, w *writeSet, handle string) error {
-	h, err := w.handle(ctx, handle)
-	if err != nil || h.h == nil {
+	h, blocks, err := w.handleBlocks(ctx, handle)
+	if err != nil || h == nil {
 		return err
 	}
-	for _, k := range sortedKeys(h.h.Blocks) {
-		cidr, err := netip.ParsePrefix(k)
-		if err != nil {
-			continue
-		}
-		r, err := w.block(ctx, cidr)
-		if err != nil {
-			return err
-		}
-		if r.b == nil {
-			continue
-		}
+	for _, r := range blocks {
 		if len(r.b.ReleaseHandle(handle)) > 0 {
 			a.markReleased(r)
 		}

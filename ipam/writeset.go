@@ -77,6 +77,30 @@ func decodeBlock(kv KV) (*Block, error) {
 	return b, nil
 }
 
+// handleBlocks returns handle and the blocks it holds addresses in, read
+// through w; a nil handleRef means there is no such handle.
+func (w *writeSet) handleBlocks(ctx context.Context, handle string) (*handleRef, []*blockRef, error) {
+	h, err := w.handle(ctx, handle)
+	if err != nil || h.h == nil {
+		return nil, nil, err
+	}
+	var out []*blockRef
+	for _, k := range sortedKeys(h.h.Blocks) {
+		cidr, err := netip.ParsePrefix(k)
+		if err != nil {
+			continue
+		}
+		r, err := w.block(ctx, cidr)
+		if err != nil {
+			return nil, nil, err
+		}
+		if r.b != nil {
+			out = append(out, r)
+		}
+	}
+	return h, out, nil
+}
+
 // handle returns the handle id, reading it on first use.
 func (w *writeSet) handle(ctx context.Context, id string) (*handleRef, error) {
 	if r, ok := w.handles[id]; ok {
