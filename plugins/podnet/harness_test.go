@@ -144,16 +144,7 @@ func (e *env) wireUplink() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = netns.Do(e.uplink, func() error {
-		h, err := dataplane.NewHandle()
-		if err != nil {
-			return err
-		}
-		defer h.Close()
-		l, err := h.LinkByName("up0")
-		if err != nil {
-			return err
-		}
+	err = onLink(e.uplink, "up0", func(h *netlink.Handle, l netlink.Link) error {
 		if err := dataplane.AddAddr(h, l.Attrs().Index, netip.MustParsePrefix(uplinkAddr+"/24")); err != nil {
 			return err
 		}
@@ -165,6 +156,23 @@ func (e *env) wireUplink() {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// onLink runs fn on the link called name in the namespace at ns, with a
+// netlink handle there.
+func onLink(ns, name string, fn func(*netlink.Handle, netlink.Link) error) error {
+	return netns.Do(ns, func() error {
+		h, err := dataplane.NewHandle()
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		l, err := h.LinkByName(name)
+		if err != nil {
+			return fmt.Errorf("link %s: %w", name, err)
+		}
+		return fn(h, l)
+	})
 }
 
 // conf is a network configuration for the test IPAM; extra are more

@@ -69,16 +69,7 @@ func TestConnectivity(t *testing.T) {
 			if _, err := e.run("CHECK", withPrev(conf, a.res), a); err != nil {
 				t.Fatalf("CHECK: %v", err)
 			}
-			err = netns.Do(a.ns, func() error {
-				h, err := dataplane.NewHandle()
-				if err != nil {
-					return err
-				}
-				defer h.Close()
-				l, err := h.LinkByName("eth0")
-				if err != nil {
-					return err
-				}
+			err = onLink(a.ns, "eth0", func(h *netlink.Handle, l netlink.Link) error {
 				return h.AddrDel(l, &netlink.Addr{IPNet: dataplane.IPNet(a.res.IPs[0].Address)})
 			})
 			if err != nil {
@@ -143,16 +134,7 @@ func TestIPAMFailure(t *testing.T) {
 func TestDuplicateIP(t *testing.T) {
 	e := newEnv(t, false)
 	conf := e.conf(`"ipMasq":true`)
-	err := netns.Do(e.host, func() error {
-		h, err := dataplane.NewHandle()
-		if err != nil {
-			return err
-		}
-		defer h.Close()
-		l, err := h.LinkByName("up0")
-		if err != nil {
-			return err
-		}
+	err := onLink(e.host, "up0", func(h *netlink.Handle, l netlink.Link) error {
 		// The test IPAM hands out .2 first.
 		return dataplane.AddRoute(h, l.Attrs().Index, dataplane.Route{Dst: netip.MustParsePrefix("10.100.0.2/32"), LinkScope: true})
 	})
