@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -28,6 +29,8 @@ type Options struct {
 	// HostPortBase: pod i gets hostPort HostPortBase+i mapped to its port
 	// 80; 0 maps nothing.
 	HostPortBase int
+	// Loopback: how pods' lo comes up (default: the loopback plugin).
+	Loopback netplugin.LoopbackMode
 }
 
 // Phase is the outcome of one phase.
@@ -63,6 +66,7 @@ func Run(ctx context.Context, o Options) (phases []Phase, err error) {
 	plugins := netplugin.ProbeNetworkPlugins(o.ConfDir, o.BinDirs,
 		netplugin.WithCacheDir(o.CacheDir),
 		netplugin.WithDefaultNetwork(o.Network),
+		netplugin.WithLoopback(cmp.Or(o.Loopback, netplugin.LoopbackPlugin)),
 		netplugin.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 		netplugin.WithRuntimeOptions(cni.WithExec(&cni.RawExec{HostNetNS: hostPath})))
 	plugin, err := netplugin.SelectPlugin(plugins, netplugin.CNIPluginName, netplugin.InitConfig{Host: netplugin.HostFunc(w.netnsOf)})

@@ -19,14 +19,37 @@ const loopbackIfName = "lo"
 type attacher struct {
 	runtime   *cni.Runtime
 	loNetwork *cni.NetworkConfigList
+	// loInProcess: lo is brought up by this process rather than by an
+	// exec of the loopback plugin (see LoopbackInProcess).
+	loInProcess bool
 }
 
-func newAttacher(rt *cni.Runtime) *attacher {
-	lo, err := cni.ParseNetworkConfigList([]byte(`{"cniVersion":"1.0.0","name":"`+LoopbackNetworkName+`","plugins":[{"type":"loopback"}]}`), "built-in loopback network")
+func newAttacher(rt *cni.Runtime, lo LoopbackMode) *attacher {
+	loNet, err := cni.ParseNetworkConfigList([]byte(`{"cniVersion":"1.0.0","name":"`+LoopbackNetworkName+`","plugins":[{"type":"loopback"}]}`), "built-in loopback network")
 	if err != nil {
 		panic(err) // a constant; cannot fail
 	}
-	return &attacher{runtime: rt, loNetwork: lo}
+	return &attacher{runtime: rt, loNetwork: loNet, loInProcess: lo == LoopbackInProcess}
+}
+
+// addLoopback attaches the pod to the loopback network: lo up in its
+// namespace, by the loopback plugin or in process.
+func (p *attacher) addLoopback(ctx context.Context, loConf *cni.RuntimeConf) error {
+	if p.loInProcess {
+		return loopbackUp(loConf.NetNS)
+	}
+	_, err := p.runtime.AddNetworkList(ctx, p.loNetwork, loConf)
+	return err
+}
+
+// delLoopback undoes addLoopback after a failed set-up. In process there
+// is nothing to undo: lo up in a namespace that is about to go is
+// harmless, and the loopback plugin's DEL only takes it down again.
+func (p *attacher) delLoopback(ctx context.Context, loConf *cni.RuntimeConf) error {
+	if p.loInProcess {
+		return nil
+	}
+	return p.runtime.DelNetworkList(ctx, p.loNetwork, loConf)
 }
 
 // Runtime returns the CNI runtime the plugin uses.
@@ -44,17 +67,14 @@ func (p *attacher) setUp(ctx context.Context, list *cni.NetworkConfigList, host 
 	}
 	loConf := buildRuntimeConf(pod, sandboxID, netnsPath, loopbackIfName, "", nil)
 	loDone := make(chan error, 1)
-	go func() {
-		_, err := p.runtime.AddNetworkList(ctx, p.loNetwork, loConf)
-		loDone <- err
-	}()
+	go func() { loDone <- p.addLoopback(ctx, loConf) }()
 	conf := buildRuntimeConf(pod, sandboxID, netnsPath, DefaultInterfaceName, podCIDR, opts)
 	res, err := p.runtime.AddNetworkList(ctx, list, conf)
 	loErr := <-loDone
 	cleanup := context.WithoutCancel(ctx)
 	switch {
 	case err != nil && loErr == nil:
-		if delErr := p.runtime.DelNetworkList(cleanup, p.loNetwork, loConf); delErr != nil {
+		if delErr := p.delLoopback(cleanup, loConf); delErr != nil {
 			err = errors.Join(err, fmt.Errorf("removing the loopback attachment: %w", delErr))
 		}
 		return nil, err
@@ -130,7 +150,11 @@ func (p *attacher) tearDown(ctx context.Context, list *cni.NetworkConfigList, ho
 	if len(defaults) == 0 && list != nil {
 		defaults = append(defaults, del{list, buildRuntimeConf(pod, sandboxID, netnsPath, DefaultInterfaceName, podCIDR, nil)})
 	}
-	if len(los) == 0 {
+	// Without one, the loopback plugin's DEL is sent all the same, as
+	// kubelet does; in process there is nothing to take down (lo goes
+	// with the namespace). Entries cached before a switch to in process
+	// are still deleted above, by the plugin that made them.
+	if len(los) == 0 && !p.loInProcess {
 		los = append(los, del{p.loNetwork, buildRuntimeConf(pod, sandboxID, netnsPath, loopbackIfName, "", nil)})
 	}
 	// The loopback attachment goes at the same time as the others: they

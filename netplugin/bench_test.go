@@ -36,7 +36,7 @@ func BenchmarkManagerOverhead(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		lo := newAttacher(rt).loNetwork
+		lo := newAttacher(rt, LoopbackPlugin).loNetwork
 		// The same work the plugin does, loopback and the default network
 		// at the same time, without the manager: locks, metrics, cache
 		// look-ups and error wrapping are the difference.

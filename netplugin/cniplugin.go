@@ -48,6 +48,7 @@ type probeConfig struct {
 	runtimeOpt []cni.Option
 	kubenetDir string
 	network    string
+	loopback   LoopbackMode
 }
 
 // WithDefaultNetwork makes the network called name the default one
@@ -73,7 +74,7 @@ func WithRuntimeOptions(opts ...cni.Option) ProbeOption {
 func WithKubenetDataDir(dir string) ProbeOption { return func(c *probeConfig) { c.kubenetDir = dir } }
 
 func newProbeConfig(opts []ProbeOption) *probeConfig {
-	c := &probeConfig{cacheDir: cni.DefaultCacheDir, resync: time.Minute, logger: slog.Default(), kubenetDir: "/var/lib/podnet/kubenet"}
+	c := &probeConfig{cacheDir: cni.DefaultCacheDir, resync: time.Minute, logger: slog.Default(), kubenetDir: "/var/lib/podnet/kubenet", loopback: LoopbackPlugin}
 	for _, o := range opts {
 		o(c)
 	}
@@ -114,7 +115,7 @@ func SelectPlugin(plugins []NetworkPlugin, name string, cfg InitConfig) (Network
 }
 
 func newCNIPlugin(confDir string, binDirs []string, c *probeConfig) *CNIPlugin {
-	p := &CNIPlugin{attacher: newAttacher(c.newRuntime(binDirs)), confDir: confDir, log: c.logger, resync: c.resync, want: c.network}
+	p := &CNIPlugin{attacher: newAttacher(c.newRuntime(binDirs), c.loopback), confDir: confDir, log: c.logger, resync: c.resync, want: c.network}
 	p.syncNetworkConfig()
 	return p
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -491,4 +492,83 @@ func TestKubenet(t *testing.T) {
 		t.Errorf("kubenet calls %q", got)
 	}
 	assertNoCache(t, e.cacheDir)
+}
+
+// loIsUp reports whether lo is up in the namespace at path.
+func loIsUp(t *testing.T, path string) bool {
+	t.Helper()
+	up := false
+	if err := netns.Do(path, func() error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		up = lo.Attrs().Flags&net.FlagUp != 0
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return up
+}
+
+// In process, lo comes up without the loopback plugin (it is not even
+// installed here), nothing is cached for it, and tear-down, kubenet's
+// readiness and a failed set-up do not miss it.
+func TestInProcessLoopback(t *testing.T) {
+	e := newEnv(t)
+	if err := os.Remove(filepath.Join(e.binDir, "loopback")); err != nil {
+		t.Fatal(err)
+	}
+	e.writeConf("10-net.conflist", testNet("net1", e.recDir, ""))
+	p, k := e.probe(WithLoopback(LoopbackInProcess))
+	ctx := context.Background()
+	path := e.sandbox("sb1")
+	pod := PodRef{Namespace: "ns", Name: "p"}
+	if _, err := p.SetUpPod(ctx, pod, "sb1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if !loIsUp(t, path) {
+		t.Error("lo is down after set-up")
+	}
+	atts, err := p.Runtime().CachedAttachmentsOf("sb1")
+	if err != nil || len(atts) != 1 || atts[0].Network != "net1" {
+		t.Fatalf("cached attachments %v, %v; want only net1's", atts, err)
+	}
+	if err := p.TearDownPod(ctx, pod, "sb1"); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := record.Read(e.recDir)
+	if got := strings.Join(record.Commands(recs), " "); got != "ADD DEL" {
+		t.Errorf("calls %q", got)
+	}
+	assertNoCache(t, e.cacheDir)
+
+	// A namespace that is not one: the loopback half fails, and the
+	// default network's attachment is removed again.
+	e.mu.Lock()
+	e.sandboxs["sb2"] = filepath.Join(t.TempDir(), "not-a-netns")
+	e.mu.Unlock()
+	if err := os.WriteFile(e.sandboxs["sb2"], nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.SetUpPod(ctx, pod, "sb2", nil); err == nil || !strings.Contains(err.Error(), "loopback") {
+		t.Errorf("set-up in a file that is no namespace: %v", err)
+	}
+	assertNoCache(t, e.cacheDir)
+
+	k.Event(EventPodCIDRChange, map[string]any{PodCIDRKey: "10.245.1.0/24"})
+	if err := k.Status(); err == nil || strings.Contains(err.Error(), "loopback") {
+		t.Errorf("kubenet in process asks for the loopback plugin: %v", err)
+	}
+}
+
+func TestParseLoopbackMode(t *testing.T) {
+	for _, s := range []string{"plugin", "in-process"} {
+		if m, err := ParseLoopbackMode(s); err != nil || string(m) != s {
+			t.Errorf("%q: %v %v", s, m, err)
+		}
+	}
+	if _, err := ParseLoopbackMode("internal"); err == nil || !strings.Contains(err.Error(), `"internal"`) {
+		t.Errorf("internal: %v", err)
+	}
 }

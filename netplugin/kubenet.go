@@ -37,7 +37,7 @@ type Kubenet struct {
 }
 
 func newKubenet(binDirs []string, c *probeConfig) *Kubenet {
-	return &Kubenet{attacher: newAttacher(c.newRuntime(binDirs)), binDirs: binDirs, dataDir: c.kubenetDir}
+	return &Kubenet{attacher: newAttacher(c.newRuntime(binDirs), c.loopback), binDirs: binDirs, dataDir: c.kubenetDir}
 }
 
 // Name implements NetworkPlugin.
@@ -98,8 +98,10 @@ func (k *Kubenet) statusLocked() error {
 			}
 		}
 	}
-	if _, err := cni.FindInPath("loopback", k.binDirs); err != nil {
-		missing = append(missing, "loopback")
+	if !k.loInProcess {
+		if _, err := cni.FindInPath("loopback", k.binDirs); err != nil {
+			missing = append(missing, "loopback")
+		}
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("kubenet: required CNI plugin(s) not found in %s: %s", strings.Join(k.binDirs, ":"), strings.Join(missing, ", "))

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/podnet/podnet/bench"
+	"github.com/podnet/podnet/netplugin"
 )
 
 type benchOptions struct {
@@ -35,7 +36,10 @@ private "host" namespace), so it never changes this machine's network.
 
 With --compare-bin DIR it runs the same workload on the reference chain
 (bridge + host-local with ipMasq + portmap, and loopback, from DIR) in the
-same run and prints the ratios.
+same run and prints the ratios. podnet's pods get lo the way --loopback
+says (in process by default); the reference's always from DIR's loopback
+plugin, as upstream runtimes do by default. --loopback plugin measures
+podnet with the loopback plugin exec'd too.
 
 With --rounds N it measures N times, podnet and the reference taking
 turns, prints each round's medians and then, figure by figure, the median
@@ -87,6 +91,7 @@ func (bo *benchOptions) run(cmd *cobra.Command, opts *globalOptions) error {
 	chains := []benchChain{{"podnet", bench.Options{
 		ConfDir: opts.confDir, Network: bo.network, BinDirs: opts.binDirs, CacheDir: filepath.Join(work, "cache-podnet"),
 		Pods: bo.pods, Parallel: bo.parallel, HostPortBase: hostPorts,
+		Loopback: netplugin.LoopbackMode(opts.loopback),
 	}}}
 	if bo.compareBin != "" {
 		refConf := filepath.Join(work, "ref-net.d")
@@ -100,6 +105,8 @@ func (bo *benchOptions) run(cmd *cobra.Command, opts *globalOptions) error {
 		chains = append(chains, benchChain{"reference", bench.Options{
 			ConfDir: refConf, BinDirs: []string{bo.compareBin}, CacheDir: filepath.Join(work, "cache-ref"),
 			Pods: bo.pods, Parallel: bo.parallel, HostPortBase: hostPorts,
+			// The upstream way: the reference loopback plugin, exec'd.
+			Loopback: netplugin.LoopbackPlugin,
 		}})
 	}
 	// results[c][r] are chain c's phases in round r.
@@ -127,6 +134,11 @@ func (bo *benchOptions) run(cmd *cobra.Command, opts *globalOptions) error {
 	if len(chains) > 1 {
 		ref = summary[1]
 	}
+	fmt.Fprintf(out, "lo: podnet %s", opts.loopback)
+	if len(chains) > 1 {
+		fmt.Fprintf(out, ", reference %s", netplugin.LoopbackPlugin)
+	}
+	fmt.Fprintln(out)
 	if bo.rounds > 1 {
 		printRounds(out, results)
 		fmt.Fprintf(out, "\nmedian of %d rounds:\n", bo.rounds)

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/netplugin"
 	"github.com/podnet/podnet/sandbox"
 )
 
@@ -32,6 +33,7 @@ type globalOptions struct {
 	stateDir string
 	timeout  time.Duration
 	logLevel string
+	loopback string
 }
 
 func (o *globalOptions) register(cmd *cobra.Command) {
@@ -42,7 +44,13 @@ func (o *globalOptions) register(cmd *cobra.Command) {
 	f.StringVar(&o.stateDir, "state-dir", sandbox.DefaultStateDir, "where podnet keeps the records of the sandboxes it creates")
 	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "deadline for the whole operation")
 	f.StringVar(&o.logLevel, "log-level", "warn", "log level on stderr: debug, info, warn or error")
-	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return o.setupLogging() }
+	f.StringVar(&o.loopback, "loopback", string(netplugin.LoopbackInProcess), "how a pod's lo comes up: in-process, or plugin (exec the loopback plugin, as kubelet does)")
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if _, err := netplugin.ParseLoopbackMode(o.loopback); err != nil {
+			return fmt.Errorf("--loopback: %w", err)
+		}
+		return o.setupLogging()
+	}
 }
 
 func (o *globalOptions) setupLogging() error {

@@ -24,7 +24,8 @@ type podEnv struct {
 func (o *globalOptions) podEnv(network string, requireReady bool) (*podEnv, error) {
 	env := &podEnv{store: sandbox.NewStore(o.stateDir)}
 	plugins := netplugin.ProbeNetworkPlugins(o.confDir, o.binDirs,
-		netplugin.WithCacheDir(o.cacheDir), netplugin.WithDefaultNetwork(network))
+		netplugin.WithCacheDir(o.cacheDir), netplugin.WithDefaultNetwork(network),
+		netplugin.WithLoopback(netplugin.LoopbackMode(o.loopback)))
 	host := netplugin.HostFunc(env.netnsOf)
 	p, err := netplugin.SelectPlugin(plugins, netplugin.CNIPluginName, netplugin.InitConfig{Host: host})
 	if err != nil {
