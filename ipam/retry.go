@@ -74,6 +74,8 @@ func toCNI(op string, err error) error {
 	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrConflict),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return cni.Errorf(cni.CodeTryAgainLater, "%s: %v", op, err)
+	case errors.Is(err, ErrWrite):
+		return cni.Errorf(cni.CodeIOFailure, "%s: %v", op, err)
 	default:
 		return cni.Errorf(cni.CodeInternal, "%s: %v", op, err)
 	}

@@ -93,4 +93,8 @@ var (
 	// ErrCompacted means a watch asked for revisions the store no longer
 	// keeps; the watcher must List again and watch from there.
 	ErrCompacted = errors.New("revision compacted")
+	// ErrWrite means the store could not write what it had accepted (a
+	// commit failing on a full disk); the allocator reports it as CNI
+	// code 5 (I/O failure).
+	ErrWrite = errors.New("store write failed")
 )

@@ -21,7 +21,24 @@ type IPAM struct {
 
 // Open opens the store for req.
 func Open(ctx context.Context, req *Request) (*IPAM, error) {
-	st, err := openStore(ctx, &req.Config, true)
+	return openIPAM(ctx, req, oneOperation)
+}
+
+// OpenPipelined is Open for an ADD that has more to do with the
+// addresses than report them, as the podnet plugin does (veth, routes,
+// nftables). With a bbolt store the allocation returns once it is
+// applied, and its commit (two fsyncs) runs while the caller wires the
+// pod; nobody else can take the addresses meanwhile, since the file stays
+// locked until Close. The caller must not report the addresses before
+// Sync has succeeded, and must Close before anything else opens the
+// store in this process (undoing a failed ADD does). With etcd a write is
+// durable when it returns and Sync has nothing to wait for.
+func OpenPipelined(ctx context.Context, req *Request) (*IPAM, error) {
+	return openIPAM(ctx, req, oneOperationPipelined)
+}
+
+func openIPAM(ctx context.Context, req *Request, use storeUse) (*IPAM, error) {
+	st, err := openStore(ctx, &req.Config, use)
 	if err != nil {
 		return nil, storeError(err)
 	}
@@ -32,8 +49,16 @@ func Open(ctx context.Context, req *Request) (*IPAM, error) {
 	return &IPAM{req: req, store: st, alloc: ipam.New(st, cfg)}, nil
 }
 
-// Close releases the store.
-func (p *IPAM) Close() error { return p.store.Close() }
+// Close releases the store. It reports a pipelined commit that failed.
+func (p *IPAM) Close() error { return storeError(p.store.Close()) }
+
+// Sync waits until this IPAM's writes are durable; see OpenPipelined.
+func (p *IPAM) Sync(ctx context.Context) error {
+	if s, ok := p.store.(interface{ Sync(context.Context) error }); ok {
+		return storeError(s.Sync(ctx))
+	}
+	return nil
+}
 
 // storeError makes an unreachable store CNI code 11, so the runtime
 // retries instead of failing the pod for good.

@@ -15,21 +15,33 @@ import (
 // while (the CLI): the bbolt file is locked only for each transaction,
 // so plugins on the node take turns with it.
 func OpenStore(ctx context.Context, c *Config) (ipam.Store, error) {
-	return openStore(ctx, c, false)
+	return openStore(ctx, c, perTransaction)
 }
 
-// openStore opens the store; with oneOperation, for a plugin's single
+// storeUse is how long a process keeps the store, and what it waits for.
+type storeUse int
+
+const (
+	perTransaction storeUse = iota // the CLI, the agent
+	oneOperation                   // a plugin's one IPAM operation
+	// oneOperationPipelined: oneOperation whose writes return before
+	// they are durable (bbolt's AckApplied); the caller Syncs.
+	oneOperationPipelined
+)
+
+// openStore opens the store; for oneOperation, a plugin's single
 // IPAM operation, the bbolt file is locked and mapped once, from Open to
 // Close. An allocation reads the store several times before its one
 // write; opening the file for each read (lock, open, mmap, meta pages)
 // cost more than the reads, and more lock traffic for the other plugins
 // on the node, than holding the lock for the whole operation (about a
 // millisecond, most of it the commit's fsyncs).
-func openStore(ctx context.Context, c *Config, oneOperation bool) (ipam.Store, error) {
+func openStore(ctx context.Context, c *Config, use storeUse) (ipam.Store, error) {
 	kind, rest, ok := strings.Cut(c.Store, ":")
 	switch {
 	case ok && kind == "bolt" && rest != "":
-		return bolt.Open(ctx, bolt.Options{Path: rest, LockTimeout: 10 * time.Second, HoldOpen: oneOperation})
+		return bolt.Open(ctx, bolt.Options{Path: rest, LockTimeout: 10 * time.Second,
+			HoldOpen: use != perTransaction, AckApplied: use == oneOperationPipelined})
 	case ok && (kind == "etcd" || kind == "etcds") && strings.HasPrefix(rest, "//"):
 		var eps []string
 		for _, ep := range strings.Split(strings.TrimPrefix(rest, "//"), ",") {

@@ -61,6 +61,13 @@ func cmdAdd(args *skel.CmdArgs) (*cni.Result, error) {
 
 	var u undo
 	res, err := a.add(ipam, ns, int(fd.Fd()), &u)
+	// The allocation may still be on its way to disk while the pod is
+	// wired (in-process IPAM): the result goes out only once it is
+	// durable, and the undo, which may release it, runs only after the
+	// store is let go.
+	if ferr := ipam.Finish(); err == nil {
+		err = ferr
+	}
 	if err != nil {
 		return nil, withUndo(err, u.run())
 	}
@@ -83,8 +90,9 @@ type ipamOutcome struct {
 //
 // The veth pair (and in bridge mode the bridge port) depends on nothing
 // the IPAM returns, its names and MACs being derived from the container
-// ID and ifname. So it is made while the IPAM process runs, which is
-// most of ADD's time.
+// ID and ifname. So it is made while the IPAM allocates. The in-process
+// IPAM returns before its commit is on disk, and the rest is wired while
+// it syncs; cmdAdd waits for it (ipamClient.Finish).
 func (a *attachment) add(ipam ipamClient, ns *netns.NetNS, peerFd int, u *undo) (*cni.Result, error) {
 	ipamDone := make(chan ipamOutcome, 1)
 	go func() {

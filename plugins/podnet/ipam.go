@@ -9,12 +9,16 @@ import (
 	"github.com/podnet/podnet/cni/skel"
 )
 
-// ipamClient is the seam between the plugin and address management.
-// Today every IPAM is a plugin binary run with the same configuration
-// and environment (execIPAM); podnet-ipam will be called in process
-// behind the same interface.
+// ipamClient is the seam between the plugin and address management:
+// podnet-ipam called in process, or any other IPAM plugin run with the
+// same configuration and environment (execIPAM).
 type ipamClient interface {
+	// Add allocates. Its addresses may not be durable yet: see Finish.
 	Add() (*cni.Result, error)
+	// Finish ends an Add: it returns once the allocation is durable, or
+	// why it is not, and lets go of the store. ADD calls it, whatever
+	// happened, before it reports the result and before Del may undo it.
+	Finish() error
 	Del() error
 	Check() error
 	Status() error
@@ -59,6 +63,10 @@ func (e *execIPAM) Add() (*cni.Result, error) {
 	}
 	return res, nil
 }
+
+// Finish has nothing to wait for: the delegate's ADD was complete when
+// it exited.
+func (e *execIPAM) Finish() error { return nil }
 
 func (e *execIPAM) Del() error    { _, err := e.run("DEL"); return err }
 func (e *execIPAM) Check() error  { _, err := e.run("CHECK"); return err }

@@ -16,6 +16,9 @@ import (
 type inProcessIPAM struct {
 	req  *ipamcni.Request
 	args *skel.CmdArgs
+	// added is the store Add allocated in, held until Finish: its
+	// commit runs while ADD wires the pod (ipamcni.OpenPipelined).
+	added *ipamcni.IPAM
 }
 
 func newInProcessIPAM(c *conf, args *skel.CmdArgs) (ipamClient, error) {
@@ -65,12 +68,26 @@ func (p *inProcessIPAM) attachment() ipamcni.Attachment {
 }
 
 func (p *inProcessIPAM) Add() (*cni.Result, error) {
-	var res *cni.Result
-	err := p.with(func(ctx context.Context, ip *ipamcni.IPAM) (err error) {
-		res, err = ip.AddAttachment(ctx, p.attachment())
-		return err
-	})
-	return res, err
+	ctx := context.Background()
+	ip, err := ipamcni.OpenPipelined(ctx, p.req)
+	if err != nil {
+		return nil, err
+	}
+	p.added = ip
+	return ip.AddAttachment(ctx, p.attachment())
+}
+
+func (p *inProcessIPAM) Finish() error {
+	if p.added == nil {
+		return nil
+	}
+	ip := p.added
+	p.added = nil
+	err := ip.Sync(context.Background())
+	if cerr := ip.Close(); err == nil {
+		err = cerr // Close repeats a failed commit; one report is enough
+	}
+	return err
 }
 
 // Del releases the addresses and the endpoint, unless a newer sandbox of

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipam/store/bolt"
 )
@@ -52,6 +53,58 @@ func TestInProcessPodnetIPAM(t *testing.T) {
 			if err != nil || !rep.Clean() {
 				t.Errorf("store after DEL: %+v %v", rep, err)
 			}
+		})
+	}
+}
+
+// TestInProcessCommitFails: the allocation is acknowledged before its
+// commit, which then fails. On a new store that shows during the IPAM's
+// own work (its next read waits for the commit); on a store in use, only
+// when ADD waits for the commit before printing the result, with the pod
+// wired meanwhile. Either way ADD must report the failure, not the
+// address, and leave nothing behind: no link, route, nftables element or
+// allocation.
+func TestInProcessCommitFails(t *testing.T) {
+	for _, warm := range []bool{false, true} {
+		t.Run(map[bool]string{false: "new-store", true: "store-in-use"}[warm], func(t *testing.T) {
+			e := newEnv(t, true)
+			db := filepath.Join(t.TempDir(), "ipam.db")
+			conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"pnipam","type":"podnet","ipMasq":true,
+				"ipam":{"type":"podnet-ipam","store":"bolt:%s","node":"node1","pools":[{"name":"p4","cidr":"10.107.0.0/16"}]}}`, db)
+			if warm {
+				other := e.newPod("commit-warm")
+				e.add(conf, other)
+				e.del(conf, other)
+			}
+			p := e.newPod("commit-fails")
+			out, err := e.run("ADD", conf, p, "PODNET_FAULT_COMMIT=no space left on device")
+			if !cni.IsCode(err, cni.CodeIOFailure) || !strings.Contains(err.Error(), "no space left on device") {
+				t.Fatalf("ADD whose commit failed: code %d: %v (output %s)", cni.CodeOf(err), err, out)
+			}
+			// In use, the allocation itself succeeded: the failure is the
+			// one ADD's final wait reports.
+			if fromWait := strings.Contains(err.Error(), "podnet-ipam: bolt store"); fromWait != warm {
+				t.Errorf("failure reported by the final wait: %v, want %v: %v", fromWait, warm, err)
+			}
+			e.requireClean()
+			st, err := bolt.Open(context.Background(), bolt.Options{Path: db})
+			if err != nil {
+				t.Fatal(err)
+			}
+			kvs, _, err := st.List(context.Background(), "")
+			st.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, kv := range kvs {
+				if strings.Contains(string(kv.Value), "commit-fails") {
+					t.Errorf("the failed ADD left %s: %s", kv.Key, kv.Value)
+				}
+			}
+			// Without the fault the same pod comes up, and goes.
+			e.add(conf, p)
+			e.del(conf, p)
+			e.requireClean()
 		})
 	}
 }

@@ -32,6 +32,16 @@ type Options struct {
 	PollInterval time.Duration
 	// NoSync skips fsync. It loses data on power failure: tests only.
 	NoSync bool
+	// AckApplied (with HoldOpen) lets Txn return as soon as its compares
+	// have held and its writes are in bbolt's open transaction, before
+	// bbolt writes and fsyncs them; Sync and Close wait for that and
+	// report a failure. For a process that holds the file for one
+	// operation and reports success only after Sync: a plugin's ADD wires
+	// the pod with its address while the commit's two fsyncs run. Nobody
+	// else can see or take the address meanwhile (the file stays locked),
+	// reads wait for pending commits (they see the process's own writes),
+	// and after a failed commit every call fails with its error.
+	AckApplied bool
 }
 
 // Store is an ipam.Store over one bbolt file.
@@ -48,8 +58,11 @@ type Store struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced after each local commit
 	closed  bool
-	done    chan struct{}
-	wg      sync.WaitGroup
+	// commitErr is the failure of a commit whose Txns were acknowledged
+	// before it (AckApplied); it fails every later call.
+	commitErr error
+	done      chan struct{}
+	wg        sync.WaitGroup
 }
 
 var _ ipam.Store = (*Store)(nil)
@@ -75,6 +88,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = 100 * time.Millisecond
+	}
+	if opts.AckApplied && !opts.HoldOpen {
+		return nil, errors.New("bolt store: AckApplied needs HoldOpen")
 	}
 	s := &Store{opts: opts, changed: make(chan struct{}), done: make(chan struct{})}
 	if opts.HoldOpen {
@@ -173,6 +189,9 @@ func (s *Store) checkOpen(ctx context.Context) error {
 
 // Get implements ipam.Store.
 func (s *Store) Get(ctx context.Context, key string) (ipam.KV, error) {
+	if err := s.syncBeforeRead(ctx); err != nil {
+		return ipam.KV{}, err
+	}
 	var kv ipam.KV
 	found := false
 	err := s.withDB(ctx, func(db *bolt.DB) error {
@@ -194,6 +213,9 @@ func (s *Store) Get(ctx context.Context, key string) (ipam.KV, error) {
 
 // List implements ipam.Store.
 func (s *Store) List(ctx context.Context, prefix string) ([]ipam.KV, int64, error) {
+	if err := s.syncBeforeRead(ctx); err != nil {
+		return nil, 0, err
+	}
 	var out []ipam.KV
 	var rev int64
 	err := s.withDB(ctx, func(db *bolt.DB) error {
@@ -291,5 +313,5 @@ func (s *Store) Close() error {
 	}
 	err := s.db.Close()
 	s.lock.unlock()
-	return err
+	return errors.Join(s.failed(), err)
 }

@@ -100,3 +100,78 @@ func TestAllocatorSuite(t *testing.T) {
 		ipamtest.Run(t, func(t *testing.T) ipam.Store { return newStore(t, Options{HoldOpen: true, NoSync: true}) }, ipamtest.Options{})
 	})
 }
+
+// The store contracts hold with early acknowledgement: reads wait for
+// pending commits, so every read sees the writes acknowledged before it.
+func TestStoreAckApplied(t *testing.T) {
+	opts := Options{HoldOpen: true, AckApplied: true, NoSync: true}
+	storetest.Run(t, func(t *testing.T) ipam.Store { return newStore(t, opts) })
+	ipamtest.Run(t, func(t *testing.T) ipam.Store { return newStore(t, opts) }, ipamtest.Options{})
+}
+
+func TestAckAppliedNeedsHoldOpen(t *testing.T) {
+	_, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "db"), AckApplied: true})
+	if err == nil {
+		t.Fatal("AckApplied without HoldOpen was accepted")
+	}
+}
+
+// An acknowledged write is on disk after Sync: another store on the file
+// sees it once this one lets go.
+func TestAckAppliedSyncIsDurable(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ipam.db")
+	s, err := Open(ctx, Options{Path: path, HoldOpen: true, AckApplied: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Txn(ctx, nil, []ipam.Op{ipam.Put("k", []byte("v"))}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	other := newStore(t, Options{Path: path})
+	if kv, err := other.Get(ctx, "k"); err != nil || string(kv.Value) != "v" {
+		t.Fatalf("after Sync and Close: %v %v", kv, err)
+	}
+}
+
+// A commit that fails after its Txn was acknowledged: Sync, every later
+// call and Close report it, and nothing of it reached the file.
+func TestAckAppliedCommitFailure(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ipam.db")
+	s, err := Open(ctx, Options{Path: path, HoldOpen: true, AckApplied: true, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	diskFull := errors.New("no space left on device")
+	failAfterAck = func() error { return diskFull }
+	defer func() { failAfterAck = nil }()
+	if _, err := s.Txn(ctx, nil, []ipam.Op{ipam.Put("k", []byte("v"))}); err != nil {
+		t.Fatalf("Txn is acknowledged before its commit: %v", err)
+	}
+	if err := s.Sync(ctx); !errors.Is(err, diskFull) {
+		t.Fatalf("Sync: %v, want the commit's failure", err)
+	}
+	failAfterAck = nil
+	if _, err := s.Get(ctx, "k"); !errors.Is(err, diskFull) {
+		t.Errorf("Get after the failure: %v", err)
+	}
+	if _, err := s.Txn(ctx, nil, []ipam.Op{ipam.Put("k2", []byte("v"))}); !errors.Is(err, diskFull) {
+		t.Errorf("Txn after the failure: %v", err)
+	}
+	if err := s.Close(); !errors.Is(err, diskFull) {
+		t.Errorf("Close: %v", err)
+	}
+	other := newStore(t, Options{Path: path})
+	for _, k := range []string{"k", "k2"} {
+		if _, err := other.Get(ctx, k); !errors.Is(err, ipam.ErrNotFound) {
+			t.Errorf("%s after the failed commit: %v", k, err)
+		}
+	}
+}
