@@ -20,6 +20,11 @@
 //     whatever queued while one commit was syncing goes into the next bbolt
 //     transaction, each request with its own compares, so a burst costs one
 //     fsync instead of one each.
+//   - HoldOpen with AckApplied (the podnet plugin's ADD): a Txn returns
+//     once applied in the open bbolt transaction, before its commit; Sync
+//     (or Close) waits for the commit and reports a failure, which fails
+//     every later call too. Reads wait for pending commits. The caller
+//     overlaps the fsyncs with other work and reports nothing before Sync.
 //
 // Revisions: one counter stored in the file, incremented by each Txn that
 // has ops; every key stores its mod and create revision before its value.
