@@ -1,7 +1,6 @@
 package etcdgw
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -9,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -34,8 +31,8 @@ type Options struct {
 
 // Store is an ipam.Store over the v3 gateway.
 type Store struct {
-	endpoints []string // base URLs
-	client    *http.Client
+	endpoints []endpoint
+	client    *httpClient
 	current   atomic.Int32 // index of the endpoint that last answered
 	user      string
 	password  string
@@ -55,28 +52,31 @@ func New(opts Options) (*Store, error) {
 	if dial <= 0 {
 		dial = 5 * time.Second
 	}
-	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: dial, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: 4,
-		IdleConnTimeout:     90 * time.Second,
-	}
+	client := &httpClient{dialTimeout: dial}
 	scheme := "http://"
 	if opts.CertFile != "" || opts.KeyFile != "" || opts.CAFile != "" {
 		tc, err := tlsConfig(opts)
 		if err != nil {
 			return nil, err
 		}
-		tr.TLSClientConfig = tc
+		client.tlsConfig = tc
 		scheme = "https://"
 	}
-	s := &Store{client: &http.Client{Transport: tr}, user: opts.Username, password: opts.Password}
-	for _, ep := range opts.Endpoints {
-		ep = strings.TrimRight(strings.TrimSpace(ep), "/")
-		if ep == "" {
+	s := &Store{client: client, user: opts.Username, password: opts.Password}
+	for _, raw := range opts.Endpoints {
+		raw = strings.TrimRight(strings.TrimSpace(raw), "/")
+		if raw == "" {
 			continue
 		}
-		if !strings.Contains(ep, "://") {
-			ep = scheme + ep
+		if !strings.Contains(raw, "://") {
+			raw = scheme + raw
+		}
+		ep, err := parseEndpoint(raw)
+		if err != nil {
+			return nil, err
+		}
+		if ep.tls && client.tlsConfig == nil {
+			client.tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
 		s.endpoints = append(s.endpoints, ep)
 	}
@@ -114,7 +114,7 @@ func tlsConfig(opts Options) (*tls.Config, error) {
 
 // Close implements ipam.Store.
 func (s *Store) Close() error {
-	s.client.CloseIdleConnections()
+	s.client.closeIdle()
 	return nil
 }
 
@@ -250,16 +250,16 @@ func (s *Store) call(ctx context.Context, path string, req, out any) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	defer resp.body.Close()
+	data, err := io.ReadAll(resp.body)
 	if err != nil {
 		return unavailable(ctx, err)
 	}
-	return decodeAnswer(ctx, resp.StatusCode, data, out)
+	return decodeAnswer(ctx, resp.status, data, out)
 }
 
 func decodeAnswer(ctx context.Context, status int, data []byte, out any) error {
-	if status != http.StatusOK {
+	if status != 200 {
 		var ge gatewayError
 		_ = json.Unmarshal(data, &ge)
 		msg := ge.Message
@@ -267,7 +267,7 @@ func decodeAnswer(ctx context.Context, status int, data []byte, out any) error {
 			msg = strings.TrimSpace(string(data))
 		}
 		err := fmt.Errorf("etcd: HTTP %d: %s", status, msg)
-		if transientCode(ge.Code) || status == http.StatusServiceUnavailable || strings.Contains(msg, "no leader") {
+		if transientCode(ge.Code) || status == 503 || strings.Contains(msg, "no leader") {
 			return unavailable(ctx, err)
 		}
 		return err
@@ -280,29 +280,26 @@ func decodeAnswer(ctx context.Context, status int, data []byte, out any) error {
 
 // post sends body to the current endpoint, moving on to the next one while
 // they cannot be dialled.
-func (s *Store) post(ctx context.Context, path string, body []byte, stream bool) (*http.Response, error) {
+func (s *Store) post(ctx context.Context, path string, body []byte, stream bool) (*response, error) {
 	start := int(s.current.Load())
 	var lastErr error
 	for i := range s.endpoints {
 		idx := (start + i) % len(s.endpoints)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.endpoints[idx]+path, bytes.NewReader(body))
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		if tok, err := s.authToken(ctx, s.endpoints[idx]); err != nil {
+		ep := s.endpoints[idx]
+		var headers [][2]string
+		if tok, err := s.authToken(ctx, ep); err != nil {
 			return nil, err
 		} else if tok != "" {
-			req.Header.Set("Authorization", tok)
+			headers = append(headers, [2]string{"Authorization", tok})
 		}
-		resp, err := s.client.Do(req)
+		resp, err := s.client.post(ctx, ep, path, headers, body, stream)
 		if err == nil {
 			s.current.Store(int32(idx))
 			return resp, nil
 		}
-		lastErr = err
-		var op *net.OpError
-		if ctx.Err() != nil || !errors.As(err, &op) || op.Op != "dial" {
+		lastErr = fmt.Errorf("%s: %w", ep.base, err)
+		var de *dialError
+		if ctx.Err() != nil || !errors.As(err, &de) {
 			break // the request may have reached the member: do not resend
 		}
 	}
@@ -310,7 +307,7 @@ func (s *Store) post(ctx context.Context, path string, body []byte, stream bool)
 }
 
 // authToken logs in once when a user is configured.
-func (s *Store) authToken(ctx context.Context, endpoint string) (string, error) {
+func (s *Store) authToken(ctx context.Context, ep endpoint) (string, error) {
 	if s.user == "" {
 		return "", nil
 	}
@@ -320,20 +317,16 @@ func (s *Store) authToken(ctx context.Context, endpoint string) (string, error) 
 		return s.token, nil
 	}
 	body, _ := json.Marshal(map[string]string{"name": s.user, "password": s.password})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint+"/v3/auth/authenticate", bytes.NewReader(body))
-	if err != nil {
-		return "", err
-	}
-	resp, err := s.client.Do(req)
+	resp, err := s.client.post(ctx, ep, "/v3/auth/authenticate", nil, body, false)
 	if err != nil {
 		return "", unavailable(ctx, err)
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
+	defer resp.body.Close()
+	data, _ := io.ReadAll(resp.body)
 	var r struct {
 		Token string `json:"token"`
 	}
-	if err := decodeAnswer(ctx, resp.StatusCode, data, &r); err != nil {
+	if err := decodeAnswer(ctx, resp.status, data, &r); err != nil {
 		return "", fmt.Errorf("etcd authenticate %q: %w", s.user, err)
 	}
 	s.token = r.Token
@@ -361,16 +354,16 @@ func (s *Store) Watch(ctx context.Context, prefix string, fromRev int64) (<-chan
 	if err != nil {
 		return nil, fmt.Errorf("etcd watch %s: %w", prefix, err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		data, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return nil, fmt.Errorf("etcd watch %s: %w", prefix, decodeAnswer(ctx, resp.StatusCode, data, nil))
+	if resp.status != 200 {
+		data, _ := io.ReadAll(resp.body)
+		resp.body.Close()
+		return nil, fmt.Errorf("etcd watch %s: %w", prefix, decodeAnswer(ctx, resp.status, data, nil))
 	}
 	out := make(chan ipam.WatchResponse, 16)
 	go func() {
 		defer close(out)
-		defer resp.Body.Close()
-		dec := json.NewDecoder(resp.Body)
+		defer resp.body.Close()
+		dec := json.NewDecoder(resp.body)
 		send := func(r ipam.WatchResponse) bool {
 			select {
 			case out <- r:

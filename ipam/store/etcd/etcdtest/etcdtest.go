@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -27,8 +28,24 @@ type member struct {
 	e   *embed.Etcd // nil while stopped
 }
 
+// Option changes how Start configures the members.
+type Option func(*embed.Config)
+
+// WithClientTLS serves clients over TLS with this certificate and key,
+// requiring client certificates signed by the CA in caFile.
+func WithClientTLS(certFile, keyFile, caFile string) Option {
+	return func(cfg *embed.Config) {
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: certFile, KeyFile: keyFile, TrustedCAFile: caFile, ClientCertAuth: true}
+		for _, urls := range [][]url.URL{cfg.ListenClientUrls, cfg.AdvertiseClientUrls} {
+			for i := range urls {
+				urls[i].Scheme = "https"
+			}
+		}
+	}
+}
+
 // Start starts an n-member cluster and waits until every member is ready.
-func Start(t testing.TB, n int) *Cluster {
+func Start(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
 	dir := t.TempDir()
 	c := &Cluster{t: t}
@@ -49,6 +66,9 @@ func Start(t testing.TB, n int) *Cluster {
 		// Shorter than the defaults (100/1000) so that fault tests elect
 		// quickly, long enough not to flap on a loaded CI machine.
 		cfg.TickMs, cfg.ElectionMs = 50, 1000
+		for _, o := range opts {
+			o(cfg)
+		}
 		initial = append(initial, cfg.Name+"="+peer.String())
 		c.members = append(c.members, &member{cfg: cfg})
 	}
