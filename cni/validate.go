@@ -2,7 +2,6 @@ package cni
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"unicode"
 )
@@ -12,15 +11,31 @@ import (
 // called with them). The errors describe the value; callers say where it
 // came from.
 
-// identifierPattern is the spec's rule for network names and container IDs.
-var identifierPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`)
+// isIdentifier is the spec's rule for network names and container IDs,
+// ^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$, by hand: regexp would be linked into
+// every plugin and compiled at each exec.
+func isIdentifier(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // MaxIfNameLen is the kernel's limit on interface names (IFNAMSIZ - 1).
 const MaxIfNameLen = 15
 
 // ValidateNetworkName checks a network name.
 func ValidateNetworkName(name string) error {
-	if !identifierPattern.MatchString(name) {
+	if !isIdentifier(name) {
 		return fmt.Errorf("%q is not a valid network name (letters, digits, '_', '.', '-'; not starting with a punctuation mark)", name)
 	}
 	return nil
@@ -31,7 +46,7 @@ func ValidateContainerID(id string) error {
 	if id == "" {
 		return fmt.Errorf("container ID is empty")
 	}
-	if !identifierPattern.MatchString(id) {
+	if !isIdentifier(id) {
 		return fmt.Errorf("container ID %q is invalid: letters, digits, '_', '.' and '-', starting with a letter or digit", id)
 	}
 	return nil
