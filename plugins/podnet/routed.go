@@ -19,7 +19,13 @@ func (a *attachment) createRoutedLink(peerFd int, u *undo) (int, error) {
 		// neighbours on it.
 		u.push("veth "+a.hostName, func() error { return dataplane.DeleteLink(a.hh, a.hostName) })
 	}
-	return idx, err
+	if err != nil {
+		return idx, err
+	}
+	// The IPv4 settings now, while the IPAM allocates, rather than after
+	// it: whether the pod gets an IPv4 address is not known yet, but on a
+	// link without one they change nothing, and they go with the link.
+	return idx, dataplane.WriteSysctls(dataplane.RoutedHostSysctls(a.hostName, true, false))
 }
 
 // addRoutedHost is the rest of routed mode's host half, once the
@@ -27,7 +33,7 @@ func (a *attachment) createRoutedLink(peerFd int, u *undo) (int, error) {
 // and per address a host route and a permanent neighbour entry. It
 // returns what the pod's side needs.
 func (a *attachment) addRoutedHost(idx int, ips []podIP, v4, v6 bool) (hostSide, error) {
-	sysctls := dataplane.RoutedHostSysctls(a.hostName, v4, v6)
+	sysctls := dataplane.RoutedHostSysctls(a.hostName, false, v6) // IPv4's: createRoutedLink
 	if v6 {
 		sysctls = append(sysctls, dataplane.IPv6ForwardingSysctl)
 	}
