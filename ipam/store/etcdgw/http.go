@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The gateway is spoken to with a small HTTP/1.1 client of this package's
@@ -75,7 +77,9 @@ type httpClient struct {
 
 type httpConn struct {
 	net.Conn
-	br *bufio.Reader
+	raw net.Conn // the TCP connection under TLS, or Conn itself
+	tls bool
+	br  *bufio.Reader
 }
 
 // response is a status and a body. Closing the body after reading it to
@@ -85,16 +89,54 @@ type response struct {
 	body   io.ReadCloser
 }
 
+// get returns an idle connection to ep that the member has not closed,
+// or nil.
 func (c *httpClient) get(ep endpoint) *httpConn {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	list := c.idle[ep.hostPort]
-	if len(list) == 0 {
-		return nil
+	for {
+		c.mu.Lock()
+		list := c.idle[ep.hostPort]
+		if len(list) == 0 {
+			c.mu.Unlock()
+			return nil
+		}
+		hc := list[len(list)-1]
+		c.idle[ep.hostPort] = list[:len(list)-1]
+		c.mu.Unlock()
+		if hc.alive() {
+			return hc
+		}
+		hc.Close()
 	}
-	hc := list[len(list)-1]
-	c.idle[ep.hostPort] = list[:len(list)-1]
-	return hc
+}
+
+// alive looks, without waiting, whether the member has closed an idle
+// connection. Bytes waiting on a plain connection are as bad (nothing was
+// asked); on a TLS one they may be a session ticket, for crypto/tls.
+func (hc *httpConn) alive() bool {
+	if hc.br.Buffered() > 0 {
+		return false
+	}
+	sc, ok := hc.raw.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	alive := false
+	err = rc.Read(func(fd uintptr) bool {
+		var b [1]byte
+		n, _, rerr := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		switch {
+		case errors.Is(rerr, unix.EAGAIN):
+			alive = true // open, nothing to read
+		case rerr == nil && n > 0:
+			alive = hc.tls
+		}
+		return true // never wait
+	})
+	return err == nil && alive
 }
 
 func (c *httpClient) put(ep endpoint, hc *httpConn) {
@@ -128,7 +170,7 @@ func (c *httpClient) dial(ctx context.Context, ep endpoint) (*httpConn, error) {
 		return nil, &dialError{err}
 	}
 	if !ep.tls {
-		return &httpConn{Conn: raw, br: bufio.NewReader(raw)}, nil
+		return &httpConn{Conn: raw, raw: raw, br: bufio.NewReader(raw)}, nil
 	}
 	cfg := c.tlsConfig.Clone()
 	if cfg.ServerName == "" {
@@ -139,7 +181,7 @@ func (c *httpClient) dial(ctx context.Context, ep endpoint) (*httpConn, error) {
 		raw.Close()
 		return nil, fmt.Errorf("TLS handshake with %s: %w", ep.hostPort, err)
 	}
-	return &httpConn{Conn: tc, br: bufio.NewReader(tc)}, nil
+	return &httpConn{Conn: tc, raw: raw, tls: true, br: bufio.NewReader(tc)}, nil
 }
 
 // post sends one request. A stream's body stays tied to ctx: cancelling
@@ -155,9 +197,11 @@ func (c *httpClient) post(ctx context.Context, ep endpoint, path string, headers
 	req.Write(body)
 	msg := req.String()
 
-	// An idle connection the member has closed meanwhile fails on the
-	// write, or on the read with nothing received: then, and only then,
-	// the request goes again on a new connection.
+	// An idle connection the member closed is dropped before use (get);
+	// one that fails on the write anyway cannot have delivered the
+	// request, which then goes again on a new connection. A failure after
+	// the write is the caller's: the member may have run the request, and
+	// a POST is not sent twice (as net/http does not either).
 	for {
 		hc, reused := c.get(ep), true
 		if hc == nil {
@@ -180,8 +224,8 @@ func (c *httpClient) post(ctx context.Context, ep endpoint, path string, headers
 	}
 }
 
-// staleConnError is a reused connection that turned out dead before the
-// member could have seen the request.
+// staleConnError is a connection that failed while the request was
+// being written: the member cannot have run it.
 type staleConnError struct{ err error }
 
 func (e *staleConnError) Error() string { return e.err.Error() }
@@ -199,9 +243,6 @@ func (c *httpClient) roundTrip(ctx context.Context, ep endpoint, hc *httpConn, m
 	status, length, chunked, keep, err := readHead(hc.br)
 	if err != nil {
 		stop()
-		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
-			return nil, &staleConnError{err}
-		}
 		return nil, err
 	}
 	b := &body{c: c, ep: ep, hc: hc, keep: keep, stop: stop}

@@ -48,8 +48,9 @@ func TestChunkedReader(t *testing.T) {
 }
 
 // serve answers each connection's requests with body, closing the
-// connection after perConn answers; it counts connections.
-func serve(t *testing.T, perConn int, body string) (endpoint, *atomic.Int32) {
+// connection after perConn answers, saying so in the last answer when
+// announce is set; it counts connections.
+func serve(t *testing.T, perConn int, announce bool, body string) (endpoint, *atomic.Int32) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -67,7 +68,7 @@ func serve(t *testing.T, perConn int, body string) (endpoint, *atomic.Int32) {
 			go func() {
 				defer c.Close()
 				br := bufio.NewReader(c)
-				for range perConn {
+				for i := range perConn {
 					n := 0
 					for {
 						line, err := br.ReadString('\n')
@@ -84,7 +85,11 @@ func serve(t *testing.T, perConn int, body string) (endpoint, *atomic.Int32) {
 					if _, err := io.CopyN(io.Discard, br, int64(n)); err != nil {
 						return
 					}
-					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+					closing := ""
+					if announce && i == perConn-1 {
+						closing = "Connection: close\r\n"
+					}
+					io.WriteString(c, "HTTP/1.1 200 OK\r\n"+closing+"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
 				}
 			}()
 		}
@@ -112,19 +117,25 @@ func post(t *testing.T, c *httpClient, ep endpoint) string {
 	return string(b)
 }
 
-// A connection is kept and reused; one the server has closed is replaced
-// without an error.
+// A connection is kept and reused; one the server announced it closes,
+// or closed while it was idle, is replaced without an error.
 func TestConnectionReuse(t *testing.T) {
-	c := &httpClient{dialTimeout: time.Second}
-	defer c.closeIdle()
-	ep, conns := serve(t, 3, `{"ok":true}`)
-	for i := range 7 {
-		if got := post(t, c, ep); got != `{"ok":true}` {
-			t.Fatalf("answer %d: %q", i, got)
+	for _, announce := range []bool{true, false} {
+		c := &httpClient{dialTimeout: time.Second}
+		ep, conns := serve(t, 3, announce, `{"ok":true}`)
+		for i := range 7 {
+			if !announce && i%3 == 0 && i > 0 {
+				// Time for the server's close to arrive.
+				time.Sleep(50 * time.Millisecond)
+			}
+			if got := post(t, c, ep); got != `{"ok":true}` {
+				t.Fatalf("announce=%v: answer %d: %q", announce, i, got)
+			}
 		}
-	}
-	if n := conns.Load(); n != 3 {
-		t.Errorf("%d connections for 7 requests at 3 per connection, want 3", n)
+		if n := conns.Load(); n != 3 {
+			t.Errorf("announce=%v: %d connections for 7 requests at 3 per connection, want 3", announce, n)
+		}
+		c.closeIdle()
 	}
 }
 
