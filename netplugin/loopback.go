@@ -2,11 +2,9 @@ package netplugin
 
 import (
 	"fmt"
-	"net"
-
-	"github.com/vishvananda/netlink"
 
 	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/internal/loif"
 	"github.com/podnet/podnet/netns"
 )
 
@@ -42,20 +40,7 @@ func WithLoopback(m LoopbackMode) ProbeOption { return func(c *probeConfig) { c.
 // loopbackUp sets lo up inside the namespace at netnsPath: what the
 // loopback plugin's ADD does, without its exec.
 func loopbackUp(netnsPath string) error {
-	err := netns.Do(netnsPath, func() error {
-		lo, err := netlink.LinkByName(loopbackIfName)
-		if err != nil {
-			return fmt.Errorf("find %s: %w", loopbackIfName, err)
-		}
-		if lo.Attrs().Flags&net.FlagUp != 0 {
-			return nil
-		}
-		if err := netlink.LinkSetUp(lo); err != nil {
-			return fmt.Errorf("set %s up: %w", loopbackIfName, err)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := netns.Do(netnsPath, func() error { return loif.SetUp(true) }); err != nil {
 		return cni.Errorf(cni.CodeUnknownContainer, "loopback in %s: %v", netnsPath, err)
 	}
 	return nil

@@ -4,17 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/netip"
-
-	"github.com/vishvananda/netlink"
 
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/cni/skel"
+	"github.com/podnet/podnet/internal/loif"
 	"github.com/podnet/podnet/netns"
 )
 
-const loName = "lo"
+const loName = loif.Name
 
 func plugin() *skel.Plugin {
 	return &skel.Plugin{
@@ -29,14 +27,11 @@ func plugin() *skel.Plugin {
 func cmdAdd(args *skel.CmdArgs) (*cni.Result, error) {
 	var addrs []netip.Prefix
 	err := inNetNS(args.Netns, func() error {
-		lo, err := netlink.LinkByName(loName)
-		if err != nil {
-			return fmt.Errorf("find %s: %w", loName, err)
+		if err := loif.SetUp(true); err != nil {
+			return err
 		}
-		if err := netlink.LinkSetUp(lo); err != nil {
-			return fmt.Errorf("set %s up: %w", loName, err)
-		}
-		addrs, err = loopbackAddrs(lo)
+		var err error
+		addrs, err = loopbackAddrs()
 		return err
 	})
 	if err != nil {
@@ -70,37 +65,17 @@ func result(sandbox string, addrs []netip.Prefix) *cni.Result {
 
 // loopbackAddrs lists lo's addresses, v4 first, and refuses a lo that
 // carries a non-loopback address: something else has been configuring it.
-func loopbackAddrs(lo netlink.Link) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, family := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		list, err := netlink.AddrList(lo, family)
-		if err != nil {
-			return nil, fmt.Errorf("list addresses of %s: %w", loName, err)
-		}
-		for _, a := range list {
-			p, ok := prefixOf(a.IPNet)
-			if !ok {
-				continue
-			}
-			if !p.Addr().IsLoopback() {
-				return nil, fmt.Errorf("%s has a non-loopback address %s", loName, p)
-			}
-			out = append(out, p)
+func loopbackAddrs() ([]netip.Prefix, error) {
+	addrs, err := loif.Addrs()
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range addrs {
+		if !p.Addr().IsLoopback() {
+			return nil, fmt.Errorf("%s has a non-loopback address %s", loName, p)
 		}
 	}
-	return out, nil
-}
-
-func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
-	if n == nil {
-		return netip.Prefix{}, false
-	}
-	a, ok := netip.AddrFromSlice(n.IP)
-	if !ok {
-		return netip.Prefix{}, false
-	}
-	ones, _ := n.Mask.Size()
-	return netip.PrefixFrom(a.Unmap(), ones), true
+	return addrs, nil
 }
 
 func cmdDel(args *skel.CmdArgs) error {
@@ -116,25 +91,16 @@ func cmdDel(args *skel.CmdArgs) error {
 		return err
 	}
 	defer ns.Close()
-	return ns.Do(func() error {
-		lo, err := netlink.LinkByName(loName)
-		if err != nil {
-			return fmt.Errorf("find %s: %w", loName, err)
-		}
-		if err := netlink.LinkSetDown(lo); err != nil {
-			return fmt.Errorf("set %s down: %w", loName, err)
-		}
-		return nil
-	})
+	return ns.Do(func() error { return loif.SetUp(false) })
 }
 
 func cmdCheck(args *skel.CmdArgs) error {
 	return inNetNS(args.Netns, func() error {
-		lo, err := netlink.LinkByName(loName)
+		up, err := loif.IsUp()
 		if err != nil {
-			return fmt.Errorf("find %s: %w", loName, err)
+			return err
 		}
-		if lo.Attrs().Flags&net.FlagUp == 0 {
+		if !up {
 			return fmt.Errorf("%s in %s is down", loName, args.Netns)
 		}
 		return nil
