@@ -87,24 +87,66 @@ func TestInProcessCommitFails(t *testing.T) {
 				t.Errorf("failure reported by the final wait: %v, want %v: %v", fromWait, warm, err)
 			}
 			e.requireClean()
-			st, err := bolt.Open(context.Background(), bolt.Options{Path: db})
-			if err != nil {
-				t.Fatal(err)
-			}
-			kvs, _, err := st.List(context.Background(), "")
-			st.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, kv := range kvs {
-				if strings.Contains(string(kv.Value), "commit-fails") {
-					t.Errorf("the failed ADD left %s: %s", kv.Key, kv.Value)
-				}
-			}
+			boltClean(t, db)
 			// Without the fault the same pod comes up, and goes.
 			e.add(conf, p)
 			e.del(conf, p)
 			e.requireClean()
+		})
+	}
+}
+
+// boltClean checks the bbolt IPAM store at db: no allocation, handle or
+// endpoint of any pod is left, and the store is consistent.
+func boltClean(t *testing.T, db string) {
+	t.Helper()
+	st, err := bolt.Open(context.Background(), bolt.Options{Path: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rep, err := ipam.New(st, ipam.Config{}).Check(context.Background(), ipam.CheckOptions{Live: func(_, h string) bool { return strings.Contains(h, ".gateway.") }})
+	if err != nil || !rep.Clean() {
+		t.Fatalf("store: %+v %v", rep, err)
+	}
+	kvs, _, err := st.List(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range kvs {
+		if strings.Contains(kv.Key, "handles/") || strings.Contains(kv.Key, "endpoints/") {
+			t.Errorf("left in the store: %s", kv.Key)
+		}
+	}
+}
+
+// TestInProcessKilledDuringAdd kills the plugin at each step of ADD with
+// the in-process IPAM, whose commit may be under way at the later steps
+// (it syncs while the pod is wired). The bbolt file must stay usable, and
+// the runtime's DEL, or a retried ADD and its DEL, must leave nothing.
+func TestInProcessKilledDuringAdd(t *testing.T) {
+	for _, step := range addSteps {
+		t.Run(step, func(t *testing.T) {
+			e := newEnv(t, true)
+			db := filepath.Join(t.TempDir(), "ipam.db")
+			conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"pnipam","type":"podnet","ipMasq":true,
+				"ipam":{"type":"podnet-ipam","store":"bolt:%s","node":"node1","pools":[{"name":"p4","cidr":"10.107.0.0/16"}]}}`, db)
+			warm := e.newPod("warm")
+			e.add(conf, warm) // the store exists: the ADD below commits once
+			p := e.newPod("killed")
+			if _, err := e.run("ADD", conf, p, "PODNET_FAULT_AT="+step); err == nil {
+				t.Fatal("ADD survived its kill")
+			}
+			e.del(conf, p)
+			q := e.newPod("killed-retried")
+			if _, err := e.run("ADD", conf, q, "PODNET_FAULT_AT="+step); err == nil {
+				t.Fatal("ADD survived its kill")
+			}
+			e.add(conf, q)
+			e.del(conf, q)
+			e.del(conf, warm)
+			e.requireClean()
+			boltClean(t, db)
 		})
 	}
 }
