@@ -542,6 +542,10 @@ func TestInProcessLoopback(t *testing.T) {
 		t.Errorf("calls %q", got)
 	}
 	assertNoCache(t, e.cacheDir)
+	// GC looks for no loopback binary either.
+	if err := p.GC(ctx, nil); err != nil {
+		t.Errorf("GC: %v", err)
+	}
 
 	// A namespace that is not one: the loopback half fails, and the
 	// default network's attachment is removed again.
