@@ -247,6 +247,8 @@ func (c *httpClient) roundTrip(ctx context.Context, ep endpoint, hc *httpConn, m
 	}
 	b := &body{c: c, ep: ep, hc: hc, keep: keep, stop: stop}
 	switch {
+	case status == 204 || status == 304:
+		b.r = io.LimitReader(hc.br, 0) // no body, whatever the headers say
 	case chunked:
 		b.r = &chunkedReader{br: hc.br}
 	case length >= 0:
