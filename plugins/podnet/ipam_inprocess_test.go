@@ -43,16 +43,7 @@ func TestInProcessPodnetIPAM(t *testing.T) {
 			e.del(conf, b)
 			e.del(conf, a)
 			e.requireClean()
-
-			st, err := bolt.Open(context.Background(), bolt.Options{Path: db})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			rep, err := ipam.New(st, ipam.Config{}).Check(context.Background(), ipam.CheckOptions{Live: func(_, h string) bool { return strings.Contains(h, ".gateway.") }})
-			if err != nil || !rep.Clean() {
-				t.Errorf("store after DEL: %+v %v", rep, err)
-			}
+			boltClean(t, db)
 		})
 	}
 }
