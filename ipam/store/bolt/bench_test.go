@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipam/ipamtest"
 )
 
@@ -36,5 +37,28 @@ func BenchmarkAutoAssignPerOperation(b *testing.B) {
 func BenchmarkClaim(b *testing.B) {
 	for _, n := range []int{100, 10000} {
 		b.Run(fmt.Sprint("existing=", n), func(b *testing.B) { ipamtest.BenchClaim(b, benchStore(b, true), n) })
+	}
+}
+
+// BenchmarkGetAckApplied: a read in the mode the podnet plugin's ADD
+// uses, with no commit under way (the reads an allocation makes before
+// its write).
+func BenchmarkGetAckApplied(b *testing.B) {
+	s, err := Open(context.Background(), Options{Path: filepath.Join(b.TempDir(), "db"), HoldOpen: true, AckApplied: true, NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.Txn(ctx, nil, []ipam.Op{ipam.Put("k", []byte("v"))}); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Sync(ctx); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := s.Get(ctx, "k"); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

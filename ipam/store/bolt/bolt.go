@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -61,8 +62,10 @@ type Store struct {
 	// commitErr is the failure of a commit whose Txns were acknowledged
 	// before it (AckApplied); it fails every later call.
 	commitErr error
-	done      chan struct{}
-	wg        sync.WaitGroup
+	// unsynced counts commits of acknowledged Txns still under way.
+	unsynced atomic.Int32
+	done     chan struct{}
+	wg       sync.WaitGroup
 }
 
 var _ ipam.Store = (*Store)(nil)

@@ -75,9 +75,15 @@ func (s *Store) Sync(ctx context.Context) error {
 }
 
 // syncBeforeRead makes a read see this process's acknowledged writes.
+// Only a commit still under way is waited for: an allocation reads the
+// store several times before its one write, and those reads pass
+// straight through.
 func (s *Store) syncBeforeRead(ctx context.Context) error {
 	if !s.opts.AckApplied {
 		return nil
+	}
+	if s.unsynced.Load() == 0 {
+		return s.failed()
 	}
 	return s.Sync(ctx)
 }
@@ -164,6 +170,7 @@ func (s *Store) commit(batch []*txnReq) {
 		}
 		if s.opts.AckApplied {
 			acked = true
+			s.unsynced.Add(1) // before any caller can read after its ack
 			for _, r := range batch {
 				close(r.applied)
 			}
@@ -180,6 +187,7 @@ func (s *Store) commit(batch []*txnReq) {
 			s.commitErr = fmt.Errorf("bolt store %s: commit of acknowledged writes: %w: %w", s.opts.Path, ipam.ErrWrite, err)
 			s.mu.Unlock()
 		}
+		s.unsynced.Add(-1)
 		for _, r := range batch {
 			close(r.done)
 		}
