@@ -12,67 +12,81 @@ import (
 // Name is the loopback interface's name.
 const Name = "lo"
 
-// ifreq runs one interface ioctl on lo.
-func ifreq(req uint, set func(*unix.Ifreq)) (*unix.Ifreq, error) {
-	ifr, err := unix.NewIfreq(Name)
-	if err != nil {
-		return nil, err
-	}
-	if set != nil {
-		set(ifr)
-	}
+// withSocket runs fn with a datagram socket for interface ioctls.
+func withSocket(fn func(fd int) error) error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer unix.Close(fd)
-	if err := unix.IoctlIfreq(fd, req, ifr); err != nil {
-		return nil, err
-	}
-	return ifr, nil
+	return fn(fd)
 }
 
-func flags() (uint16, error) {
-	ifr, err := ifreq(unix.SIOCGIFFLAGS, nil)
+func flags(fd int) (uint16, error) {
+	ifr, err := unix.NewIfreq(Name)
 	if err != nil {
+		return 0, err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
 		return 0, fmt.Errorf("read the flags of %s: %w", Name, err)
 	}
 	return ifr.Uint16(), nil
 }
 
 // IsUp reports whether lo is up.
-func IsUp() (bool, error) {
-	f, err := flags()
-	return f&unix.IFF_UP != 0, err
+func IsUp() (up bool, err error) {
+	err = withSocket(func(fd int) error {
+		f, err := flags(fd)
+		up = f&unix.IFF_UP != 0
+		return err
+	})
+	return up, err
 }
 
 // SetUp brings lo up (up) or down; it does nothing when lo already is.
 func SetUp(up bool) error {
-	f, err := flags()
-	if err != nil {
-		return err
-	}
-	want := f &^ unix.IFF_UP
-	if up {
-		want |= unix.IFF_UP
-	}
-	if want == f {
+	return withSocket(func(fd int) error {
+		f, err := flags(fd)
+		if err != nil {
+			return err
+		}
+		want := f &^ unix.IFF_UP
+		if up {
+			want |= unix.IFF_UP
+		}
+		if want == f {
+			return nil
+		}
+		ifr, err := unix.NewIfreq(Name)
+		if err != nil {
+			return err
+		}
+		ifr.SetUint16(want)
+		if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+			return fmt.Errorf("set %s %s: %w", Name, map[bool]string{true: "up", false: "down"}[up], err)
+		}
 		return nil
-	}
-	if _, err := ifreq(unix.SIOCSIFFLAGS, func(ifr *unix.Ifreq) { ifr.SetUint16(want) }); err != nil {
-		return fmt.Errorf("set %s %s: %w", Name, map[bool]string{true: "up", false: "down"}[up], err)
-	}
-	return nil
+	})
 }
 
 // Addrs lists lo's addresses, IPv4 first, in the kernel's order within
 // each family.
 func Addrs() ([]netip.Prefix, error) {
-	ifr, err := ifreq(unix.SIOCGIFINDEX, nil)
+	var index uint32
+	err := withSocket(func(fd int) error {
+		ifr, err := unix.NewIfreq(Name)
+		if err != nil {
+			return err
+		}
+		if err := unix.IoctlIfreq(fd, unix.SIOCGIFINDEX, ifr); err != nil {
+			return err
+		}
+		index = ifr.Uint32()
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("find %s: %w", Name, err)
 	}
-	index := ifr.Uint32()
 	rib, err := syscall.NetlinkRIB(syscall.RTM_GETADDR, syscall.AF_UNSPEC)
 	if err != nil {
 		return nil, fmt.Errorf("list addresses of %s: %w", Name, err)
