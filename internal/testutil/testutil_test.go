@@ -6,8 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/podnet/podnet/internal/loif"
 	"github.com/podnet/podnet/netns"
 )
 
@@ -83,5 +85,31 @@ func TestNewNetNS(t *testing.T) {
 	})
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("namespace %s still there after its test: %v", path, err)
+	}
+}
+
+// A node namespace starts with forwarding off, whatever this machine's own
+// namespace has.
+func TestNewNodeNetNSForwardingOff(t *testing.T) {
+	RequireRoot(t)
+	_, path := NewNodeNetNS(t)
+	err := netns.Do(path, func() error {
+		for _, s := range nodeDefaults {
+			b, err := os.ReadFile("/proc/sys/" + s.key)
+			if err != nil {
+				return err
+			}
+			if got := strings.TrimSpace(string(b)); got != s.value {
+				t.Errorf("%s = %s, want %s", s.key, got, s.value)
+			}
+		}
+		up, err := loif.IsUp()
+		if err == nil && !up {
+			t.Error("lo is down")
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
