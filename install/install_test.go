@@ -1,9 +1,11 @@
 package install
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -45,7 +47,7 @@ func TestPluginsReplaceRunningBinary(t *testing.T) {
 }
 
 func TestConfList(t *testing.T) {
-	b, err := ConfList(Network{Mode: "bridge", Pool: "10.50.0.0/16", MTU: 1400})
+	b, err := ConfList(Network{Mode: "bridge", Pools: []string{"10.50.0.0/16"}, MTU: 1400})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +55,7 @@ func TestConfList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Name != "podnet" || l.CNIVersion != cni.CurrentVersion || len(l.Plugins) != 1 || l.Plugins[0].IPAMType != "podnet-ipam" || !l.Plugins[0].Capabilities["portMappings"] {
+	if l.Name != "podnet" || l.CNIVersion != "1.1.0" || len(l.Plugins) != 1 || l.Plugins[0].IPAMType != "podnet-ipam" || !l.Plugins[0].Capabilities["portMappings"] {
 		t.Errorf("%s", b)
 	}
 	for _, want := range []string{`"mode": "bridge"`, `"cidr": "10.50.0.0/16"`, `"mtu": 1400`, `"store": "bolt:/var/lib/podnet/ipam.db"`} {
@@ -69,10 +71,54 @@ func TestConfList(t *testing.T) {
 		!l.Plugins[1].Capabilities["portMappings"] || l.Plugins[0].Capabilities["portMappings"] {
 		t.Errorf("with PortmapPlugin: %v\n%s", err, chained)
 	}
-	for _, bad := range []Network{{Mode: "vxlan"}, {Pool: "10.0.0.1/16"}, {Pool: "nope"}, {Name: "-x"}, {MTU: -1}} {
+	for _, bad := range []Network{{Mode: "vxlan"}, {Pools: []string{"10.0.0.1/16"}}, {Pools: []string{"nope"}}, {Name: "-x"}, {MTU: -1},
+		{Pools: []string{"10.0.0.0/8", "10.1.0.0/16"}}} {
 		if _, err := ConfList(bad); err == nil {
 			t.Errorf("accepted %+v", bad)
 		}
+	}
+}
+
+// The written config names the pools as masquerade exclusions, so pod to
+// pod traffic is never NATed, and declares the versions every runtime in
+// use reads: containerd 1.6 reads cniVersion 1.0.0, newer runtimes pick
+// 1.1.0 from cniVersions.
+func TestConfListMasqExcludeAndVersions(t *testing.T) {
+	b, err := ConfList(Network{Pools: []string{"10.50.0.0/16", "fd00:50::/64"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		CNIVersion  string   `json:"cniVersion"`
+		CNIVersions []string `json:"cniVersions"`
+		Plugins     []struct {
+			MasqExclude []string `json:"masqExclude"`
+			IPAM        struct {
+				Pools []struct{ Name, CIDR string } `json:"pools"`
+			} `json:"ipam"`
+		} `json:"plugins"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.CNIVersion != "1.0.0" || !slices.Equal(doc.CNIVersions, []string{"1.0.0", "1.1.0"}) {
+		t.Errorf("versions %q %q:\n%s", doc.CNIVersion, doc.CNIVersions, b)
+	}
+	l, err := cni.ParseNetworkConfigList(b, "x")
+	if err != nil || l.CNIVersion != "1.1.0" {
+		t.Errorf("podnet's runtime runs it at %v (%v), want 1.1.0", l, err)
+	}
+	p := doc.Plugins[0]
+	if !slices.Equal(p.MasqExclude, []string{"10.50.0.0/16", "fd00:50::/64"}) {
+		t.Errorf("masqExclude %q", p.MasqExclude)
+	}
+	if len(p.IPAM.Pools) != 2 || p.IPAM.Pools[0].Name != "default" || p.IPAM.Pools[1].Name != "default6" {
+		t.Errorf("pools %+v", p.IPAM.Pools)
+	}
+	off := false
+	b, err = ConfList(Network{IPMasq: &off})
+	if err != nil || strings.Contains(string(b), "masqExclude") {
+		t.Errorf("without masquerade: %v\n%s", err, b)
 	}
 }
 

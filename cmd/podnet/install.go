@@ -63,7 +63,7 @@ plugins already running keep working.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&n.Name, "network", install.DefaultNetworkName, "network name")
-	f.StringVar(&n.Pool, "pool", install.DefaultPool, "pod address pool")
+	f.StringSliceVar(&n.Pools, "pool", []string{install.DefaultPool}, "pod address pools, one per family for dual-stack (repeat or separate with commas)")
 	f.StringVar(&n.Mode, "mode", "routed", "routed (a /32 per pod, routed by the host) or bridge")
 	f.StringVar(&n.Store, "store", install.DefaultStore, "IPAM store: bolt:PATH or etcd://HOST:PORT,...")
 	f.StringVar(&n.Node, "node", "", "node name for IPAM (default: the host name)")

@@ -89,14 +89,18 @@ func TestNetworkConfig(t *testing.T) {
 	if store, _ := p.expandedFlag(t, p.agent, "store"); main.IPAM.Store != store {
 		t.Errorf("ipam.store %q, agent --store %q: the plugins and the agent must share one store", main.IPAM.Store, store)
 	}
-	if len(main.IPAM.Pools) != 1 {
-		t.Fatalf("ipam.pools: %d pools, want 1", len(main.IPAM.Pools))
+	if len(main.IPAM.Pools) == 0 {
+		t.Fatalf("ipam.pools: none")
+	}
+	var pools []string
+	for _, p := range main.IPAM.Pools {
+		pools = append(pools, p.CIDR)
 	}
 
 	want, err := install.ConfList(install.Network{
 		Name:   list.Name,
 		Mode:   main.Mode,
-		Pool:   main.IPAM.Pools[0].CIDR,
+		Pools:  pools,
 		Store:  main.IPAM.Store,
 		MTU:    main.MTU,
 		IPMasq: main.IPMasq,
