@@ -42,7 +42,7 @@ func (c *collector) cachedHandles() (map[string]bool, error) {
 		return nil, fmt.Errorf("CNI cache %s: %w; not collecting", results, err)
 	}
 	rt := cni.NewRuntime(nil, cni.WithCacheDir(c.cacheDir))
-	atts, err := rt.CachedAttachments("")
+	atts, err := rt.CachedAttachments("", "")
 	if err != nil {
 		return nil, fmt.Errorf("read CNI cache %s: %w", c.cacheDir, err)
 	}

@@ -69,8 +69,16 @@ type RuntimeConf struct {
 }
 
 func (r *Runtime) cacheDirFor(rt *RuntimeConf) string {
-	if rt != nil && rt.CacheDir != "" {
-		return rt.CacheDir
+	if rt == nil {
+		return r.cacheDir
+	}
+	return r.cacheDirOr(rt.CacheDir)
+}
+
+// cacheDirOr is dir, or the Runtime's cache directory when dir is empty.
+func (r *Runtime) cacheDirOr(dir string) string {
+	if dir != "" {
+		return dir
 	}
 	return r.cacheDir
 }
@@ -267,7 +275,7 @@ func (r *Runtime) GCNetworkList(ctx context.Context, list *NetworkConfigList, va
 	for _, v := range valid {
 		keep[v] = true
 	}
-	cached, err := r.CachedAttachments(list.Name)
+	cached, err := r.CachedAttachments("", list.Name)
 	var errs []error
 	if err != nil {
 		errs = append(errs, err)
@@ -365,24 +373,27 @@ func (r *Runtime) CachedAttachment(network string, rt *RuntimeConf) (*Attachment
 	return readCache(cachePath(r.cacheDirFor(rt), network, rt.ContainerID, rt.IfName))
 }
 
-// CachedAttachments lists the cached attachments, of one network or
-// (network == "") of all.
-func (r *Runtime) CachedAttachments(network string) ([]*Attachment, error) {
+// CachedAttachments lists the attachments cached in cacheDir, of one
+// network or (network == "") of all. An empty cacheDir is the Runtime's
+// own; a caller that adds with RuntimeConf.CacheDir passes the same
+// directory here, or GC would not see what those ADDs cached.
+func (r *Runtime) CachedAttachments(cacheDir, network string) ([]*Attachment, error) {
 	hint := ""
 	if network != "" {
 		hint = network + "-"
 	}
-	return listCache(r.cacheDir, hint, func(a *Attachment) bool { return network == "" || a.Network == network })
+	return listCache(r.cacheDirOr(cacheDir), hint, func(a *Attachment) bool { return network == "" || a.Network == network })
 }
 
-// CachedAttachmentsOf lists the cached attachments of one container, to
+// CachedAttachmentsOf lists the attachments of one container cached in
+// cacheDir (the Runtime's own when empty, as for CachedAttachments), to
 // any network: what a sandbox's teardown must undo, whatever the
 // configuration says today.
-func (r *Runtime) CachedAttachmentsOf(containerID string) ([]*Attachment, error) {
+func (r *Runtime) CachedAttachmentsOf(cacheDir, containerID string) ([]*Attachment, error) {
 	if containerID == "" {
 		return nil, Errorf(CodeInvalidEnvironment, "container ID is empty")
 	}
-	return listCache(r.cacheDir, "-"+containerID+"-", func(a *Attachment) bool { return a.ContainerID == containerID })
+	return listCache(r.cacheDirOr(cacheDir), "-"+containerID+"-", func(a *Attachment) bool { return a.ContainerID == containerID })
 }
 
 // CachedNetworkConfigList returns the configuration an attachment was

@@ -397,7 +397,7 @@ func TestGC(t *testing.T) {
 	if gcCalls != 2 {
 		t.Errorf("%d GC calls, want 2", gcCalls)
 	}
-	left, _ := r.CachedAttachments("")
+	left, _ := r.CachedAttachments("", "")
 	var ids []string
 	for _, a := range left {
 		ids = append(ids, a.Network+"/"+a.ContainerID)
@@ -423,5 +423,52 @@ func TestRuntimeConfValidation(t *testing.T) {
 	}
 	if _, err := r.AddNetworkList(context.Background(), chain(t, "1.0.0", "missing"), rtConf); CodeOf(err) != CodePluginNotFound {
 		t.Errorf("missing plugin: %v", err)
+	}
+}
+
+// What an ADD cached under RuntimeConf.CacheDir is listed from that
+// directory, and only from there: tear-down and GC of a caller that keeps
+// its own cache dir must find it, and the Runtime's dir must not.
+func TestCachedAttachmentsPerCallCacheDir(t *testing.T) {
+	r := newTestRuntime(t, &fakeExec{})
+	own := t.TempDir()
+	list := chain(t, "1.1.0", "a")
+	rt := &RuntimeConf{ContainerID: "c9", NetNS: "/x", IfName: "eth0", CacheDir: own}
+	if _, err := r.AddNetworkList(context.Background(), list, rt); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(atts []*Attachment, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s []string
+		for _, a := range atts {
+			s = append(s, a.Network+"/"+a.ContainerID+" "+filepath.Dir(filepath.Dir(a.Path)))
+		}
+		return strings.Join(s, ",")
+	}
+	want := "net1/c9 " + own
+	for name, got := range map[string]string{
+		"all":          ids(r.CachedAttachments(own, "")),
+		"network":      ids(r.CachedAttachments(own, "net1")),
+		"container":    ids(r.CachedAttachmentsOf(own, "c9")),
+		"runtime's":    ids(r.CachedAttachments("", "")),
+		"runtime's of": ids(r.CachedAttachmentsOf("", "c9")),
+	} {
+		w := want
+		if strings.HasPrefix(name, "runtime's") {
+			w = ""
+		}
+		if got != w {
+			t.Errorf("%s: %q, want %q", name, got, w)
+		}
+	}
+	// What the listing found is what DEL with the same dir removes.
+	if err := r.DelNetworkList(context.Background(), list, rt); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(r.CachedAttachmentsOf(own, "c9")); got != "" {
+		t.Errorf("after DEL: %q", got)
 	}
 }

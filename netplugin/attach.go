@@ -112,7 +112,7 @@ func (p *attacher) tearDown(ctx context.Context, list *cni.NetworkConfigList, ho
 		// A missing namespace is not fatal on tear-down.
 		netnsPath, _ = host.NetNSPath(sandboxID)
 	}
-	atts, err := p.runtime.CachedAttachmentsOf(sandboxID)
+	atts, err := p.runtime.CachedAttachmentsOf("", sandboxID)
 	if err != nil {
 		return err
 	}
@@ -196,7 +196,7 @@ func (p *attacher) status(list *cni.NetworkConfigList, host Host, sandboxID stri
 	if err != nil {
 		return nil, err
 	}
-	atts, err := p.runtime.CachedAttachmentsOf(sandboxID)
+	atts, err := p.runtime.CachedAttachmentsOf("", sandboxID)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +223,7 @@ func (p *attacher) status(list *cni.NetworkConfigList, host Host, sandboxID stri
 // validSandboxIDs, network by network, and sends plugins of 1.1.0 networks
 // the GC verb with the valid attachments.
 func (p *attacher) gc(ctx context.Context, list *cni.NetworkConfigList, validSandboxIDs []string) error {
-	all, err := p.runtime.CachedAttachments("")
+	all, err := p.runtime.CachedAttachments("", "")
 	if err != nil {
 		return err
 	}

@@ -343,7 +343,7 @@ func TestGC(t *testing.T) {
 	if err := p.GC(ctx, []string{"keep"}); err != nil {
 		t.Fatal(err)
 	}
-	atts, _ := p.Runtime().CachedAttachments("")
+	atts, _ := p.Runtime().CachedAttachments("", "")
 	var left []string
 	for _, a := range atts {
 		left = append(left, a.Network+"/"+a.ContainerID)
@@ -530,7 +530,7 @@ func TestInProcessLoopback(t *testing.T) {
 	if !loIsUp(t, path) {
 		t.Error("lo is down after set-up")
 	}
-	atts, err := p.Runtime().CachedAttachmentsOf("sb1")
+	atts, err := p.Runtime().CachedAttachmentsOf("", "sb1")
 	if err != nil || len(atts) != 1 || atts[0].Network != "net1" {
 		t.Fatalf("cached attachments %v, %v; want only net1's", atts, err)
 	}

@@ -184,7 +184,7 @@ report that 'podnet ipam release --from-report' accepts.`,
 
 // liveHandles are the IPAM handles of this machine's cached attachments.
 func liveHandles(opts *globalOptions) (map[string]bool, error) {
-	atts, err := opts.runtime().CachedAttachments("")
+	atts, err := opts.runtime().CachedAttachments("", "")
 	if err != nil {
 		return nil, err
 	}

@@ -115,7 +115,7 @@ network whose namespace no longer exists, then send GC to its plugins.`,
 			}
 			// Attachments that other runtimes made are not podnet's to
 			// judge: they count as valid.
-			cached, err := env.plugin.Runtime().CachedAttachments("")
+			cached, err := env.plugin.Runtime().CachedAttachments("", "")
 			if err != nil {
 				return err
 			}
@@ -142,7 +142,7 @@ func gcNetwork(cmd *cobra.Command, opts *globalOptions, name string) error {
 		return err
 	}
 	rt := opts.runtime()
-	cached, err := rt.CachedAttachments(list.Name)
+	cached, err := rt.CachedAttachments("", list.Name)
 	if err != nil {
 		return err
 	}
