@@ -36,6 +36,23 @@ type Cluster interface {
 //
 // newStore must return a store configured with every member's endpoint.
 func RunQuorumFaults(t *testing.T, c Cluster, newStore func(t *testing.T) ipam.Store) {
+	runQuorumFaults(t, c, newStore, faultLimits{phase1: time.Minute, alloc: 20 * time.Second})
+}
+
+// faultLimits bound the waits of RunQuorumFaults, so that a store that
+// never answers fails the test within them instead of running into the
+// go test timeout.
+type faultLimits struct {
+	// phase1 bounds the first phase as a whole: the allocations that
+	// must be done before the leader is stopped, and all the others.
+	// It takes a few seconds when the store works.
+	phase1 time.Duration
+	// alloc bounds one allocation: enough for the allocator to retry
+	// while the remaining members elect a leader.
+	alloc time.Duration
+}
+
+func runQuorumFaults(t *testing.T, c Cluster, newStore func(t *testing.T) ipam.Store, lim faultLimits) {
 	st := newStore(t)
 	keys := ipam.Keys{Prefix: "/faults/" + t.Name() + "/"}
 	a := ipam.New(st, ipam.Config{Keys: keys, UnavailableTimeout: 20 * time.Second})
@@ -56,15 +73,12 @@ func RunQuorumFaults(t *testing.T, c Cluster, newStore func(t *testing.T) ipam.S
 
 	// Phase 1: the leader stops midway through 4 nodes x 2 workers x 12.
 	leader := waitLeader(t, c)
+	const total, stopAt = 4 * 2 * 12, 24
+	phaseEnd := time.Now().Add(lim.phase1)
+	phaseCtx, cancelPhase := context.WithDeadline(context.Background(), phaseEnd)
+	defer cancelPhase()
 	var done atomic.Int64
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		for done.Load() < 24 {
-			time.Sleep(5 * time.Millisecond)
-		}
-		c.Stop(leader)
-	}()
+	reached := make(chan struct{}) // closed by the allocation that makes stopAt
 	var wg sync.WaitGroup
 	for n := range 4 {
 		for w := range 2 {
@@ -72,20 +86,48 @@ func RunQuorumFaults(t *testing.T, c Cluster, newStore func(t *testing.T) ipam.S
 			go func() {
 				defer wg.Done()
 				for i := range 12 {
-					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					ctx, cancel := context.WithTimeout(phaseCtx, lim.alloc)
 					err := assign(ctx, fmt.Sprint("n", n), fmt.Sprintf("one-%d-%d-%d", n, w, i))
 					cancel()
 					if err != nil {
 						t.Errorf("allocation with one member down: %v", err)
 						return
 					}
-					done.Add(1)
+					if done.Add(1) == stopAt {
+						close(reached)
+					}
 				}
 			}()
 		}
 	}
-	wg.Wait()
-	<-stopped
+	workersDone := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(workersDone)
+	}()
+	// Every allocation's context ends with phaseCtx, so the workers are
+	// done soon after it; grace only covers their last return.
+	const grace = 10 * time.Second
+	waitWorkers := func() {
+		select {
+		case <-workersDone:
+		case <-time.After(time.Until(phaseEnd) + grace):
+			t.Fatalf("phase 1: allocations still running %v after the phase deadline (%v): the store does not end them with their context", grace, lim.phase1)
+		}
+	}
+	select {
+	case <-reached:
+		c.Stop(leader)
+		waitWorkers()
+	case <-workersDone:
+		t.Fatalf("phase 1: the allocations ended with %d of %d done, short of the %d after which the leader was to be stopped: the leader was never stopped",
+			done.Load(), total, stopAt)
+	case <-phaseCtx.Done():
+		t.Errorf("phase 1: %d of %d allocations done after %v, short of the %d after which the leader was to be stopped: the leader was never stopped",
+			done.Load(), total, lim.phase1, stopAt)
+		waitWorkers()
+		t.FailNow()
+	}
 	if t.Failed() {
 		t.FailNow()
 	}
