@@ -161,19 +161,21 @@ func ParseRequest(stdin []byte, argPairs [][2]string) (*Request, error) {
 				return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "runtimeConfig.ipRanges[%d][%d].subnet %q: %v", i, j, rg.Subnet, err)
 			}
 			out := ipam.Range{Subnet: sub.Masked()}
-			for field, dst := range map[string]*netip.Addr{"rangeStart": &out.Start, "rangeEnd": &out.End} {
-				v := rg.RangeStart
-				if field == "rangeEnd" {
-					v = rg.RangeEnd
-				}
-				if v == "" {
+			// A slice, not a map: with both fields bad, the error
+			// names rangeStart every time.
+			for _, f := range []struct {
+				name string
+				v    string
+				dst  *netip.Addr
+			}{{"rangeStart", rg.RangeStart, &out.Start}, {"rangeEnd", rg.RangeEnd, &out.End}} {
+				if f.v == "" {
 					continue
 				}
-				a, err := netip.ParseAddr(v)
+				a, err := netip.ParseAddr(f.v)
 				if err != nil || !sub.Contains(a) {
-					return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "runtimeConfig.ipRanges[%d][%d].%s %q: not an address in %s", i, j, field, v, sub)
+					return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "runtimeConfig.ipRanges[%d][%d].%s %q: not an address in %s", i, j, f.name, f.v, sub)
 				}
-				*dst = a
+				*f.dst = a
 			}
 			r.Ranges = append(r.Ranges, out)
 		}
