@@ -22,8 +22,9 @@ type Runtime struct {
 	execTimeout time.Duration
 }
 
-// rollbackTimeout bounds the DEL that undoes a failed ADD.
-const rollbackTimeout = 30 * time.Second
+// DefaultRollbackTimeout bounds the DEL that undoes a failed ADD when the
+// caller set no deadline of its own.
+const DefaultRollbackTimeout = 30 * time.Second
 
 // Option configures a Runtime.
 type Option func(*Runtime)
@@ -119,11 +120,15 @@ func validateRuntimeConf(rt *RuntimeConf, needNetNS bool) error {
 // previous one's result, caches the final result and returns it in the
 // list's version. When a plugin fails and rollback is on, the plugins that
 // ran (the failing one included) get DEL in reverse order, and the error
-// reports both the ADD failure and any rollback failure.
+// reports both the ADD failure and any rollback failure. The rollback
+// runs even when ctx is done, for at most the time ctx allowed the ADD
+// (DefaultRollbackTimeout without a deadline), so a caller's deadline
+// bounds the whole call to about twice itself.
 func (r *Runtime) AddNetworkList(ctx context.Context, list *NetworkConfigList, rt *RuntimeConf) (*Result, error) {
 	if err := validateRuntimeConf(rt, true); err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	var prev *Result
 	for i, p := range list.Plugins {
 		out, err := r.runPlugin(ctx, "ADD", list, i, prev, rt)
@@ -138,7 +143,7 @@ func (r *Runtime) AddNetworkList(ctx context.Context, list *NetworkConfigList, r
 			if r.rollback {
 				// The caller's deadline may be what failed the ADD: the
 				// rollback gets its own, so it runs but cannot hang.
-				rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+				rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackBudget(ctx, start))
 				rbErr := r.delChain(rbCtx, list, i, prev, rt)
 				cancel()
 				if rbErr != nil {
@@ -156,6 +161,19 @@ func (r *Runtime) AddNetworkList(ctx context.Context, list *NetworkConfigList, r
 		return nil, err
 	}
 	return prev, nil
+}
+
+// rollbackBudget is how long the rollback of an ADD that started at start
+// may take. A caller that set a deadline said how long it is prepared to
+// wait: the rollback gets that budget once more, measured from the ADD's
+// start, so an ADD given 2 s does not hold its caller for 30 s more. Only
+// a caller without a deadline gets DefaultRollbackTimeout.
+func rollbackBudget(ctx context.Context, start time.Time) time.Duration {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return DefaultRollbackTimeout
+	}
+	return deadline.Sub(start)
 }
 
 func decodeAddResult(out []byte, version string) (*Result, error) {

@@ -28,6 +28,7 @@ type config struct {
 	SpawnChild       bool                `json:"spawnChild"`
 	ChildSleep       string              `json:"childSleep"`
 	ChildHoldsOutput bool                `json:"childHoldsOutput"`
+	IgnoreTerm       bool                `json:"ignoreTerm"`
 }
 
 type failSpec struct {
@@ -100,6 +101,11 @@ func spawnChild(c *config, dir string) error {
 	}
 	child := exec.Command(exe)
 	child.Env = append(os.Environ(), envChild+"="+sleep)
+	if c.IgnoreTerm {
+		// An ignored signal is not reliably inherited by a Go program,
+		// which installs its own handlers: the child is told to ignore it.
+		child.Env = append(child.Env, envChildIgnoreTerm+"=1")
+	}
 	if c.ChildHoldsOutput {
 		child.Stdout, child.Stderr = os.Stdout, os.Stderr
 	}

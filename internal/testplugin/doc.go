@@ -33,10 +33,12 @@
 //	                       sleeps "childSleep" (default 60s) and write its
 //	                       pid to the record dir (record.ChildPIDs)
 //	"childHoldsOutput": true  the child inherits stdout and stderr
+//	"ignoreTerm": true     the plugin and its child ignore SIGTERM, so that
+//	                       only SIGKILL ends them
 //
 // "crash" and "garbage" take a verb, a list of verbs, or "*" for all.
-// The order is: record, spawn child, sleep, crash, version check, fail,
-// garbage, then the verb's normal output.
+// The order is: record, ignore SIGTERM, spawn child, sleep, crash,
+// version check, fail, garbage, then the verb's normal output.
 //
 // $PODNET_TESTPLUGIN_VERSIONS (comma-separated) limits the versions the
 // plugin reports for VERSION and accepts in cniVersion, to play an old

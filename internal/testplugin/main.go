@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/podnet/podnet/cni"
@@ -18,10 +20,16 @@ const (
 	envVersions = "PODNET_TESTPLUGIN_VERSIONS"
 	envRecord   = "PODNET_TESTPLUGIN_RECORD"
 	envChild    = "PODNET_TESTPLUGIN_CHILD" // set in the spawned child: how long to sleep
+	// envChildIgnoreTerm is set in the spawned child of a plugin
+	// configured with ignoreTerm.
+	envChildIgnoreTerm = "PODNET_TESTPLUGIN_CHILD_IGNORE_TERM"
 )
 
 func main() {
 	if d := os.Getenv(envChild); d != "" {
+		if os.Getenv(envChildIgnoreTerm) != "" {
+			signal.Ignore(syscall.SIGTERM)
+		}
 		sleepFor, _ := time.ParseDuration(d)
 		time.Sleep(sleepFor)
 		os.Exit(0)
@@ -52,6 +60,11 @@ func run() int {
 	}
 	if confErr != nil {
 		return fail(confErr)
+	}
+	if conf.IgnoreTerm {
+		// Before the child starts, so that no SIGTERM sent to the group
+		// can find the plugin still unprotected.
+		signal.Ignore(syscall.SIGTERM)
 	}
 	if conf.SpawnChild {
 		if err := spawnChild(conf, dir); err != nil {

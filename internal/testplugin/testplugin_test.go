@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -181,6 +183,56 @@ func TestTestPlugin(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// With ignoreTerm, SIGTERM to the plugin's group ends neither the plugin
+// nor its child: what a runtime's SIGKILL must then deal with.
+func TestIgnoreTerm(t *testing.T) {
+	bin := testutil.BuildBinary(t, "./internal/testplugin", t.TempDir())
+	dir := t.TempDir()
+	c := exec.Command(bin)
+	c.Env = []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=c1", "CNI_NETNS=/run/netns/fake", "CNI_IFNAME=eth0", "CNI_PATH=/x"}
+	c.Stdin = strings.NewReader(conf(`"record":` + quote(dir) + `,"spawnChild":true,"childSleep":"30s","ignoreTerm":true,"sleep":"30s"`))
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := c.Process.Pid
+	// The plugin and its child are ours: whatever happens, they end.
+	defer func() {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = c.Wait()
+	}()
+	var child int
+	for deadline := time.Now().Add(10 * time.Second); child == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the child's pid was never written")
+		}
+		if pids, _ := record.ChildPIDs(dir); len(pids) == 1 {
+			child = pids[0]
+		}
+	}
+	if err := syscall.Kill(-pgid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	for _, pid := range []int{pgid, child} {
+		if !running(pid) {
+			t.Errorf("process %d did not survive SIGTERM", pid)
+		}
+	}
+}
+
+// running reports whether pid exists and is not a zombie (a child killed
+// by SIGTERM stays one until its parent, the plugin, reaps it).
+func running(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
 }
 
 func quote(s string) string {
