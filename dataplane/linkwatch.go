@@ -33,22 +33,25 @@ func DeleteLinkEarly(h *netlink.Handle, name string) (done <-chan error, err err
 		res <- nil
 		return res, nil
 	}
-	del := func() {
+	del := func() error {
 		err := h.LinkDel(link)
 		if err != nil && !IsNotFound(err) {
-			err = fmt.Errorf("delete link %s: %w", name, err)
-		} else {
-			err = nil
+			return fmt.Errorf("delete link %s: %w", name, err)
 		}
-		res <- err
+		return nil
 	}
-	w, err := watchUnregister(link.Attrs().Index)
+	w, err := linkWatch(link.Attrs().Index)
 	if err != nil {
-		del() // no early notice: wait for all of it
+		// No early notice: wait for all of it, and report a failure
+		// here, as the contract says, not through done.
+		if err := del(); err != nil {
+			return nil, err
+		}
+		res <- nil
 		return res, nil
 	}
 	defer w.close()
-	go del()
+	go func() { res <- del() }()
 	select {
 	case <-w.gone:
 		return res, nil
@@ -60,6 +63,9 @@ func DeleteLinkEarly(h *netlink.Handle, name string) (done <-chan error, err err
 		return res, nil
 	}
 }
+
+// linkWatch is watchUnregister; a test makes it fail.
+var linkWatch = watchUnregister
 
 // unregisterWatch waits for the RTM_DELLINK of one interface index.
 type unregisterWatch struct {

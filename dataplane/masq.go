@@ -60,14 +60,15 @@ func (m *Masq) declare(o *masqObjects) error {
 }
 
 // AddPod puts addrs in the network's pod sets with owner's comment, and
-// makes sure the network's table, chain, sets and rules exist. subnets
-// are the pods' subnets, added to the exclusions when the network has
-// no configured ones.
-func (m *Masq) AddPod(n MasqNetwork, owner Owner, addrs []netip.Addr, subnets []netip.Prefix) error {
+// makes sure the network's table, chain, sets and rules exist, with the
+// exclusions n describes. The exclusion sets only ever hold network-level
+// prefixes: a pod's ADD and DEL touch the pod sets alone (but for the
+// subnets of ExcludeAdded, which are added when new).
+func (m *Masq) AddPod(n MasqNetwork, owner Owner, addrs []netip.Addr) error {
 	o := newMasqObjects(n.Network)
 	var excl []netip.Prefix
-	if len(n.Exclude) == 0 {
-		excl = subnets
+	if n.ExcludeAdded {
+		excl = n.Exclude
 	}
 	// Fast path, when the network's objects exist: a batch of new
 	// elements only. Unlike re-declaring the chain (an update that the
@@ -142,7 +143,7 @@ func (m *Masq) uncovered(o *masqObjects, subnets []netip.Prefix) ([]netip.Prefix
 // flush and add, and whichever commits last leaves its two rules.
 func (m *Masq) ensureRules(o *masqObjects, n MasqNetwork) error {
 	got, err := m.conn.GetRules(o.table, o.chain)
-	if err == nil && rulesCurrent(got, n.Exclude) {
+	if err == nil && rulesCurrent(got, n) {
 		return nil
 	}
 	for attempt := 0; ; attempt++ {
@@ -160,19 +161,19 @@ func (m *Masq) replaceRules(o *masqObjects, n MasqNetwork) error {
 	if err := m.declare(o); err != nil {
 		return err
 	}
-	if len(n.Exclude) > 0 {
-		// Configured exclusions replace whatever was there; the
-		// per-pod subnets of the default are only ever added.
-		m.conn.FlushSet(o.exclude4)
-		m.conn.FlushSet(o.exclude6)
-	}
+	// The exclusions start over with the rules: what an older podnet or
+	// an earlier configuration put there (before v2, every routed pod's
+	// own /32) goes. With ExcludeAdded, the subnets of the pods that come
+	// later are added by their ADDs.
+	m.conn.FlushSet(o.exclude4)
+	m.conn.FlushSet(o.exclude6)
 	for _, p := range append(append([]netip.Prefix(nil), alwaysExcluded...), n.Exclude...) {
 		if err := m.conn.SetAddElements(o.excludeSet(p.Addr()), intervalElements(p)); err != nil {
 			return err
 		}
 	}
 	m.conn.FlushChain(o.chain)
-	for _, r := range o.rules(n.Exclude) {
+	for _, r := range o.rules(n) {
 		m.conn.AddRule(r)
 	}
 	return m.conn.Flush()
@@ -302,5 +303,5 @@ func (m *Masq) RulesCurrent(n MasqNetwork) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("nftables: list the rules of %s: %w", o.chain.Name, err)
 	}
-	return rulesCurrent(got, n.Exclude), nil
+	return rulesCurrent(got, n), nil
 }

@@ -21,10 +21,15 @@ const MasqTableName = "podnet"
 type MasqNetwork struct {
 	Network string
 	// Exclude lists the destinations that keep the pod's source address:
-	// the cluster's pod CIDRs. Empty means "the subnets of the pods of
-	// this node", added as pods come (see Masq.AddPod). Multicast is
-	// always excluded.
+	// the cluster's pod CIDRs (masqExclude, or the pools of podnet-ipam),
+	// so that traffic between pods is never NATed. The exclusion sets
+	// hold exactly these, plus multicast, which is always excluded.
 	Exclude []netip.Prefix
+	// ExcludeAdded says that Exclude is not the whole list but the
+	// subnets of one pod's IPAM result (an IPAM whose pools podnet does
+	// not know): they are added to the sets as pods come, never
+	// replacing what other pods' ADDs added.
+	ExcludeAdded bool
 }
 
 // alwaysExcluded are destinations never masqueraded: multicast is not
@@ -91,16 +96,20 @@ func (o *masqObjects) excludeSet(a netip.Addr) *nftables.Set {
 }
 
 // ruleTag is the rule's user data: it names the rule's version and the
-// configured exclusions, so a changed configuration or an older podnet's
-// rule is recognised and replaced.
-func ruleTag(family string, exclude []netip.Prefix) []byte {
-	s := make([]string, len(exclude))
-	for i, p := range exclude {
+// exclusions, so a changed configuration or an older podnet's rule is
+// recognised and replaced, and the exclusion sets with it. v2: the sets
+// hold network-level prefixes only (v1 added every routed pod's /32).
+func ruleTag(family string, n MasqNetwork) []byte {
+	if n.ExcludeAdded {
+		return []byte("podnet masq v2 " + family + " added")
+	}
+	s := make([]string, len(n.Exclude))
+	for i, p := range n.Exclude {
 		s[i] = p.Masked().String()
 	}
 	slices.Sort(s)
 	h := sha256.Sum256([]byte(strings.Join(s, ",")))
-	return []byte("podnet masq v1 " + family + " " + hex.EncodeToString(h[:6]))
+	return []byte("podnet masq v2 " + family + " " + hex.EncodeToString(h[:6]))
 }
 
 // masqRules are the network's two rules:
@@ -111,12 +120,12 @@ func ruleTag(family string, exclude []netip.Prefix) []byte {
 // Traffic between two pods of the network on this node passes
 // postrouting too (it is forwarded): the pod set excludes it even when
 // the IPAM hands out /32s and the subnets say nothing.
-func (o *masqObjects) rules(exclude []netip.Prefix) []*nftables.Rule {
+func (o *masqObjects) rules(n MasqNetwork) []*nftables.Rule {
 	mk := func(proto byte, saddrOff, daddrOff, alen uint32, pods, excl *nftables.Set, family string) *nftables.Rule {
 		return &nftables.Rule{
 			Table:    o.table,
 			Chain:    o.chain,
-			UserData: ruleTag(family, exclude),
+			UserData: ruleTag(family, n),
 			Exprs: []expr.Any{
 				&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
 				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
@@ -136,13 +145,13 @@ func (o *masqObjects) rules(exclude []netip.Prefix) []*nftables.Rule {
 }
 
 // rulesCurrent reports whether the chain holds exactly the rules that
-// rules(exclude) would add.
-func rulesCurrent(got []*nftables.Rule, exclude []netip.Prefix) bool {
+// rules(n) would add.
+func rulesCurrent(got []*nftables.Rule, n MasqNetwork) bool {
 	if len(got) != 2 {
 		return false
 	}
-	return string(got[0].UserData) == string(ruleTag("ipv4", exclude)) &&
-		string(got[1].UserData) == string(ruleTag("ipv6", exclude))
+	return string(got[0].UserData) == string(ruleTag("ipv4", n)) &&
+		string(got[1].UserData) == string(ruleTag("ipv6", n))
 }
 
 // intervalElements are the elements of an interval set that hold p:

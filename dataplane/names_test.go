@@ -114,13 +114,18 @@ func TestIntervalsCover(t *testing.T) {
 }
 
 func TestRuleTag(t *testing.T) {
-	a := ruleTag("ipv4", []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")})
-	b := ruleTag("ipv4", []netip.Prefix{netip.MustParsePrefix("fd00::/8"), netip.MustParsePrefix("10.1.0.0/8")})
+	a := ruleTag("ipv4", MasqNetwork{Exclude: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}})
+	b := ruleTag("ipv4", MasqNetwork{Exclude: []netip.Prefix{netip.MustParsePrefix("fd00::/8"), netip.MustParsePrefix("10.1.0.0/8")}})
 	if string(a) != string(b) {
 		t.Fatalf("order or host bits change the tag: %s %s", a, b)
 	}
-	if string(a) == string(ruleTag("ipv4", nil)) || string(a) == string(ruleTag("ipv6", nil)) {
-		t.Fatal("tag does not depend on the exclusions")
+	if string(a) == string(ruleTag("ipv4", MasqNetwork{})) || string(a) == string(ruleTag("ipv6", MasqNetwork{Exclude: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}})) {
+		t.Fatal("tag does not depend on the exclusions and the family")
+	}
+	// Subnets added as pods come do not make the rules stale pod by pod.
+	added := MasqNetwork{ExcludeAdded: true, Exclude: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/24")}}
+	if string(ruleTag("ipv4", added)) != string(ruleTag("ipv4", MasqNetwork{ExcludeAdded: true})) {
+		t.Fatal("added subnets change the tag")
 	}
 }
 

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 
+	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -21,7 +23,7 @@ import (
 func newNS(t *testing.T) string {
 	t.Helper()
 	testutil.RequireRoot(t)
-	_, p := testutil.NewNetNS(t)
+	_, p := testutil.NewNodeNetNS(t)
 	return p
 }
 
@@ -130,7 +132,7 @@ func TestSysctlsInNamespace(t *testing.T) {
 	if err := hh.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "pntest0"}, PeerName: "pntest1"}); err != nil {
 		t.Fatal(err)
 	}
-	list := append(RoutedHostSysctls("pntest0", true, true), IPv6ForwardingSysctl)
+	list := append(NodeForwardingSysctls(true, true), RoutedHostSysctls("pntest0", true, true)...)
 	err := netns.Do(host, func() error {
 		if d := CheckSysctls(list); len(d) == 0 {
 			return errors.New("a fresh namespace already has the settings")
@@ -194,7 +196,7 @@ func masqIn(t *testing.T, path string) *Masq {
 
 func TestMasqConcurrentAddRemove(t *testing.T) {
 	host := newNS(t)
-	n := MasqNetwork{Network: "n1"}
+	n := MasqNetwork{Network: "n1", Exclude: []netip.Prefix{netip.MustParsePrefix("10.100.0.0/16"), netip.MustParsePrefix("fd00:100::/64")}}
 	const pods = 6
 	var wg sync.WaitGroup
 	errs := make([]error, pods)
@@ -203,8 +205,7 @@ func TestMasqConcurrentAddRemove(t *testing.T) {
 			m := masqIn(t, host) // one process each, as plugins are
 			o := Owner{Network: "n1", ContainerID: fmt.Sprint("c", i), IfName: "eth0"}
 			addrs := []netip.Addr{netip.MustParseAddr(fmt.Sprintf("10.100.0.%d", 10+i)), netip.MustParseAddr(fmt.Sprintf("fd00:100::%d", 10+i))}
-			subnets := []netip.Prefix{netip.MustParsePrefix("10.100.0.0/24"), netip.MustParsePrefix("fd00:100::/64")}
-			errs[i] = m.AddPod(n, o, addrs, subnets)
+			errs[i] = m.AddPod(n, o, addrs)
 		})
 	}
 	wg.Wait()
@@ -244,34 +245,166 @@ func TestMasqConcurrentAddRemove(t *testing.T) {
 	if err := m.RemovePod("never-added", []netip.Addr{netip.MustParseAddr("10.1.1.1")}); err != nil {
 		t.Fatalf("remove from a network without sets: %v", err)
 	}
+	// The exclusions are the network's, not the pods': the same two
+	// prefixes and multicast after every ADD and DEL.
+	want := []string{"10.100.0.0/16", "224.0.0.0/4", "fd00:100::/64", "ff00::/8"}
+	if got := excluded(t, m, "n1"); !slices.Equal(got, want) {
+		t.Fatalf("exclusions %v, want %v", got, want)
+	}
+}
+
+// excluded lists the network's exclusion sets as "first/bits" for each
+// interval that is a prefix, and "first-end" for any other.
+func excluded(t *testing.T, m *Masq, network string) []string {
+	t.Helper()
+	o := newMasqObjects(network)
+	var out []string
+	for _, s := range []*nftables.Set{o.exclude4, o.exclude6} {
+		elems, err := m.conn.GetSetElements(s)
+		if err != nil {
+			t.Fatalf("list %s: %v", s.Name, err)
+		}
+		var starts, ends []netip.Addr
+		for _, e := range elems {
+			a, _ := netip.AddrFromSlice(e.Key)
+			if e.IntervalEnd {
+				ends = append(ends, a)
+			} else {
+				starts = append(starts, a)
+			}
+		}
+		slices.SortFunc(starts, netip.Addr.Compare)
+		slices.SortFunc(ends, netip.Addr.Compare)
+		for i, first := range starts {
+			end := netip.Addr{}
+			if i < len(ends) {
+				end = ends[i]
+			}
+			found := ""
+			for bits := first.BitLen(); bits >= 0; bits-- {
+				p := netip.PrefixFrom(first, bits)
+				if p.Masked() != p {
+					break
+				}
+				if e, ok := afterLast(p); (ok && e == end) || (!ok && !end.IsValid()) {
+					found = p.String()
+				}
+			}
+			if found == "" {
+				found = first.String() + "-" + end.String()
+			}
+			out = append(out, found)
+		}
+	}
+	return out
+}
+
+// A node that ran a podnet before v2 has a /32 per routed pod in its
+// exclusion set, pods that have long gone among them. The first ADD with
+// this podnet replaces the rules (their tag names the version) and the
+// exclusions with them.
+func TestMasqUpgradeDropsPodExclusions(t *testing.T) {
+	host := newNS(t)
+	m := masqIn(t, host)
+	o := newMasqObjects("n1")
+	if err := m.declare(o); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"10.100.0.7/32", "10.100.0.9/32", "10.100.3.2/32"} {
+		if err := m.conn.SetAddElements(o.exclude4, intervalElements(netip.MustParsePrefix(p))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// v1's rules: the tag had v1 and the hash of no exclusions.
+	for i, r := range o.rules(MasqNetwork{Network: "n1"}) {
+		r.UserData = []byte("podnet masq v1 " + []string{"ipv4", "ipv6"}[i] + " e3b0c44298fc")
+		m.conn.AddRule(r)
+	}
+	if err := m.conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := excluded(t, m, "n1"); len(got) != 3 {
+		t.Fatalf("the old state: %v", got)
+	}
+	n := MasqNetwork{Network: "n1", Exclude: []netip.Prefix{netip.MustParsePrefix("10.100.0.0/16")}}
+	owner := Owner{Network: "n1", ContainerID: "c", IfName: "eth0"}
+	if err := m.AddPod(n, owner, []netip.Addr{netip.MustParseAddr("10.100.0.11")}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := excluded(t, m, "n1"), []string{"10.100.0.0/16", "224.0.0.0/4", "ff00::/8"}; !slices.Equal(got, want) {
+		t.Fatalf("exclusions after the upgrade %v, want %v", got, want)
+	}
+	if ok, err := m.RulesCurrent(n); !ok || err != nil {
+		t.Fatalf("rules current: %v %v", ok, err)
+	}
 }
 
 func TestMasqExcludeOverlap(t *testing.T) {
 	host := newNS(t)
 	m := masqIn(t, host)
-	n := MasqNetwork{Network: "n1"}
+	// Subnets from the IPAM's results are added as pods come.
+	added := func(p string) MasqNetwork {
+		return MasqNetwork{Network: "n1", ExcludeAdded: true, Exclude: []netip.Prefix{netip.MustParsePrefix(p)}}
+	}
 	o := Owner{Network: "n1", ContainerID: "c", IfName: "eth0"}
-	if err := m.AddPod(n, o, []netip.Addr{netip.MustParseAddr("10.100.1.2")}, []netip.Prefix{netip.MustParsePrefix("10.100.0.0/16")}); err != nil {
+	if err := m.AddPod(added("10.100.0.0/16"), o, []netip.Addr{netip.MustParseAddr("10.100.1.2")}); err != nil {
 		t.Fatal(err)
 	}
 	// A narrower subnet inside one already excluded must not fail.
-	if err := m.AddPod(n, o, []netip.Addr{netip.MustParseAddr("10.100.1.3")}, []netip.Prefix{netip.MustParsePrefix("10.100.1.0/24")}); err != nil {
+	if err := m.AddPod(added("10.100.1.0/24"), o, []netip.Addr{netip.MustParseAddr("10.100.1.3")}); err != nil {
 		t.Fatal(err)
 	}
-	// Configured exclusions replace the rules once.
-	n.Exclude = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	if err := m.AddPod(added("10.101.0.0/24"), o, []netip.Addr{netip.MustParseAddr("10.101.0.3")}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := excluded(t, m, "n1"), []string{"10.100.0.0/16", "10.101.0.0/24", "224.0.0.0/4", "ff00::/8"}; !slices.Equal(got, want) {
+		t.Fatalf("added exclusions %v, want %v", got, want)
+	}
+	// Configured exclusions replace the rules once, and the sets with them.
+	n := MasqNetwork{Network: "n1", Exclude: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
 	if ok, _ := m.RulesCurrent(n); ok {
 		t.Fatal("rules current before the change")
 	}
-	if err := m.AddPod(n, o, []netip.Addr{netip.MustParseAddr("10.100.1.4")}, nil); err != nil {
+	if err := m.AddPod(n, o, []netip.Addr{netip.MustParseAddr("10.100.1.4")}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := m.RulesCurrent(n); !ok || err != nil {
 		t.Fatalf("rules not replaced: %v", err)
 	}
+	if got, want := excluded(t, m, "n1"), []string{"10.0.0.0/8", "224.0.0.0/4", "ff00::/8"}; !slices.Equal(got, want) {
+		t.Fatalf("configured exclusions %v, want %v", got, want)
+	}
 }
 
 var _ = unix.ENOENT
+
+// Without the early notice (the watch cannot be set up), a deletion that
+// fails is reported by DeleteLinkEarly itself, as for a failure with it:
+// DEL must not go on to release the address while the link may remain.
+func TestDeleteLinkEarlyWithoutWatchReportsFailure(t *testing.T) {
+	host := newNS(t)
+	hh := handleIn(t, host)
+	linkWatch = func(int) (*unregisterWatch, error) { return nil, errors.New("no watch (test)") }
+	t.Cleanup(func() { linkWatch = watchUnregister })
+	// lo cannot be deleted: the kernel refuses.
+	var done <-chan error
+	err := netns.Do(host, func() (err error) { done, err = DeleteLinkEarly(hh, "lo"); return err })
+	if err == nil {
+		t.Fatalf("a failed deletion returned no error (done says %v)", <-done)
+	}
+	// And a deletion that works still reports through done.
+	name := HostVethName("nowatch", "eth0")
+	if err := hh.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: "pntestpeer0"}); err != nil {
+		t.Fatal(err)
+	}
+	err = netns.Do(host, func() (err error) { done, err = DeleteLinkEarly(hh, name); return err })
+	if err != nil || <-done != nil {
+		t.Fatalf("deletion without the watch: %v", err)
+	}
+	if l, _ := LinkByName(hh, name); l != nil {
+		t.Fatal("link still there")
+	}
+}
 
 func TestDeleteLinkEarly(t *testing.T) {
 	host, ctr := newNS(t), newNS(t)

@@ -129,13 +129,27 @@ func BridgeSysctls(name string, v4, v6 bool) []Sysctl {
 	return out
 }
 
-// IPv6ForwardingSysctl is the namespace-wide IPv6 forwarding switch.
-// Unlike IPv4, the kernel forwards IPv6 only when conf/all/forwarding is
-// on; the per-interface value only marks the interface as a router. So
-// an IPv6 pod needs it in the host namespace. It is written only when
-// off (WriteSysctls skips values already in place), and never undone: it
-// is the node's setting, not the pod's.
-var IPv6ForwardingSysctl = Sysctl{"net/ipv6/conf/all/forwarding", "1"}
+// NodeForwardingSysctls are the namespace-wide forwarding switches a node
+// needs to be its pods' gateway, per family. For IPv4 the kernel forwards
+// a packet when the interface it arrived on forwards: the host veths are
+// set per interface, but the replies to pod traffic that left the node
+// arrive on the uplink, so a fresh host (ip_forward 0) would drop them.
+// ip_forward turns every interface's forwarding on, as the reference ptp
+// and bridge plugins and Calico's Felix do. For IPv6 the kernel forwards
+// only when conf/all/forwarding is on; the per-interface value only marks
+// the interface as a router. They are written only when off (WriteSysctls
+// reads first, so a pod's ADD pays one read), and never undone: they are
+// the node's settings, not the pod's.
+func NodeForwardingSysctls(v4, v6 bool) []Sysctl {
+	var out []Sysctl
+	if v4 {
+		out = append(out, Sysctl{"net/ipv4/ip_forward", "1"})
+	}
+	if v6 {
+		out = append(out, Sysctl{"net/ipv6/conf/all/forwarding", "1"})
+	}
+	return out
+}
 
 // ContainerSysctls are the settings of the pod's interface: no DAD, so
 // its link-local address is usable at once (its global addresses carry

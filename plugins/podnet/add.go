@@ -201,12 +201,16 @@ func (a *attachment) addMasq(ips []podIP) error {
 	if !a.conf.IPMasq {
 		return nil
 	}
+	n, err := a.conf.masqNetwork(ips)
+	if err != nil {
+		return err
+	}
 	m, err := dataplane.NewMasq()
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	return m.AddPod(a.conf.masqNetwork(), a.owner, addrsOf(ips), subnetsOf(ips))
+	return m.AddPod(n, a.owner, addrsOf(ips))
 }
 
 // openNetNS opens the container's namespace twice over: as a NetNS to

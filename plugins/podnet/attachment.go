@@ -107,16 +107,6 @@ func addrsOf(ips []podIP) []netip.Addr {
 	return out
 }
 
-func subnetsOf(ips []podIP) []netip.Prefix {
-	var out []netip.Prefix
-	for _, ip := range ips {
-		if !slices.Contains(out, ip.subnet) {
-			out = append(out, ip.subnet)
-		}
-	}
-	return out
-}
-
 // neigh is a permanent neighbour entry.
 type neigh struct {
 	ip  netip.Addr

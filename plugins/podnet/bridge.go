@@ -76,10 +76,9 @@ func (a *attachment) addBridgeHost(br *netlink.Bridge, ips []podIP, v4, v6 bool)
 	if err != nil {
 		return hostSide{}, err
 	}
-	sysctls := dataplane.BridgeSysctls(a.conf.Bridge, v4, v6)
-	if v6 {
-		sysctls = append(sysctls, dataplane.IPv6ForwardingSysctl)
-	}
+	// The node forwards first (it is the pods' gateway), then the
+	// bridge's own settings.
+	sysctls := append(dataplane.NodeForwardingSysctls(v4, v6), dataplane.BridgeSysctls(a.conf.Bridge, v4, v6)...)
 	if err := dataplane.WriteSysctls(sysctls); err != nil {
 		return hostSide{}, err
 	}

@@ -194,10 +194,7 @@ func (a *attachment) checkRoutedHost(idx int, want []netip.Prefix, v4, v6 bool) 
 			diffs = append(diffs, fmt.Sprintf("host has no route %s dev %s", dataplane.HostPrefix(p.Addr()), a.hostName))
 		}
 	}
-	sys := dataplane.RoutedHostSysctls(a.hostName, v4, v6)
-	if v6 {
-		sys = append(sys, dataplane.IPv6ForwardingSysctl)
-	}
+	sys := append(dataplane.NodeForwardingSysctls(v4, v6), dataplane.RoutedHostSysctls(a.hostName, v4, v6)...)
 	return append(diffs, prefixAll("host: ", dataplane.CheckSysctls(sys))...)
 }
 
@@ -231,10 +228,7 @@ func (a *attachment) checkBridgeHost(idx, master int, prev *cni.Result, want []n
 			diff("bridge %s lacks gateway address %s/%d", a.conf.Bridge, ip.Gateway, ip.Address.Bits())
 		}
 	}
-	sys := dataplane.BridgeSysctls(a.conf.Bridge, v4, v6)
-	if v6 {
-		sys = append(sys, dataplane.IPv6ForwardingSysctl)
-	}
+	sys := append(dataplane.NodeForwardingSysctls(v4, v6), dataplane.BridgeSysctls(a.conf.Bridge, v4, v6)...)
 	return append(diffs, prefixAll("host: ", dataplane.CheckSysctls(sys))...)
 }
 
@@ -245,7 +239,11 @@ func (a *attachment) checkMasq(want []netip.Prefix) ([]string, error) {
 	}
 	defer m.Close()
 	var diffs []string
-	ok, err := m.RulesCurrent(a.conf.masqNetwork())
+	n, err := a.conf.masqNetwork(nil) // the rules say nothing of one pod's subnets
+	if err != nil {
+		return nil, err
+	}
+	ok, err := m.RulesCurrent(n)
 	if err != nil {
 		return nil, err
 	}

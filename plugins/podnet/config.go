@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/podnet/podnet/cni"
@@ -34,6 +35,9 @@ type conf struct {
 	IPMasq      bool
 	MasqExclude []netip.Prefix
 	IPAMType    string
+	// ipamPools are the pools of podnet-ipam's configuration: with
+	// ipMasq and no masqExclude, the destinations never masqueraded.
+	ipamPools []netip.Prefix
 }
 
 // rawConf is the configuration as JSON has it. Pointers tell "absent"
@@ -49,7 +53,10 @@ type rawConf struct {
 	IPMasq           bool     `json:"ipMasq"`
 	MasqExclude      []string `json:"masqExclude"`
 	IPAM             *struct {
-		Type string `json:"type"`
+		Type  string `json:"type"`
+		Pools []struct {
+			CIDR string `json:"cidr"`
+		} `json:"pools"`
 	} `json:"ipam"`
 }
 
@@ -132,6 +139,15 @@ func validate(nc *skel.NetConf, raw *rawConf) (*conf, error) {
 	if strings.ContainsAny(c.IPAMType, `/\`) || c.IPAMType == "." || c.IPAMType == ".." {
 		return nil, confErr("ipam.type", "%q is not a plugin name", c.IPAMType)
 	}
+	if c.IPAMType == "podnet-ipam" {
+		// A pool that does not parse is podnet-ipam's to report, with
+		// its own field name, when it allocates.
+		for _, p := range raw.IPAM.Pools {
+			if pfx, err := netip.ParsePrefix(p.CIDR); err == nil {
+				c.ipamPools = append(c.ipamPools, pfx.Masked())
+			}
+		}
+	}
 	return c, nil
 }
 
@@ -149,7 +165,32 @@ func jsonKind(k reflect.Kind) string {
 	return "a number"
 }
 
-// masqNetwork is the network's masquerade as dataplane wants it.
-func (c *conf) masqNetwork() dataplane.MasqNetwork {
-	return dataplane.MasqNetwork{Network: c.Name, Exclude: c.MasqExclude}
+// masqNetwork is the network's masquerade as dataplane wants it. Traffic
+// between pods of the cluster is never masqueraded (Kubernetes' network
+// model): the destinations excluded are masqExclude when set, else every
+// pool of podnet-ipam's, else the subnets of the pods' addresses as the
+// IPAM gives them (ips, which may be nil when only the rules matter) --
+// but not when those are host routes, as a routed pod's /32 is: a pod's
+// own address says nothing of where the other pods are, so that case
+// needs masqExclude.
+func (c *conf) masqNetwork(ips []podIP) (dataplane.MasqNetwork, error) {
+	n := dataplane.MasqNetwork{Network: c.Name}
+	switch {
+	case len(c.MasqExclude) > 0:
+		n.Exclude = c.MasqExclude
+	case len(c.ipamPools) > 0:
+		n.Exclude = c.ipamPools
+	default:
+		n.ExcludeAdded = true
+		for _, ip := range ips {
+			if ip.subnet.Bits() == ip.subnet.Addr().BitLen() {
+				return n, confErr("masqExclude", "is required with ipMasq and ipam.type %q, whose result gives %s, a host route: "+
+					"list the cluster's pod CIDRs, which are never masqueraded", c.IPAMType, ip.subnet)
+			}
+			if !slices.Contains(n.Exclude, ip.subnet) {
+				n.Exclude = append(n.Exclude, ip.subnet)
+			}
+		}
+	}
+	return n, nil
 }

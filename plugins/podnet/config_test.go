@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -114,5 +115,51 @@ func TestPodIPs(t *testing.T) {
 	gws, err := bridgeGateways(ips)
 	if err != nil || gws[true].String() != "10.100.0.1/24" || gws[false].String() != "fd00:100::1/64" {
 		t.Fatalf("bridge gateways %v %v", gws, err)
+	}
+}
+
+// The destinations never masqueraded: masqExclude, else podnet-ipam's
+// pools, else the subnets of an IPAM's result when they are wider than a
+// host route; a routed /32 from another IPAM needs masqExclude.
+func TestMasqNetwork(t *testing.T) {
+	ip := func(s string) podIP {
+		p := netip.MustParsePrefix(s)
+		return podIP{addr: p.Addr(), subnet: p.Masked()}
+	}
+	for _, tc := range []struct {
+		name, extra string
+		ips         []podIP
+		want        string // Exclude, and "+" when added as pods come
+		errField    string
+	}{
+		{"masqExclude", `,"masqExclude":["10.0.0.0/8"],"ipam":{"type":"podnet-ipam","pools":[{"cidr":"10.244.0.0/16"}]}`,
+			[]podIP{ip("10.244.0.5/32")}, "[10.0.0.0/8]", ""},
+		{"pools", `,"ipam":{"type":"podnet-ipam","pools":[{"cidr":"10.244.0.0/16"},{"cidr":"fd00:244::/64"},{"cidr":"bad"}]}`,
+			[]podIP{ip("10.244.0.5/32")}, "[10.244.0.0/16 fd00:244::/64]", ""},
+		{"result subnets", `,"ipam":{"type":"host-local"}`,
+			[]podIP{ip("10.1.2.5/24"), ip("fd00:1::5/64")}, "+[10.1.2.0/24 fd00:1::/64]", ""},
+		{"rules only", `,"ipam":{"type":"host-local"}`, nil, "+[]", ""},
+		{"host route", `,"ipam":{"type":"host-local"}`, []podIP{ip("10.1.2.5/32")}, "", "masqExclude"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parse(t, `{"cniVersion":"1.1.0","name":"n","type":"podnet","ipMasq":true`+tc.extra+`}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := c.masqNetwork(tc.ips)
+			if tc.errField != "" {
+				if !cni.IsCode(err, cni.CodeInvalidNetworkConfig) || !strings.Contains(err.Error(), tc.errField) {
+					t.Fatalf("error %v, want code 7 naming %s", err, tc.errField)
+				}
+				return
+			}
+			got := fmt.Sprint(n.Exclude)
+			if n.ExcludeAdded {
+				got = "+" + got
+			}
+			if err != nil || got != tc.want || n.Network != "n" {
+				t.Fatalf("%s %v, want %s", got, err, tc.want)
+			}
+		})
 	}
 }

@@ -96,12 +96,18 @@ func (a *attachment) existing() (*cni.Result, error) {
 	}
 	if res != nil {
 		if a.conf.IPMasq {
+			// No subnets: a repeated ADD restores the pod's entries; the
+			// exclusions are the first ADD's business.
+			n, err := a.conf.masqNetwork(nil)
+			if err != nil {
+				return nil, err
+			}
 			m, err := dataplane.NewMasq()
 			if err != nil {
 				return nil, err
 			}
 			defer m.Close()
-			if err := m.AddPod(a.conf.masqNetwork(), a.owner, hostAddrs, nil); err != nil {
+			if err := m.AddPod(n, a.owner, hostAddrs); err != nil {
 				return nil, err
 			}
 		}

@@ -93,7 +93,7 @@ func newEnv(t testing.TB, fault bool) *env {
 		testutil.BuildBinary(t, "./plugins/podnet", e.binDir)
 	}
 	testutil.BuildBinaryAs(t, "./internal/testipam", e.binDir, "testipam")
-	_, e.host = testutil.NewNetNS(t)
+	_, e.host = testutil.NewNodeNetNS(t)
 	_, e.uplink = testutil.NewNetNS(t)
 	e.wireUplink()
 	return e

@@ -33,10 +33,9 @@ func (a *attachment) createRoutedLink(peerFd int, u *undo) (int, error) {
 // and per address a host route and a permanent neighbour entry. It
 // returns what the pod's side needs.
 func (a *attachment) addRoutedHost(idx int, ips []podIP, v4, v6 bool) (hostSide, error) {
-	sysctls := dataplane.RoutedHostSysctls(a.hostName, false, v6) // IPv4's: createRoutedLink
-	if v6 {
-		sysctls = append(sysctls, dataplane.IPv6ForwardingSysctl)
-	}
+	// The node forwards first: it is the pod's gateway. Then the host
+	// end's IPv6 settings (IPv4's: createRoutedLink).
+	sysctls := append(dataplane.NodeForwardingSysctls(v4, v6), dataplane.RoutedHostSysctls(a.hostName, false, v6)...)
 	if err := dataplane.WriteSysctls(sysctls); err != nil {
 		return hostSide{}, err
 	}
