@@ -265,9 +265,13 @@ func (a *Agent) setup() error {
 		a.h.Close()
 		return err
 	}
-	// Traffic from other nodes to this node's pods arrives on the
-	// underlay and is forwarded to the pods' veths.
-	if err := sysctl([]dataplane.Sysctl{{Key: "net/ipv4/conf/" + ul.name + "/forwarding", Value: "1"}}); err != nil {
+	// Traffic from other nodes to this node's pods, and the replies to
+	// pods' traffic that left the node, arrive on the underlay and are
+	// forwarded to the pods' veths: the node forwards from the start, as
+	// Felix makes it. IPv6 forwarding waits for the first IPv6 route
+	// (Programmer.Apply): on a node without IPv6 pods it would only stop
+	// the host from taking router advertisements.
+	if err := sysctl(dataplane.NodeForwardingSysctls(true, false)); err != nil {
 		a.h.Close()
 		return err
 	}

@@ -154,7 +154,14 @@ func TestAgentHostGW(t *testing.T) {
 		}
 	}
 	blockA := c.blockOf(t, "a", "net.pod-a")
+	if v := na.sysctlIn(t, "net/ipv4/ip_forward"); v != "0" {
+		t.Fatalf("the node starts with ip_forward %s, want 0 as on a fresh host", v)
+	}
 	ra := c.start(t, na, "a", ModeHostGW, time.Second)
+	// The agent makes the node forward pod traffic from its start.
+	if v := na.sysctlIn(t, "net/ipv4/ip_forward"); v != "1" {
+		t.Errorf("ip_forward %s after the agent started, want 1", v)
+	}
 	if r, _ := ownedRoute(na.h, blockA); r == nil || r.Type != unix.RTN_BLACKHOLE {
 		t.Fatalf("own block %s: want a blackhole route, got %+v", blockA, r)
 	}

@@ -78,6 +78,14 @@ func (p *Programmer) Apply(d Desired) (Stats, error) {
 			errs = append(errs, err)
 		}
 	}
+	for dst := range d.Routes {
+		if dst.Addr().Is6() {
+			if err := p.sysctl(dataplane.NodeForwardingSysctls(false, true)); err != nil {
+				errs = append(errs, err)
+			}
+			break
+		}
+	}
 	st, err := p.syncRoutes(d, vxIndex)
 	if err != nil {
 		errs = append(errs, err)

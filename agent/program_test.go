@@ -24,7 +24,7 @@ type testNode struct {
 func newTestNode(t testing.TB, addr netip.Prefix) *testNode {
 	t.Helper()
 	testutil.RequireRoot(t)
-	_, path := testutil.NewNetNS(t)
+	_, path := testutil.NewNodeNetNS(t)
 	var h *netlink.Handle
 	if err := netns.Do(path, func() (err error) { h, err = dataplane.NewHandle(); return err }); err != nil {
 		t.Fatal(err)
@@ -204,8 +204,21 @@ func checkPeers(t testing.TB, h *netlink.Handle, index int, want map[string]stri
 // which gets a permanent IPv6 neighbour for it; this node's own block is
 // a blackhole. A second apply changes nothing, and a node that leaves
 // takes its IPv6 routes and neighbour with it.
+// sysctlIn reads a sysctl in the node's namespace.
+func (n *testNode) sysctlIn(t testing.TB, key string) string {
+	t.Helper()
+	var v string
+	if err := netns.Do(n.path, func() (err error) { v, err = dataplane.ReadSysctl(key); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 func TestProgramIPv6(t *testing.T) {
 	n := newTestNode(t, netip.MustParsePrefix("198.18.0.11/24"))
+	if v := n.sysctlIn(t, "net/ipv6/conf/all/forwarding"); v != "0" {
+		t.Fatalf("IPv6 forwarding %s before any IPv6 route, want 0", v)
+	}
 	p := n.programmer(t, netip.MustParseAddr("198.18.0.11"), "a")
 	bLL := netip.MustParseAddr("fe80::b")
 	snap := &Snapshot{
@@ -226,6 +239,10 @@ func TestProgramIPv6(t *testing.T) {
 	params := Params{Self: "a", Mode: ModeAuto, LocalSubnets: []netip.Prefix{pfx("198.18.0.0/24")}}
 	if _, err := p.Apply(Compute(params, snap)); err != nil {
 		t.Fatal(err)
+	}
+	// IPv6 blocks: the node forwards IPv6, or routes to them are useless.
+	if v := n.sysctlIn(t, "net/ipv6/conf/all/forwarding"); v != "1" {
+		t.Errorf("IPv6 forwarding %s with IPv6 routes, want 1", v)
 	}
 	owned, err := OwnedRoutes(n.h)
 	if err != nil {
