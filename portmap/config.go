@@ -18,6 +18,11 @@ type Config struct {
 	SNAT bool
 	// Mappings are runtimeConfig.portMappings, validated.
 	Mappings []Mapping
+	// MappingsGiven reports whether runtimeConfig carried portMappings
+	// at all, even an empty list. A runtime sends DEL the capability
+	// arguments of ADD, so a DEL without them says nothing about what
+	// ADD published.
+	MappingsGiven bool
 }
 
 // PortMapping is one entry of runtimeConfig.portMappings as the runtime
@@ -84,7 +89,7 @@ func ParseConfig(stdin []byte) (*Config, error) {
 	var raw struct {
 		SNAT          *bool `json:"snat"`
 		RuntimeConfig struct {
-			PortMappings []PortMapping `json:"portMappings"`
+			PortMappings *[]PortMapping `json:"portMappings"`
 		} `json:"runtimeConfig"`
 	}
 	if err := json.Unmarshal(stdin, &raw); err != nil {
@@ -94,8 +99,11 @@ func ParseConfig(stdin []byte) (*Config, error) {
 		}
 		return nil, cni.Errorf(cni.CodeDecodingFailure, "config: %v", err)
 	}
-	c := &Config{SNAT: raw.SNAT == nil || *raw.SNAT}
-	ms, err := ValidateMappings(raw.RuntimeConfig.PortMappings)
+	c := &Config{SNAT: raw.SNAT == nil || *raw.SNAT, MappingsGiven: raw.RuntimeConfig.PortMappings != nil}
+	if !c.MappingsGiven {
+		return c, nil
+	}
+	ms, err := ValidateMappings(*raw.RuntimeConfig.PortMappings)
 	if err != nil {
 		return nil, err
 	}

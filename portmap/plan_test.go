@@ -53,12 +53,24 @@ func TestValidateMappings(t *testing.T) {
 
 func TestParseConfig(t *testing.T) {
 	c, err := ParseConfig([]byte(`{"runtimeConfig":{"portMappings":[{"hostPort":80,"containerPort":8080,"protocol":"tcp"}]}}`))
-	if err != nil || !c.SNAT || len(c.Mappings) != 1 {
+	if err != nil || !c.SNAT || len(c.Mappings) != 1 || !c.MappingsGiven {
 		t.Fatalf("%+v %v", c, err)
 	}
 	c, err = ParseConfig([]byte(`{"snat":false}`))
-	if err != nil || c.SNAT || len(c.Mappings) != 0 {
+	if err != nil || c.SNAT || len(c.Mappings) != 0 || c.MappingsGiven {
 		t.Fatalf("%+v %v", c, err)
+	}
+	// An empty list is given (ADD published nothing); no list, or null,
+	// is not (a DEL must then look for the attachment's elements).
+	for stdin, given := range map[string]bool{
+		`{"runtimeConfig":{"portMappings":[]}}`:   true,
+		`{"runtimeConfig":{"portMappings":null}}`: false,
+		`{"runtimeConfig":{"bandwidth":{}}}`:      false,
+	} {
+		c, err := ParseConfig([]byte(stdin))
+		if err != nil || len(c.Mappings) != 0 || c.MappingsGiven != given {
+			t.Errorf("%s: %+v %v, want MappingsGiven %v", stdin, c, err, given)
+		}
 	}
 	if _, err := ParseConfig([]byte(`{"runtimeConfig":{"portMappings":[{"hostPort":"80"}]}}`)); !cni.IsCode(err, cni.CodeInvalidNetworkConfig) {
 		t.Fatalf("hostPort as a string: %v", err)

@@ -12,10 +12,14 @@
 // 127.0.0.0/8; it is what makes a pod reach its own host port and the
 // host reach 127.0.0.1:hostPort.
 //
-// ADD passes prevResult on unchanged. With no mappings every verb does
-// nothing. DEL needs no prevResult: each nftables element names its
-// attachment. GC removes the elements of the network's attachments that
-// are not valid, and the table once it holds nothing.
+// ADD passes prevResult on unchanged. With an empty list of mappings
+// every verb does nothing (a runtime sends DEL the capability arguments
+// of ADD). DEL needs no prevResult: each nftables element names its
+// attachment, so a DEL without runtimeConfig.portMappings (a runtime
+// given no capability arguments) or with mappings it cannot read removes
+// whatever elements the attachment has. GC removes the elements of the
+// network's attachments that are not valid, and the table once it holds
+// nothing.
 //
 // It must not run processes, and touches only its own nftables table,
 // route_localnet on prevResult's host-side interfaces, and the UDP

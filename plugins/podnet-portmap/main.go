@@ -64,6 +64,14 @@ func cmdDel(args *skel.CmdArgs) error {
 			Sweep:    true,
 		}
 	}
+	if !r.Config.MappingsGiven {
+		// A DEL without portMappings (a runtime or CLI that passes no
+		// capability arguments on DEL, such as podnet pod del without
+		// CAP_ARGS) tells nothing about what ADD published. Elements
+		// left behind would DNAT the host port to an address the IPAM
+		// later gives another pod, so find them by their owner.
+		r.Sweep = true
+	}
 	return portmap.Del(r)
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -266,5 +267,49 @@ func TestDelBadConfig(t *testing.T) {
 	tp.mustExec("DEL", p, p.conf(t, []portmap.PortMapping{tcp(0, 80)}, false))
 	if got := tp.owned(p); len(got) != 0 {
 		t.Fatalf("after DEL: %v", got)
+	}
+}
+
+// TestDelWithoutMappings: a DEL without runtimeConfig.portMappings (a
+// runtime given no capability arguments, as podnet pod del without
+// CAP_ARGS) still removes the attachment's elements, found by their
+// owner, and no other attachment's. Left behind, they would DNAT the
+// host port to an address the IPAM later gives another pod. Repeated,
+// and with the table gone, it succeeds and creates nothing.
+func TestDelWithoutMappings(t *testing.T) {
+	for _, withPrev := range []bool{false, true} {
+		t.Run(fmt.Sprint("prevResult=", withPrev), func(t *testing.T) {
+			tp := newTopo(t)
+			p, other := tp.addPod(1, true), tp.addPod(2, false)
+			serveTCP(t, p.ns, ":80")
+			tp.mustExec("ADD", p, p.conf(t, []portmap.PortMapping{tcp(18089, 80)}, true))
+			tp.mustExec("ADD", other, other.conf(t, []portmap.PortMapping{udp(18089, 53)}, true))
+			if got := tp.owned(p); len(got) != 4 {
+				t.Fatalf("after ADD the pod has %v, want dnat4, dnat6, snat4 and snat6 elements", got)
+			}
+			if _, err := dialTCP(tp.ext, hostAddr+":18089"); err != nil {
+				t.Fatalf("host port after ADD: %v", err)
+			}
+			keep := fmt.Sprint(tp.owned(other))
+
+			del := p.confNoCapArgs(t, withPrev)
+			tp.mustExec("DEL", p, del)
+			if got := tp.owned(p); len(got) != 0 {
+				t.Fatalf("after a DEL without portMappings the table still holds %v", got)
+			}
+			if got := fmt.Sprint(tp.owned(other)); got != keep {
+				t.Fatalf("the DEL took another pod's elements: %s, was %s", got, keep)
+			}
+			if _, err := dialTCP(tp.ext, hostAddr+":18089"); err == nil {
+				t.Fatal("host port still answers after DEL")
+			}
+
+			tp.mustExec("DEL", p, del)
+			tp.dropTable()
+			tp.mustExec("DEL", p, del)
+			if es, exists := tp.entries(); exists {
+				t.Fatalf("a DEL without portMappings created the table: %v", es)
+			}
+		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -32,7 +33,9 @@ const (
 	netName  = "pmtest"
 )
 
-// topo is a host namespace with an uplink to ext, and pods attached.
+// topo is a host namespace (a fresh node: testutil.NewNodeNetNS) with an
+// uplink to ext, and pods attached. Every verb runs in the host
+// namespace, never in the namespace of the machine running the test.
 type topo struct {
 	t    testing.TB
 	host string // netns paths
@@ -96,21 +99,19 @@ func vethTo(name, peer, peerNS string) error {
 func newTopo(t testing.TB) *topo {
 	t.Helper()
 	testutil.RequireRoot(t)
-	_, host := testutil.NewNetNS(t)
+	_, host := testutil.NewNodeNetNS(t)
 	_, ext := testutil.NewNetNS(t)
 	dir := t.TempDir()
 	tp := &topo{t: t, host: host, ext: ext, dir: dir, bin: testutil.BuildBinary(t, "./plugins/podnet-portmap", dir)}
 	do(t, ext, func() error { return linkUp("lo") })
 	do(t, host, func() error {
-		if err := linkUp("lo"); err != nil {
-			return err
-		}
 		if err := vethTo("up0", "eth0", ext); err != nil {
 			return err
 		}
 		if err := linkUp("up0", hostAddr+"/15"); err != nil {
 			return err
 		}
+		// The main plugin turns forwarding on; podnet-portmap relies on it.
 		if err := writeSysctl("/proc/sys/net/ipv4/ip_forward", "1"); err != nil {
 			return err
 		}
@@ -208,14 +209,32 @@ func (p *pod) prevResult() *cni.Result {
 	return r
 }
 
-// conf is the plugin's stdin for p with the given mappings.
+// conf is the plugin's stdin for p with the given mappings (nil: an
+// empty list, as a runtime sends for a pod without host ports).
 func (p *pod) conf(t testing.TB, mappings []portmap.PortMapping, withPrev bool) []byte {
 	t.Helper()
+	if mappings == nil {
+		mappings = []portmap.PortMapping{}
+	}
+	return p.stdin(t, map[string]any{"portMappings": mappings}, withPrev)
+}
+
+// confNoCapArgs is the plugin's stdin for p without runtimeConfig, as a
+// runtime given no capability arguments writes it.
+func (p *pod) confNoCapArgs(t testing.TB, withPrev bool) []byte {
+	t.Helper()
+	return p.stdin(t, nil, withPrev)
+}
+
+func (p *pod) stdin(t testing.TB, runtimeConfig map[string]any, withPrev bool) []byte {
+	t.Helper()
 	c := map[string]any{
-		"cniVersion":    "1.1.0",
-		"name":          netName,
-		"type":          "podnet-portmap",
-		"runtimeConfig": map[string]any{"portMappings": mappings},
+		"cniVersion": "1.1.0",
+		"name":       netName,
+		"type":       "podnet-portmap",
+	}
+	if runtimeConfig != nil {
+		c["runtimeConfig"] = runtimeConfig
 	}
 	if withPrev {
 		c["prevResult"] = p.prevResult()
@@ -289,6 +308,20 @@ func (tp *topo) entries() (es []portmap.Entry, tableExists bool) {
 		return err
 	})
 	return es, tableExists
+}
+
+// dropTable deletes the table in the host namespace, as a flush of the
+// ruleset by someone else would.
+func (tp *topo) dropTable() {
+	tp.t.Helper()
+	do(tp.t, tp.host, func() error {
+		c, err := nftables.New()
+		if err != nil {
+			return err
+		}
+		c.DelTable(&nftables.Table{Name: portmap.TableName, Family: nftables.TableFamilyINet})
+		return c.Flush()
+	})
 }
 
 func (tp *topo) owned(p *pod) []portmap.Entry {
