@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/podnet/podnet/internal/testplugin/record"
+	"github.com/podnet/podnet/internal/testutil"
+)
+
+// `pod add --timeout 2s` on a plugin that hangs, at ADD and at the DEL
+// that rolls it back, and leaves a child behind each time: podnet returns
+// within a few seconds (it took 32 s when the rollback had a fixed 30 s),
+// and no process of either plugin run outlives it.
+func TestPodAddTimeoutBoundsRollback(t *testing.T) {
+	n := newNode(t)
+	testutil.BuildBinary(t, "./internal/testplugin", n.binDir)
+	rec := t.TempDir()
+	conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"hang","plugins":[
+		{"type":"testplugin","record":%q,"sleep":"5m","spawnChild":true,"childSleep":"5m"}]}`, rec)
+	if err := os.WriteFile(filepath.Join(n.confDir, "20-hang.conflist"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, pod := testutil.NewNetNS(t)
+
+	start := time.Now()
+	_, stderr, code := n.run("pod", "add", "--timeout", "2s", "hang", pod)
+	took := time.Since(start)
+	if code == 0 || !strings.Contains(stderr, "did not finish") || !strings.Contains(stderr, "rollback after failed ADD") {
+		t.Errorf("exit %d, stderr %q; want the ADD's timeout and the rollback's", code, stderr)
+	}
+	t.Logf("pod add --timeout 2s returned after %v", took)
+	if took >= 8*time.Second {
+		t.Error("want under 8 s: twice the budget and a kill grace or two")
+	}
+
+	recs, err := record.Read(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(record.Commands(recs), " "); got != "ADD DEL" {
+		t.Errorf("calls %q, want ADD DEL", got)
+	}
+	pids, err := record.ChildPIDs(rec)
+	if err != nil || len(pids) != len(recs) {
+		t.Errorf("child pids %v (%v), want one per call", pids, err)
+	}
+	for _, r := range recs {
+		pids = append(pids, r.PID)
+	}
+	for _, pid := range pids {
+		if !exited(pid) {
+			// Ours (a plugin this test's podnet started): do not leak it.
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("process %d outlived pod add", pid)
+		}
+	}
+	n.assertClean()
+}
+
+// exited reports whether pid is gone or a zombie: killed, waiting only
+// for init, its new parent, to reap it. SIGKILL takes effect at the
+// victim's next scheduling, so it is given a moment.
+func exited(pid int) bool {
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return true
+		}
+		s := string(b)
+		if i := strings.LastIndexByte(s, ')'); i > 0 && i+2 < len(s) && s[i+2] == 'Z' {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
