@@ -9,11 +9,13 @@
 //   - "bridge", flannel's and kubenet's cbr0 model: the host end is a
 //     port of a bridge that holds the gateway address; the pod has the
 //     address with its subnet mask and a default route via the gateway.
+//     With podnet-ipam that mask is the pool's: bridge mode is one node's.
 //
-// Both are dual-stack, optionally masquerade traffic leaving the
-// network (one nftables rule set per network, a set of pod addresses),
-// and delegate address management to an IPAM plugin through the
-// ipamClient seam (an exec'd plugin today; podnet-ipam in process later).
+// Both are dual-stack, turn the node's forwarding on (it is the pods'
+// gateway), optionally masquerade traffic leaving the cluster's pods (one
+// nftables rule set per network, a set of pod addresses), and delegate
+// address management to an IPAM through the ipamClient seam: podnet-ipam
+// in this process, any other IPAM plugin exec'd.
 //
 // Configuration (besides name, type, cniVersion, dns):
 //
@@ -24,9 +26,11 @@
 //	isDefaultGateway  bridge mode: default route via the bridge; default true
 //	promiscMode       bridge mode: bridge promiscuous
 //	ipMasq            masquerade traffic from the pods to anything but
-//	                  pods of this network on this node and masqExclude
+//	                  this network's pods on this node and masqExclude
 //	masqExclude       CIDRs never masqueraded (the cluster's pod CIDRs);
-//	                  default: the subnets the IPAM hands out
+//	                  default: podnet-ipam's pools; with another IPAM, the
+//	                  subnets it hands out when wider than a host route,
+//	                  else required
 //	ipam              the IPAM plugin's configuration; "type" is required
 //
 // A field of bridge mode in a routed configuration is an error (code 7,

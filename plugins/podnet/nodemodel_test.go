@@ -71,7 +71,7 @@ func (e *env) forwarding() (v4, v6 string) {
 // nothing of them is left in the nftables sets, and the exclusions hold
 // only the pool, however many pods came and went.
 func TestNodeModel(t *testing.T) {
-	for _, mode := range []string{"routed"} {
+	for _, mode := range []string{"routed", "bridge"} {
 		t.Run(mode, func(t *testing.T) {
 			e := newEnv(t, false)
 			if v4, v6 := e.forwarding(); v4 != "0" || v6 != "0" {
@@ -93,7 +93,14 @@ func TestNodeModel(t *testing.T) {
 				t.Errorf("after ADD the node's forwarding is %s/%s, want 1/1", v4, v6)
 			}
 			p := pods[0]
+			// Bridge mode gives a pod the pool's length, so another node's
+			// pods are on its link: bridge mode is a single node's (see
+			// docs/architecture.md), and only routed mode is asked to
+			// reach them.
 			for _, dst := range []netip.Addr{remote4, remote6} {
+				if mode == "bridge" {
+					break
+				}
 				if src, err := echo(t, p.ns, e.uplink, dst); err != nil || src != p.addr(dst.Is4()) {
 					t.Errorf("pod -> another node's pod %s: seen from %s, want the pod's own %s (no NAT between pods); %v", dst, src, p.addr(dst.Is4()), err)
 				}
