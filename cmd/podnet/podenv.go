@@ -63,13 +63,19 @@ func (e *podEnv) close() {
 	}
 }
 
-// netnsOf finds a sandbox's namespace by its ID.
+// netnsOf finds a sandbox's namespace by its ID. A record that cannot be
+// read does not hide the others; but when the sandbox is not among those
+// read, the store's error is the answer: the unreadable record may be
+// its, and "does not exist" would send the caller the wrong way.
 func (e *podEnv) netnsOf(id string) (string, error) {
-	all, _ := e.store.List()
+	all, err := e.store.List()
 	for _, sb := range all {
 		if sb.ID == id {
 			return sb.NetNS, nil
 		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("sandbox %q: sandbox records in %s: %w", id, e.store.Dir(), err)
 	}
 	return "", fmt.Errorf("sandbox %q: %w", id, fs.ErrNotExist)
 }
