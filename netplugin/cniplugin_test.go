@@ -10,8 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,7 +26,8 @@ import (
 )
 
 // env is one test's node: a conf dir, a plugin dir with podnet's loopback
-// and the test plugin, a cache dir, and sandboxes that are real network
+// and the test plugin, a cache dir, a network namespace that models the
+// node, where the plugins run, and sandboxes that are real network
 // namespaces.
 type env struct {
 	t        *testing.T
@@ -32,6 +35,7 @@ type env struct {
 	binDir   string
 	cacheDir string
 	recDir   string
+	hostNS   string
 
 	mu       sync.Mutex
 	sandboxs map[string]string // sandbox ID -> netns path
@@ -46,7 +50,24 @@ func newEnv(t *testing.T) *env {
 	if err := os.MkdirAll(e.confDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	_, e.hostNS = testutil.NewNodeNetNS(t)
 	return e
+}
+
+// assertRanInNode checks that every recorded plugin run was in the node's
+// namespace, not the machine's.
+func (e *env) assertRanInNode(recs []record.Record) {
+	e.t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(e.hostNS, &st); err != nil {
+		e.t.Fatal(err)
+	}
+	want := "net:[" + strconv.FormatUint(st.Ino, 10) + "]"
+	for _, r := range recs {
+		if r.NetNS != want {
+			e.t.Errorf("%s ran in %s, want the node's %s", r.Command, r.NetNS, want)
+		}
+	}
 }
 
 func (e *env) netnsPath(id string) (string, error) {
@@ -82,7 +103,8 @@ func testNet(name, recDir string, extra string) string {
 
 func (e *env) probe(opts ...ProbeOption) (*CNIPlugin, *Kubenet) {
 	e.t.Helper()
-	opts = append([]ProbeOption{WithCacheDir(e.cacheDir), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithKubenetDataDir(e.t.TempDir())}, opts...)
+	opts = append([]ProbeOption{WithCacheDir(e.cacheDir), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithKubenetDataDir(e.t.TempDir()),
+		WithRuntimeOptions(cni.WithExec(&cni.RawExec{HostNetNS: e.hostNS}))}, opts...)
 	plugins := ProbeNetworkPlugins(e.confDir, []string{e.binDir}, opts...)
 	if len(plugins) != 2 || plugins[0].Name() != "cni" || plugins[1].Name() != "kubenet" {
 		e.t.Fatalf("probe returned %v", plugins)
@@ -215,6 +237,7 @@ func TestSetUpTearDownRealNamespace(t *testing.T) {
 	if got := strings.Join(record.Commands(recs), " "); got != "ADD ADD" {
 		t.Fatalf("calls %q", got)
 	}
+	e.assertRanInNode(recs)
 	env := recs[0].Env
 	if env["CNI_IFNAME"] != "eth0" || env["CNI_CONTAINERID"] != "sb1" || env["CNI_NETNS"] != path {
 		t.Errorf("env %v", env)
@@ -491,6 +514,7 @@ func TestKubenet(t *testing.T) {
 	if got := strings.Join(record.Commands(recs), " "); got != "ADD DEL" {
 		t.Errorf("kubenet calls %q", got)
 	}
+	e.assertRanInNode(recs)
 	assertNoCache(t, e.cacheDir)
 }
 

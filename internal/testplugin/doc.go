@@ -12,7 +12,7 @@
 //
 //	"record": "/dir"       write one JSON file per invocation into dir
 //	                       (see package record): verb, CNI_* environment,
-//	                       stdin. Written first, so crashing runs are
+//	                       stdin, pid and network namespace. Written first, so crashing runs are
 //	                       recorded too. $PODNET_TESTPLUGIN_RECORD is used
 //	                       when the field is absent (and for VERSION).
 //	"result": {...}        ADD prints this object byte for byte, in

@@ -128,6 +128,7 @@ func newest(versions []string) string {
 
 func writeRecord(dir, cmd string, stdin []byte) error {
 	r := &record.Record{Command: cmd, Env: map[string]string{}, Stdin: string(stdin), PID: os.Getpid(), PGID: unix.Getpgrp()}
+	r.NetNS, _ = os.Readlink("/proc/self/ns/net")
 	for _, kv := range os.Environ() {
 		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "CNI_") {
 			r.Env[k] = v

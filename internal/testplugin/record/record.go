@@ -31,6 +31,9 @@ type Record struct {
 	Stdin string `json:"stdin"`
 	PID   int    `json:"pid"`
 	PGID  int    `json:"pgid"`
+	// NetNS is the network namespace the plugin ran in, as the link
+	// /proc/self/ns/net reads ("net:[inode]").
+	NetNS string `json:"netns"`
 }
 
 // Config decodes Stdin into v.
