@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -112,6 +114,11 @@ func TestAddRollbackOfHungPluginIsBounded(t *testing.T) {
 	testutil.BuildBinary(t, "./internal/testplugin", binDir)
 	_, host := testutil.NewNodeNetNS(t)
 	_, pod := testutil.NewNetNS(t)
+	var st syscall.Stat_t
+	if err := syscall.Stat(host, &st); err != nil {
+		t.Fatal(err)
+	}
+	hostID := "net:[" + strconv.FormatUint(st.Ino, 10) + "]"
 	const (
 		budget = time.Second
 		grace  = 300 * time.Millisecond
@@ -145,6 +152,11 @@ func TestAddRollbackOfHungPluginIsBounded(t *testing.T) {
 			}
 			if got := strings.Join(record.Commands(recs), " "); got != "ADD DEL" {
 				t.Errorf("calls %q, want ADD DEL", got)
+			}
+			for _, r := range recs {
+				if r.NetNS != hostID {
+					t.Errorf("%s ran in %s, want the node's %s", r.Command, r.NetNS, hostID)
+				}
 			}
 			children, err := record.ChildPIDs(rec)
 			if err != nil || len(children) != len(recs) {
