@@ -3,8 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -28,10 +26,9 @@ import (
 )
 
 const (
-	podPool     = "10.103.0.0/16"
-	podPool6    = "fd00:103::/112"
-	networkName = "e2e"
-	leaseTTL    = 2 * time.Second
+	// podPool6 is the IPv6 pool of the ConfigMap's dual-stack edit.
+	podPool6 = "fd00:244::/64"
+	leaseTTL = 2 * time.Second
 	// GC runs often and with a short grace period so that a test sees
 	// it work; a pod's ADD (allocation to cached result) takes far less.
 	gcInterval = 250 * time.Millisecond
@@ -69,6 +66,10 @@ type cluster struct {
 	podnet   string // the podnet binary (CLI and agent)
 	pluginBn string // the plugins the agents install
 	netConf  string // the conflist the agents install
+	network  shippedNetwork
+	pool4    netip.Prefix
+	pool6    netip.Prefix // invalid unless dual-stack
+	outside  *outsideHost
 	dir      string
 	nodes    map[string]*node
 }
@@ -76,7 +77,8 @@ type cluster struct {
 type node struct {
 	name    string
 	ns      *ns
-	addr    netip.Addr
+	addr    netip.Addr // on the underlay
+	addr6   netip.Addr
 	dir     string
 	agent   *exec.Cmd
 	exited  chan struct{}
@@ -87,14 +89,19 @@ type node struct {
 }
 
 type pod struct {
-	id   string
-	node *node
-	ns   string
-	ip   netip.Addr // IPv4
-	ip6  netip.Addr
+	id      string
+	node    *node
+	ns      string
+	ip      netip.Addr // IPv4
+	ip6     netip.Addr // invalid unless dual-stack
+	del     func() error
+	deleted bool
 }
 
-func newCluster(t *testing.T, u *underlay, mode agent.Mode) *cluster {
+// newCluster starts etcd on u and prepares the config every node's agent
+// installs: the ConfigMap's conflist as shipped, with the dual-stack edit
+// it documents when dualStack is set.
+func newCluster(t *testing.T, u *underlay, mode agent.Mode, dualStack bool) *cluster {
 	t.Helper()
 	dir := t.TempDir()
 	c := &cluster{t: t, u: u, mode: mode, dir: dir, nodes: map[string]*node{}}
@@ -107,18 +114,24 @@ func newCluster(t *testing.T, u *underlay, mode agent.Mode) *cluster {
 	testutil.BuildBinary(t, "./plugins/podnet", c.pluginBn)
 	testutil.BuildBinary(t, "./plugins/podnet-ipam", c.pluginBn)
 	c.store = "etcd://" + startEtcd(t, u)
-	// What a cluster ships (deploy's ConfigMap, trimmed to what pod to
-	// pod traffic needs): the same file for every node, without a node
-	// name, which each agent adds when it installs the file.
-	conf, _ := json.MarshalIndent(map[string]any{
-		"cniVersion": cni.CurrentVersion, "name": networkName,
-		"plugins": []any{map[string]any{
-			"type": "podnet", "mode": "routed",
-			"ipam": map[string]any{"type": "podnet-ipam", "store": c.store,
-				"pools": []any{map[string]any{"name": "default", "cidr": podPool}, map[string]any{"name": "default6", "cidr": podPool6}}},
-		}},
-	}, "", "  ")
-	c.netConf = filepath.Join(dir, "10-"+networkName+".conflist")
+	conf := shippedConflist(t, c.store)
+	if dualStack {
+		var err error
+		if conf, err = withIPv6Pool(conf, netip.MustParsePrefix(podPool6)); err != nil {
+			t.Fatalf("the ConfigMap's dual-stack edit: %v", err)
+		}
+	}
+	var err error
+	if c.network, err = parseNetwork(conf); err != nil {
+		t.Fatalf("%s: %v\n%s", shippedConfKey, err, conf)
+	}
+	c.pool4, c.pool6 = c.network.pools["default"], c.network.pools["default6"]
+	if !c.pool4.Addr().Is4() || dualStack != c.pool6.IsValid() {
+		t.Fatalf("%s: pools %v: want default (IPv4) and, dual-stack only, default6", shippedConfKey, c.network.pools)
+	}
+	// The agent installs the file under its own name, as the DaemonSet
+	// mounts the ConfigMap's key.
+	c.netConf = filepath.Join(dir, shippedConfKey)
 	if err := os.WriteFile(c.netConf, conf, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -131,20 +144,29 @@ func newCluster(t *testing.T, u *underlay, mode agent.Mode) *cluster {
 	c.alloc = ipam.New(s, ipam.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for name, cidr := range map[string]string{"default": podPool, "default6": podPool6} {
-		if err := c.alloc.PutPool(ctx, ipam.Pool{Name: name, CIDR: netip.MustParsePrefix(cidr)}); err != nil {
+	for name, cidr := range c.network.pools {
+		if err := c.alloc.PutPool(ctx, ipam.Pool{Name: name, CIDR: cidr}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	c.outside = startOutside(t, u)
 	return c
 }
+
+func (c *cluster) dualStack() bool { return c.pool6.IsValid() }
 
 // addNode creates node i's namespace on the underlay; it has no agent yet.
 func (c *cluster) addNode(i int) *node {
 	t := c.t
 	t.Helper()
-	n := &node{name: fmt.Sprintf("n%d", i), ns: newNS(t), dir: filepath.Join(c.dir, fmt.Sprintf("n%d", i))}
-	n.addr = c.u.attach(t, n.ns, i)
+	n := &node{name: fmt.Sprintf("n%d", i), ns: newNodeNS(t), dir: filepath.Join(c.dir, fmt.Sprintf("n%d", i))}
+	n.addr, n.addr6 = c.u.attach(t, n.ns, i)
+	// Nothing of this machine's may stand in for what podnet must do.
+	for _, key := range forwardingKeys {
+		if v := n.sysctl(t, key); v != "0" {
+			t.Fatalf("node %s before its agent: %s = %s, want 0 as on a fresh host", n.name, key, v)
+		}
+	}
 	n.runtime = cni.NewRuntime([]string{filepath.Join(n.dir, "bin")}, cni.WithCacheDir(filepath.Join(n.dir, "cache")),
 		cni.WithExec(&cni.RawExec{HostNetNS: n.ns.path}))
 	c.nodes[n.name] = n
@@ -260,14 +282,22 @@ func (c *cluster) addPod(n *node) *pod {
 	if err != nil {
 		t.Fatalf("pod %s: ADD: %v", id, err)
 	}
-	t.Cleanup(func() {
+	p := &pod{id: id, node: n, ns: path}
+	p.del = func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := n.runtime.DelNetworkList(ctx, list, rt); err != nil {
-			t.Errorf("pod %s: DEL: %v", id, err)
+			return fmt.Errorf("pod %s: DEL: %w", id, err)
+		}
+		return nil
+	}
+	t.Cleanup(func() {
+		if !p.deleted {
+			if err := p.del(); err != nil {
+				t.Error(err)
+			}
 		}
 	})
-	p := &pod{id: id, node: n, ns: path}
 	for _, ip := range res.IPs {
 		if a := ip.Address.Addr(); a.Is4() {
 			p.ip = a
@@ -275,81 +305,25 @@ func (c *cluster) addPod(n *node) *pod {
 			p.ip6 = a
 		}
 	}
-	if !netip.MustParsePrefix(podPool).Contains(p.ip) || !netip.MustParsePrefix(podPool6).Contains(p.ip6) {
-		t.Fatalf("pod %s: result %+v: want an address from %s and one from %s", id, res.IPs, podPool, podPool6)
+	if !c.pool4.Contains(p.ip) || c.pool6.Contains(p.ip6) != c.dualStack() || p.ip6.IsValid() != c.dualStack() {
+		t.Fatalf("pod %s: result %+v: want an address from %s and, dual-stack only, one from %s", id, res.IPs, c.pool4, c.pool6)
 	}
 	n.pods = append(n.pods, p)
 	p.serve(t)
 	return p
 }
 
-const echoPort = 7070
-
-// serve starts a TCP echo server on each of the pod's addresses, inside
-// the pod.
-func (p *pod) serve(t *testing.T) {
-	for _, ip := range []netip.Addr{p.ip, p.ip6} {
-		p.serveOn(t, ip)
-	}
-}
-
-func (p *pod) serveOn(t *testing.T, ip netip.Addr) {
-	var l net.Listener
-	err := netns.Do(p.ns, func() (err error) {
-		l, err = net.Listen("tcp", net.JoinHostPort(ip.String(), fmt.Sprint(echoPort)))
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer conn.Close()
-				_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-				_, _ = io.Copy(conn, conn)
-			}()
+// delPods deletes every pod of the cluster, as the runtime does when
+// they stop.
+func (c *cluster) delPods() {
+	t := c.t
+	t.Helper()
+	for _, p := range c.allPods() {
+		p.deleted = true
+		if err := p.del(); err != nil {
+			t.Error(err)
 		}
-	}()
-}
-
-// talk opens a TCP connection from p to each of q's addresses and checks
-// that a message comes back.
-func (p *pod) talk(q *pod) error {
-	return errors.Join(p.talkTo(q, q.ip), p.talkTo(q, q.ip6))
-}
-
-func (p *pod) talkTo(q *pod, dst netip.Addr) error {
-	var conn net.Conn
-	err := netns.Do(p.ns, func() (err error) {
-		conn, err = (&net.Dialer{Timeout: 2 * time.Second}).Dial("tcp", net.JoinHostPort(dst.String(), fmt.Sprint(echoPort)))
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("%s -> %s (%s): %w", p.id, q.id, dst, err)
 	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-	msg := []byte("hello from " + p.id)
-	if _, err := conn.Write(msg); err != nil {
-		return fmt.Errorf("%s -> %s (%s): write: %w", p.id, q.id, dst, err)
-	}
-	if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
-		return err
-	}
-	got, err := io.ReadAll(conn)
-	if err != nil {
-		return fmt.Errorf("%s -> %s (%s): read: %w", p.id, q.id, dst, err)
-	}
-	if !bytes.Equal(got, msg) {
-		return fmt.Errorf("%s -> %s (%s): echo %q, want %q", p.id, q.id, dst, got, msg)
-	}
-	return nil
 }
 
 // allPods returns every pod of the cluster.
@@ -361,35 +335,6 @@ func (c *cluster) allPods() []*pod {
 		}
 	}
 	return out
-}
-
-// checkMesh checks TCP from every pod to every other pod.
-func (c *cluster) checkMesh() {
-	t := c.t
-	t.Helper()
-	pods := c.allPods()
-	var wg sync.WaitGroup
-	errs := make(chan error, len(pods)*len(pods))
-	for _, p := range pods {
-		for _, q := range pods {
-			if p != q {
-				wg.Go(func() {
-					if err := p.talk(q); err != nil {
-						errs <- err
-					}
-				})
-			}
-		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if t.Failed() {
-		t.FailNow()
-	}
-	t.Logf("TCP ok between all %d pods over IPv4 and IPv6 (%d connections)", len(pods), 2*len(pods)*(len(pods)-1))
 }
 
 // routeTo reports whether n has an owned route to dst.

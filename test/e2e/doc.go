@@ -3,8 +3,19 @@
 // or a router between one subnet per node), etcd runs in a helper process
 // inside the underlay's namespace, a real `podnet agent` process runs in
 // every node namespace, and pods are namespaces wired by the real podnet
-// plugin. Everything runs as root, only inside namespaces the tests
-// create, with underlay addresses from 198.18.0.0/15 and pod addresses
-// from 10.103.0.0/16; every namespace, process and directory is removed
-// when a test ends, pass or fail.
+// plugin.
+//
+// The agents install deploy's ConfigMap conflist as shipped (masquerade
+// on; only the etcd endpoint replaced, and for dual-stack the IPv6 pool
+// added as the ConfigMap documents), and the tests check what Kubernetes'
+// network model promises: nodes start with forwarding off, as a fresh
+// host, and podnet turns it on; every pod reaches every other pod under
+// its own address; traffic to a host outside the pools leaves under the
+// node's address; and once the pods are deleted nothing of them is left
+// in the masquerade sets.
+//
+// Everything runs as root, only inside namespaces the tests create, with
+// underlay addresses from 198.18.0.0/15 and fd00:198:18::/48 and pod
+// addresses from 10.244.0.0/16 and fd00:244::/64; every namespace,
+// process and directory is removed when a test ends, pass or fail.
 package e2e

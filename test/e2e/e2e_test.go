@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,23 +19,39 @@ import (
 	"github.com/podnet/podnet/ipam"
 )
 
-// TestHostGW: three nodes on one L2 segment, host-gw routes.
+// TestHostGW: three nodes on one L2 segment, host-gw routes, dual-stack.
 func TestHostGW(t *testing.T) {
 	testutil.RequireRoot(t)
 	runCluster(t, newSwitch(t), agent.ModeHostGW)
 }
 
 // TestVXLAN: three nodes on three subnets behind a router; only VXLAN
-// gets pod traffic across.
+// gets pod traffic across. Dual-stack.
 func TestVXLAN(t *testing.T) {
 	testutil.RequireRoot(t)
 	runCluster(t, newRouter(t), agent.ModeVXLAN)
 }
 
-func runCluster(t *testing.T, u *underlay, mode agent.Mode) {
-	c := newCluster(t, u, mode)
+// TestShippedConfig: the ConfigMap's conflist exactly as shipped (IPv4,
+// masquerade on) on two nodes of one L2 segment.
+func TestShippedConfig(t *testing.T) {
+	testutil.RequireRoot(t)
+	c := newCluster(t, newSwitch(t), agent.ModeHostGW, false)
+	nodes := c.startNodes(2)
+	checkInstalled(t, c, nodes[0])
+	c.checkTraffic()
+	c.delPods()
+	for _, n := range nodes {
+		c.checkMasqClean(n)
+	}
+}
+
+// startNodes starts count nodes with their agents and two pods each,
+// and waits until every node routes every other node's blocks.
+func (c *cluster) startNodes(count int) []*node {
+	c.t.Helper()
 	var nodes []*node
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= count; i++ {
 		n := c.addNode(i)
 		c.startAgent(n)
 		nodes = append(nodes, n)
@@ -44,12 +61,18 @@ func runCluster(t *testing.T, u *underlay, mode agent.Mode) {
 		c.addPod(n)
 	}
 	for _, n := range nodes {
-		others := without(nodes, n)
-		c.waitRoutes(n.name, others, true, 5*time.Second)
+		c.waitRoutes(n.name, without(nodes, n), true, 5*time.Second)
+		c.checkForwarding(n)
 	}
-	checkInstalled(t, nodes[0])
+	return nodes
+}
+
+func runCluster(t *testing.T, u *underlay, mode agent.Mode) {
+	c := newCluster(t, u, mode, true)
+	nodes := c.startNodes(3)
+	checkInstalled(t, c, nodes[0])
 	checkTransport(t, c, nodes[0], nodes[1], mode)
-	c.checkMesh()
+	c.checkTraffic()
 
 	// n3's agent dies (SIGKILL): routes stay on n3, its lease expires
 	// and the other nodes drop its blocks.
@@ -61,7 +84,7 @@ func runCluster(t *testing.T, u *underlay, mode agent.Mode) {
 	c.startAgent(n3)
 	took = c.waitRoutes(n3.name, nodes[:2], true, 5*time.Second)
 	t.Logf("n3's routes restored %v after its agent was ready again", took)
-	c.checkMesh()
+	c.checkTraffic()
 
 	// A fourth node joins and starts a pod, and the pod's block gets routed
 	// on every other node. How fast is logged here and measured by
@@ -76,7 +99,8 @@ func runCluster(t *testing.T, u *underlay, mode agent.Mode) {
 	c.waitRoutes(n4.name, nodes, true, 5*time.Second)
 	took = time.Since(start)
 	t.Logf("new node n4: agent ready after %v; its pod's block routed on the 3 other nodes %v after the agent started", ready, took)
-	c.checkMesh()
+	c.checkForwarding(n4)
+	c.checkTraffic()
 
 	// IPAM GC: an address allocated for n1 with no attachment in n1's
 	// CNI cache is released after the grace period; the pods' are not.
@@ -85,18 +109,24 @@ func runCluster(t *testing.T, u *underlay, mode agent.Mode) {
 	// SIGTERM: n4's agent exits cleanly (stopAgent checks the status),
 	// removes its config (--uninstall-on-exit) and leaves its routes.
 	c.stopAgent(n4, syscall.SIGTERM)
-	if _, err := os.Stat(filepath.Join(n4.dir, "net.d", "10-"+networkName+".conflist")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(n4.dir, "net.d", shippedConfKey)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("n4's config after exit with --uninstall-on-exit: %v", err)
 	}
 	c.waitRoutes(nodes[0].name, []*node{n4}, true, 0)
-	c.checkMesh()
+	c.checkTraffic()
+
+	// Every pod stops: nothing of them stays in any node's masquerade.
+	c.delPods()
+	for _, n := range append(nodes, n4) {
+		c.checkMasqClean(n)
+	}
 }
 
 func checkGC(t *testing.T, c *cluster, n *node) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	handle := networkName + ".leaked-container"
+	handle := c.network.name + ".leaked-container"
 	if _, err := c.alloc.AutoAssign(ctx, ipam.AutoAssignArgs{Handle: handle, Node: n.name, Num4: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -116,8 +146,8 @@ func checkGC(t *testing.T, c *cluster, n *node) {
 	}
 	t.Logf("GC released the leaked address %v after it was allocated (grace %v)", time.Since(start), gcGrace)
 	for _, p := range c.allPods() {
-		ips, err := c.alloc.IPsByHandle(ctx, networkName+"."+p.id)
-		if err != nil || len(ips) != 2 { // IPv4 and IPv6
+		ips, err := c.alloc.IPsByHandle(ctx, c.network.name+"."+p.id)
+		if err != nil || len(ips) != len(p.addrs()) {
 			t.Fatalf("pod %s's addresses after GC: %v, %v", p.id, ips, err)
 		}
 	}
@@ -162,27 +192,37 @@ func without(ns []*node, n *node) []*node {
 	return out
 }
 
-// checkInstalled: the agent wrote the conflist once ready, naming its
-// node for podnet-ipam, and installed the plugins it had.
-func checkInstalled(t *testing.T, n *node) {
+// checkInstalled: the agent wrote the conflist once ready, as given but
+// for its node's name for podnet-ipam, and installed the plugins it had.
+func checkInstalled(t *testing.T, c *cluster, n *node) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(n.dir, "net.d", "10-"+networkName+".conflist"))
+	b, err := os.ReadFile(filepath.Join(n.dir, "net.d", shippedConfKey))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc struct {
-		Plugins []struct {
-			IPAM struct {
-				Type string `json:"type"`
-				Node string `json:"node"`
-			} `json:"ipam"`
-		} `json:"plugins"`
+	given, err := os.ReadFile(c.netConf)
+	if err != nil {
+		t.Fatal(err)
 	}
+	var doc, want map[string]any
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Plugins) == 0 || doc.Plugins[0].IPAM.Type != "podnet-ipam" || doc.Plugins[0].IPAM.Node != n.name {
-		t.Fatalf("installed conflist: %s", b)
+	if err := json.Unmarshal(given, &want); err != nil {
+		t.Fatal(err)
+	}
+	plugins, _ := doc["plugins"].([]any)
+	var ipamConf map[string]any
+	if len(plugins) == 1 {
+		p, _ := plugins[0].(map[string]any)
+		ipamConf, _ = p["ipam"].(map[string]any)
+	}
+	if ipamConf == nil || ipamConf["type"] != "podnet-ipam" || ipamConf["node"] != n.name {
+		t.Fatalf("installed conflist, want podnet-ipam with node %s: %s", n.name, b)
+	}
+	delete(ipamConf, "node")
+	if !reflect.DeepEqual(doc, want) {
+		t.Fatalf("installed conflist, but for ipam.node:\n%s\nwant the given one:\n%s", b, given)
 	}
 	for _, p := range []string{"podnet", "podnet-ipam"} {
 		if _, err := os.Stat(filepath.Join(n.dir, "bin", p)); err != nil {

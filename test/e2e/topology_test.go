@@ -19,9 +19,24 @@ type ns struct {
 	h    *netlink.Handle
 }
 
+// newNS is a namespace that is not a node: the underlay's switch or
+// router, whose forwarding each sets itself.
 func newNS(t testing.TB) *ns {
 	t.Helper()
 	_, path := testutil.NewNetNS(t)
+	return wrapNS(t, path)
+}
+
+// newNodeNS is a node's namespace: forwarding off, as on a fresh host,
+// whatever this machine has, so that podnet must turn it on.
+func newNodeNS(t testing.TB) *ns {
+	t.Helper()
+	_, path := testutil.NewNodeNetNS(t)
+	return wrapNS(t, path)
+}
+
+func wrapNS(t testing.TB, path string) *ns {
+	t.Helper()
 	var h *netlink.Handle
 	if err := netns.Do(path, func() (err error) { h, err = dataplane.NewHandle(); return err }); err != nil {
 		t.Fatal(err)
@@ -83,64 +98,92 @@ func (n *ns) link(t testing.TB, name string, peer *ns, peerName string) {
 	peer.up(t, peerName)
 }
 
-// underlay is the network between the nodes and where etcd listens.
+// underlay is the network between the nodes and where etcd listens. It
+// has IPv4 and IPv6 addresses (the IPv6 ones only for traffic that
+// leaves the pods: the agents' IPv6 next hops are link-local).
 type underlay struct {
 	hub      *ns        // the switch or the router
 	etcdAddr netip.Addr // on hub
-	// attach connects node i (1-based) and returns its underlay address.
-	attach func(t testing.TB, node *ns, i int) netip.Addr
+	// outside are hosts beyond every node, outside every pool, IPv4 and
+	// IPv6: addresses of hub.
+	outside4, outside6 netip.Addr
+	// attach connects node i (1-based) and returns its underlay
+	// addresses.
+	attach func(t testing.TB, node *ns, i int) (addr4, addr6 netip.Addr)
 }
 
-// newSwitch is one L2 segment, 198.18.0.0/24: a bridge in a "switch"
-// namespace holding 198.18.0.1 (etcd), node i at 198.18.0.(10+i).
+// newSwitch is one L2 segment, 198.18.0.0/24 and fd00:198:18::/64: a
+// bridge in a "switch" namespace holding 198.18.0.1 (etcd) and
+// fd00:198:18::1, node i at 198.18.0.(10+i) and fd00:198:18::(10+i).
 func newSwitch(t testing.TB) *underlay {
 	t.Helper()
 	sw := newNS(t)
+	// A switch does not route, whatever this machine's namespace does:
+	// a pod's packet that reached it unmasqueraded must go nowhere.
+	sw.sysctl(t, "net/ipv4/ip_forward", "0")
+	sw.sysctl(t, "net/ipv6/conf/all/forwarding", "0")
 	if err := sw.h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}); err != nil {
 		t.Fatal(err)
 	}
 	sw.up(t, "br0")
 	sw.addr(t, "br0", netip.MustParsePrefix("198.18.0.1/24"))
+	sw.addr(t, "br0", netip.MustParsePrefix("fd00:198:18::1/64"))
 	br, _ := sw.h.LinkByName("br0")
-	return &underlay{hub: sw, etcdAddr: netip.MustParseAddr("198.18.0.1"), attach: func(t testing.TB, node *ns, i int) netip.Addr {
-		port := fmt.Sprintf("sw-n%d", i)
-		node.link(t, "eth0", sw, port)
-		l, err := sw.h.LinkByName(port)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := sw.h.LinkSetMaster(l, br); err != nil {
-			t.Fatal(err)
-		}
-		a := netip.AddrFrom4([4]byte{198, 18, 0, byte(10 + i)})
-		node.addr(t, "eth0", netip.PrefixFrom(a, 24))
-		return a
-	}}
+	return &underlay{hub: sw, etcdAddr: netip.MustParseAddr("198.18.0.1"),
+		outside4: netip.MustParseAddr("198.18.0.1"), outside6: netip.MustParseAddr("fd00:198:18::1"),
+		attach: func(t testing.TB, node *ns, i int) (netip.Addr, netip.Addr) {
+			port := fmt.Sprintf("sw-n%d", i)
+			node.link(t, "eth0", sw, port)
+			l, err := sw.h.LinkByName(port)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sw.h.LinkSetMaster(l, br); err != nil {
+				t.Fatal(err)
+			}
+			a := netip.AddrFrom4([4]byte{198, 18, 0, byte(10 + i)})
+			node.addr(t, "eth0", netip.PrefixFrom(a, 24))
+			a6 := netip.MustParseAddr(fmt.Sprintf("fd00:198:18::%d", 10+i))
+			node.addr(t, "eth0", netip.PrefixFrom(a6, 64))
+			return a, a6
+		}}
 }
 
-// newRouter puts node i alone on 198.18.i.0/24 behind a "router"
-// namespace that forwards between the subnets (198.18.i.1 on its side);
-// etcd listens on 198.18.1.1... on the router.
+// newRouter puts node i alone on 198.18.i.0/24 and fd00:198:18:i::/64
+// behind a "router" namespace that forwards between the subnets
+// (198.18.i.1 and fd00:198:18:i::1 on its side); etcd listens on
+// 198.18.255.1 on the router.
 func newRouter(t testing.TB) *underlay {
 	t.Helper()
 	r := newNS(t)
 	r.sysctl(t, "net/ipv4/ip_forward", "1")
-	// etcd's address, on the router's loopback so it does not depend on
-	// any one node's link.
+	r.sysctl(t, "net/ipv6/conf/all/forwarding", "1")
+	// etcd's address and the outside hosts, on the router's loopback so
+	// they do not depend on any one node's link.
 	r.addr(t, "lo", netip.MustParsePrefix("198.18.255.1/32"))
-	return &underlay{hub: r, etcdAddr: netip.MustParseAddr("198.18.255.1"), attach: func(t testing.TB, node *ns, i int) netip.Addr {
-		port := fmt.Sprintf("r-n%d", i)
-		node.link(t, "eth0", r, port)
-		gw := netip.AddrFrom4([4]byte{198, 18, byte(i), 1})
-		r.addr(t, port, netip.PrefixFrom(gw, 24))
-		a := netip.AddrFrom4([4]byte{198, 18, byte(i), 10})
-		node.addr(t, "eth0", netip.PrefixFrom(a, 24))
-		l, _ := node.h.LinkByName("eth0")
-		// The default route stays inside the test: there is nothing
-		// behind the router but the other nodes' subnets and etcd.
-		if err := node.h.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: gw.AsSlice()}); err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}}
+	r.addr(t, "lo", netip.MustParsePrefix("fd00:198:18:ff::1/128"))
+	return &underlay{hub: r, etcdAddr: netip.MustParseAddr("198.18.255.1"),
+		outside4: netip.MustParseAddr("198.18.255.1"), outside6: netip.MustParseAddr("fd00:198:18:ff::1"),
+		attach: func(t testing.TB, node *ns, i int) (netip.Addr, netip.Addr) {
+			port := fmt.Sprintf("r-n%d", i)
+			node.link(t, "eth0", r, port)
+			gw := netip.AddrFrom4([4]byte{198, 18, byte(i), 1})
+			gw6 := netip.MustParseAddr(fmt.Sprintf("fd00:198:18:%d::1", i))
+			r.addr(t, port, netip.PrefixFrom(gw, 24))
+			r.addr(t, port, netip.PrefixFrom(gw6, 64))
+			a := netip.AddrFrom4([4]byte{198, 18, byte(i), 10})
+			a6 := netip.MustParseAddr(fmt.Sprintf("fd00:198:18:%d::10", i))
+			node.addr(t, "eth0", netip.PrefixFrom(a, 24))
+			node.addr(t, "eth0", netip.PrefixFrom(a6, 64))
+			l, _ := node.h.LinkByName("eth0")
+			// The default routes stay inside the test: there is nothing
+			// behind the router but the other nodes' subnets, etcd and
+			// the outside hosts.
+			for _, via := range []netip.Addr{gw, gw6} {
+				if err := node.h.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: via.AsSlice()}); err != nil {
+					t.Fatalf("default route via %s: %v", via, err)
+				}
+			}
+			return a, a6
+		}}
 }
