@@ -21,9 +21,14 @@ func main() {
 			return res, err
 		},
 		Del: func(a *skel.CmdArgs) error {
-			return with(a, func(ctx context.Context, p *ipamcni.IPAM) error {
-				return p.DelAttachment(ctx, ipamcni.Attachment{ContainerID: a.ContainerID, IfName: a.IfName, Args: a.ArgsPairs})
-			})
+			// Only what a release needs: a DEL must succeed with a
+			// configuration edited since the ADD, and on a store that
+			// was never created.
+			req, err := ipamcni.ParseReleaseRequest(a.StdinData)
+			if err != nil {
+				return err
+			}
+			return ipamcni.Release(context.Background(), req, ipamcni.Attachment{ContainerID: a.ContainerID, IfName: a.IfName, Args: a.ArgsPairs})
 		},
 		Check: func(a *skel.CmdArgs) error {
 			return with(a, func(ctx context.Context, p *ipamcni.IPAM) error {

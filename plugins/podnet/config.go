@@ -136,7 +136,7 @@ func validate(nc *skel.NetConf, raw *rawConf) (*conf, error) {
 	if c.IPAMType == "" {
 		return nil, confErr("ipam.type", "is missing")
 	}
-	if strings.ContainsAny(c.IPAMType, `/\`) || c.IPAMType == "." || c.IPAMType == ".." {
+	if !validIPAMType(c.IPAMType) {
 		return nil, confErr("ipam.type", "%q is not a plugin name", c.IPAMType)
 	}
 	if c.IPAMType == "podnet-ipam" {
@@ -149,6 +149,11 @@ func validate(nc *skel.NetConf, raw *rawConf) (*conf, error) {
 		}
 	}
 	return c, nil
+}
+
+// validIPAMType reports whether t can name a plugin binary.
+func validIPAMType(t string) bool {
+	return t != "" && !strings.ContainsAny(t, `/\`) && t != "." && t != ".."
 }
 
 func jsonKind(k reflect.Kind) string {

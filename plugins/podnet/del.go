@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
@@ -33,10 +35,7 @@ import (
 // address released while its route or entries still exist would be
 // handed to the next pod with them.
 func cmdDel(args *skel.CmdArgs) error {
-	c, err := parseConf(args)
-	if err != nil {
-		return err
-	}
+	c := confForDel(args)
 	a, err := newAttachment(c, args)
 	if err != nil {
 		return err
@@ -80,7 +79,10 @@ func cmdDel(args *skel.CmdArgs) error {
 		return n.err
 	}
 	ipamErr := func() error {
-		ipam, err := newIPAM(c, args)
+		if c.IPAMType == "" {
+			return nil // unreadable: see confForDel
+		}
+		ipam, err := newReleaseIPAM(c, args)
 		if err != nil {
 			return err
 		}
@@ -91,6 +93,35 @@ func cmdDel(args *skel.CmdArgs) error {
 		linkErr = <-linkDone
 	}
 	return errors.Join(ipamErr, linkErr)
+}
+
+// confForDel is the configuration DEL works with. One that no longer
+// validates (edited since the ADD: a mode or field this version refuses)
+// would otherwise fail the DEL with code 7 on every retry, and a kubelet
+// retries forever. Everything an attachment makes is named or tagged from
+// the network, container ID and ifname, which skel has checked, so DEL
+// can still find and remove it: it then looks for masquerade entries and
+// host ports whatever the configuration said, and releases the addresses
+// through the IPAM type if the configuration still names a usable one.
+// When it does not, nothing can be released here; the IPAM's GC (the
+// agent's, or podnet pod gc) reclaims the handle once the attachment is
+// gone from the runtime's cache.
+func confForDel(args *skel.CmdArgs) *conf {
+	c, err := parseConf(args)
+	if err == nil {
+		return c
+	}
+	salvaged := &conf{NetConf: args.NetConf, Mode: modeRouted, IPMasq: true}
+	var raw struct {
+		IPAM struct {
+			Type string `json:"type"`
+		} `json:"ipam"`
+	}
+	if json.Unmarshal(args.StdinData, &raw) == nil && validIPAMType(raw.IPAM.Type) {
+		salvaged.IPAMType = raw.IPAM.Type
+	}
+	fmt.Fprintf(args.Stderr, "podnet: DEL with a configuration that does not validate (%v): removing what the attachment made by its names and owner tags\n", err)
+	return salvaged
 }
 
 // removeNFT removes the attachment's masquerade entries and host ports

@@ -7,6 +7,7 @@ import (
 
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/cni/skel"
+	"github.com/podnet/podnet/ipamcni"
 )
 
 // ipamClient is the seam between the plugin and address management:
@@ -37,6 +38,20 @@ func newIPAM(c *conf, args *skel.CmdArgs) (ipamClient, error) {
 		return nil, err
 	}
 	return &execIPAM{path: path, stdin: args.StdinData, version: c.CNIVersion}, nil
+}
+
+// newReleaseIPAM is newIPAM for DEL: podnet-ipam reads only what a
+// release needs, so that a configuration edited since the ADD into one
+// that no longer validates does not fail every retry of the DEL.
+func newReleaseIPAM(c *conf, args *skel.CmdArgs) (ipamClient, error) {
+	if c.IPAMType != "podnet-ipam" {
+		return newIPAM(c, args)
+	}
+	req, err := ipamcni.ParseReleaseRequest(args.StdinData)
+	if err != nil {
+		return nil, err
+	}
+	return &inProcessIPAM{req: req, args: args}, nil
 }
 
 // execIPAM runs an IPAM plugin as the specification's delegation asks:

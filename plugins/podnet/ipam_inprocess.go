@@ -93,7 +93,7 @@ func (p *inProcessIPAM) Finish() error {
 // Del releases the addresses and the endpoint, unless a newer sandbox of
 // the pod has taken the endpoint over.
 func (p *inProcessIPAM) Del() error {
-	return p.with(func(ctx context.Context, ip *ipamcni.IPAM) error { return ip.DelAttachment(ctx, p.attachment()) })
+	return ipamcni.Release(context.Background(), p.req, p.attachment())
 }
 
 func (p *inProcessIPAM) Check() error {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -142,4 +143,56 @@ func TestInProcessKilledDuringAdd(t *testing.T) {
 			boltClean(t, db)
 		})
 	}
+}
+
+// TestDelWithConfigThatNoLongerValidates: the configuration was edited
+// after the ADD into one podnet refuses (a mode it does not know, a pool
+// that cannot be cut into blocks). DEL still removes everything the
+// attachment made, found by its names and owner tags, releases the
+// addresses, and succeeds; again when repeated.
+func TestDelWithConfigThatNoLongerValidates(t *testing.T) {
+	e := newEnv(t, false)
+	db := filepath.Join(t.TempDir(), "ipam.db")
+	conf := func(mode, pool string) string {
+		return fmt.Sprintf(`{"cniVersion":"1.1.0","name":"pnipam","type":"podnet","mode":%q,"ipMasq":true,
+			"capabilities":{"portMappings":true},"runtimeConfig":{"portMappings":[{"hostPort":18121,"containerPort":80,"protocol":"tcp"}]},
+			"ipam":{"type":"podnet-ipam","store":"bolt:%s","node":"node1","pools":[{"name":"p4","cidr":%q}]}}`, mode, db, pool)
+	}
+	p := e.newPod("edited")
+	e.add(conf("routed", "10.107.0.0/16"), p)
+	broken := conf("tunnel", "10.107.0.0/30")
+	if _, err := e.run("ADD", broken, e.newPod("refused")); err == nil {
+		t.Fatal("ADD accepted the broken configuration")
+	}
+	for i := range 2 {
+		if _, err := e.run("DEL", broken, p); err != nil {
+			t.Fatalf("DEL %d with the edited configuration: %v", i+1, err)
+		}
+	}
+	e.requireClean()
+	boltClean(t, db)
+}
+
+// TestDelOnStoreThatDoesNotExist: a DEL on a fresh host, or after the
+// store was removed, finds nothing allocated and succeeds without
+// creating the store; the first ADD creates its directory.
+func TestDelOnStoreThatDoesNotExist(t *testing.T) {
+	e := newEnv(t, false)
+	dir := filepath.Join(t.TempDir(), "var", "lib", "podnet")
+	conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"pnipam","type":"podnet","ipMasq":true,
+		"ipam":{"type":"podnet-ipam","store":"bolt:%s/ipam.db","node":"node1","pools":[{"name":"p4","cidr":"10.107.0.0/16"}]}}`, dir)
+	p := e.newPod("nostore")
+	if _, err := e.run("DEL", conf, p); err != nil {
+		t.Fatalf("DEL on a store that does not exist: %v", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("DEL created the store's directory: %v", err)
+	}
+	e.add(conf, p)
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("store directory after ADD: %v %v, want 0700", fi, err)
+	}
+	e.del(conf, p)
+	e.requireClean()
+	boltClean(t, filepath.Join(dir, "ipam.db"))
 }

@@ -3,6 +3,7 @@ package bolt
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -172,6 +173,25 @@ func TestAckAppliedCommitFailure(t *testing.T) {
 	for _, k := range []string{"k", "k2"} {
 		if _, err := other.Get(ctx, k); !errors.Is(err, ipam.ErrNotFound) {
 			t.Errorf("%s after the failed commit: %v", k, err)
+		}
+	}
+}
+
+// On a fresh host the store's directory (/var/lib/podnet) does not exist:
+// the first open makes it, private, in either mode.
+func TestOpenMakesTheDirectory(t *testing.T) {
+	for _, hold := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "var", "lib", "podnet")
+		s, err := Open(context.Background(), Options{Path: filepath.Join(dir, "ipam.db"), HoldOpen: hold})
+		if err != nil {
+			t.Fatalf("HoldOpen %v: %v", hold, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(dir)
+		if err != nil || fi.Mode().Perm() != 0o700 {
+			t.Fatalf("HoldOpen %v: directory %v %v, want 0700", hold, fi.Mode(), err)
 		}
 	}
 }

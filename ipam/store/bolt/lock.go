@@ -2,9 +2,12 @@ package bolt
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -18,6 +21,15 @@ type fileLock struct{ f *os.File }
 
 func lockFile(ctx context.Context, path string, timeout time.Duration) (*fileLock, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The store's directory (/var/lib/podnet on a fresh host) is made
+		// on first use, private: the file says which pod has which
+		// address. Only then, so an open in steady state costs nothing.
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("lock %s: create its directory: %w", path, err)
+		}
+		f, err = os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}

@@ -1,0 +1,73 @@
+package ipamcni
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/podnet/podnet/cni"
+)
+
+// ParseReleaseRequest reads what a DEL needs to release an attachment:
+// the network, the store and the node, and nothing else. A configuration
+// edited since the ADD (a pool that no longer parses or cannot be cut
+// into blocks, a field this version does not know) must not make every
+// retry of the DEL fail: the addresses are found by their handle, which
+// depends on none of it.
+func ParseReleaseRequest(stdin []byte) (*Request, error) {
+	var nc netConf
+	if err := json.Unmarshal(stdin, &nc); err != nil {
+		return nil, cni.Errorf(cni.CodeDecodingFailure, "podnet-ipam: cannot decode config: %v", err)
+	}
+	if len(nc.IPAM) == 0 {
+		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "podnet-ipam: config has no ipam section")
+	}
+	var c struct {
+		Store        string `json:"store"`
+		EtcdCertFile string `json:"etcdCertFile"`
+		EtcdKeyFile  string `json:"etcdKeyFile"`
+		EtcdCAFile   string `json:"etcdCAFile"`
+		Prefix       string `json:"prefix"`
+		Node         string `json:"node"`
+	}
+	if err := json.Unmarshal(nc.IPAM, &c); err != nil {
+		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "ipam: %v", err)
+	}
+	r := &Request{Network: nc.Name, Config: Config{Store: c.Store, EtcdCertFile: c.EtcdCertFile, EtcdKeyFile: c.EtcdKeyFile,
+		EtcdCAFile: c.EtcdCAFile, Prefix: c.Prefix, Node: c.Node}}
+	if r.Config.Store == "" {
+		r.Config.Store = DefaultStore
+	}
+	if r.Config.Node == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, configErr("node", "not set and no host name: %v", err)
+		}
+		r.Config.Node = h
+	}
+	return r, nil
+}
+
+// Release releases the attachment's addresses and endpoint (DelAttachment)
+// for a DEL. A bbolt store that does not exist has allocated nothing: the
+// release succeeds without creating it, as a DEL on a fresh host, or
+// after the store was removed, must.
+func Release(ctx context.Context, req *Request, at Attachment) error {
+	if path, ok := strings.CutPrefix(req.Config.Store, "bolt:"); ok && path != "" {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+	}
+	p, err := Open(ctx, req)
+	if err != nil {
+		return err
+	}
+	err = p.DelAttachment(ctx, at)
+	if cerr := p.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
