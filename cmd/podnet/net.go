@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 
@@ -69,6 +70,7 @@ func newNetCommand(opts *globalOptions) *cobra.Command {
 				}
 				fmt.Fprintf(out, "ok   network %q (%s) cniVersion %s plugins %s capabilities [%s]\n",
 					n.Name, n.Path, n.CNIVersion, pluginTypes(n), strings.Join(caps, ","))
+				printReaders(out, n)
 			}
 			if problems > 0 {
 				return fmt.Errorf("%d problem(s) found", problems)
@@ -77,6 +79,18 @@ func newNetCommand(opts *globalOptions) *cobra.Command {
 		},
 	})
 	return cmd
+}
+
+// printReaders says which runtimes run the network, at which version: a
+// file only podnet can read is not what a node with containerd 1.6 needs.
+func printReaders(out io.Writer, n *cni.NetworkConfigList) {
+	for _, r := range cni.KnownReaders {
+		if v, err := r.VersionFor(n); err != nil {
+			fmt.Fprintf(out, "       not run by %s: %v\n", r.Name, err)
+		} else {
+			fmt.Fprintf(out, "       run by %s at %s\n", r.Name, v)
+		}
+	}
 }
 
 func pluginTypes(n *cni.NetworkConfigList) string {

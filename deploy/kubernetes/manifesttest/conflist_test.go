@@ -168,6 +168,16 @@ func TestNetValidate(t *testing.T) {
 	if !bytes.Contains(out, []byte("ok   network "+`"`+list.Name+`"`)) {
 		t.Errorf("podnet net validate did not report network %q ok", list.Name)
 	}
+	// Every runtime in use runs it: containerd 1.6's libcni, which reads
+	// nothing newer than 1.0.0, as much as those that pick 1.1.0.
+	if bytes.Contains(out, []byte("not run by")) {
+		t.Errorf("a runtime in use cannot run the ConfigMap's conflist")
+	}
+	for _, r := range cni.KnownReaders {
+		if !bytes.Contains(out, []byte("run by "+r.Name+" at ")) {
+			t.Errorf("podnet net validate does not say whether %s runs it", r.Name)
+		}
+	}
 }
 
 // goBuild builds packages of the main module into dir, as the
