@@ -7,7 +7,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/podnet/podnet/internal/loif"
+	"github.com/vishvananda/netlink"
+
 	"github.com/podnet/podnet/netns"
 )
 
@@ -64,7 +65,12 @@ func NewNodeNetNS(t testing.TB) (name, path string) {
 				return fmt.Errorf("sysctl %s=%s: %w", s.key, s.value, err)
 			}
 		}
-		return loif.SetUp(true)
+		// Not internal/loif, nor dataplane: their tests import this.
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(lo)
 	})
 	if err != nil {
 		t.Fatalf("node namespace %s: %v", name, err)
