@@ -32,6 +32,7 @@ const (
 	CodeTimeout         Code = 103 // the plugin did not finish before the deadline
 	CodeInvalidResult   Code = 104 // the plugin printed something that is not a valid result
 	CodeAddressConflict Code = 105 // an address or route already belongs to someone else
+	CodeNoFreeAddress   Code = 106 // the IPAM's eligible pools have no free address left
 )
 
 // Error is the error every podnet component returns for a CNI failure. It
