@@ -33,9 +33,9 @@ type cacheEntry struct {
 	RawResult      json.RawMessage `json:"result,omitempty"`
 }
 
-// Attachment is a cached attachment of a container to a network: what ADD
-// was called with and what it returned.
-type Attachment struct {
+// CachedAttachment is an attachment of a container to a network as the
+// result cache keeps it: what ADD was called with and what it returned.
+type CachedAttachment struct {
 	Network        string
 	ContainerID    string
 	IfName         string
@@ -131,7 +131,7 @@ func writeFileAtomic(path string, data []byte) error {
 // readCache returns the cached attachment, or nil when there is none. A
 // corrupt or empty entry is reported as errCorruptCache so that DEL can go
 // on without it rather than be blocked by it.
-func readCache(path string) (*Attachment, error) {
+func readCache(path string) (*CachedAttachment, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -146,7 +146,7 @@ func readCache(path string) (*Attachment, error) {
 	if e.Kind != cacheKind {
 		return nil, fmt.Errorf("%w %s: kind %q is not %q", errCorruptCache, path, e.Kind, cacheKind)
 	}
-	a := &Attachment{
+	a := &CachedAttachment{
 		Network:        e.NetworkName,
 		ContainerID:    e.ContainerID,
 		IfName:         e.IfName,
@@ -179,7 +179,7 @@ func removeCache(path string) error {
 // accepts. nameHint, when not empty, must occur in the file name, which
 // spares reading unrelated entries. Unreadable entries are skipped: one
 // bad file must not hide the others from GC.
-func listCache(dir, nameHint string, keep func(*Attachment) bool) ([]*Attachment, error) {
+func listCache(dir, nameHint string, keep func(*CachedAttachment) bool) ([]*CachedAttachment, error) {
 	entries, err := os.ReadDir(filepath.Join(dir, "results"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -187,7 +187,7 @@ func listCache(dir, nameHint string, keep func(*Attachment) bool) ([]*Attachment
 	if err != nil {
 		return nil, Errorf(CodeIOFailure, "cannot list result cache: %v", err)
 	}
-	var out []*Attachment
+	var out []*CachedAttachment
 	for _, de := range entries {
 		name := de.Name()
 		if de.IsDir() || strings.HasPrefix(name, ".") || !strings.Contains(name, nameHint) {
@@ -200,4 +200,53 @@ func listCache(dir, nameHint string, keep func(*Attachment) bool) ([]*Attachment
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// CachedAttachment returns what the cache holds for an attachment, or nil.
+// A corrupt entry is returned as an error; callers doing DEL ignore it.
+func (r *Runtime) CachedAttachment(network string, rt *RuntimeConf) (*CachedAttachment, error) {
+	if err := validateRuntimeConf(rt, false); err != nil {
+		return nil, err
+	}
+	return readCache(cachePath(r.cacheDirFor(rt), network, rt.ContainerID, rt.IfName))
+}
+
+// CachedAttachments lists the attachments cached in cacheDir, of one
+// network or (network == "") of all. An empty cacheDir is the Runtime's
+// own; a caller that adds with RuntimeConf.CacheDir passes the same
+// directory here, or GC would not see what those ADDs cached.
+func (r *Runtime) CachedAttachments(cacheDir, network string) ([]*CachedAttachment, error) {
+	hint := ""
+	if network != "" {
+		hint = network + "-"
+	}
+	return listCache(r.cacheDirOr(cacheDir), hint, func(a *CachedAttachment) bool { return network == "" || a.Network == network })
+}
+
+// CachedAttachmentsOf lists the attachments of one container cached in
+// cacheDir (the Runtime's own when empty, as for CachedAttachments), to
+// any network: what a sandbox's teardown must undo, whatever the
+// configuration says today.
+func (r *Runtime) CachedAttachmentsOf(cacheDir, containerID string) ([]*CachedAttachment, error) {
+	if containerID == "" {
+		return nil, Errorf(CodeInvalidEnvironment, "container ID is empty")
+	}
+	return listCache(r.cacheDirOr(cacheDir), "-"+containerID+"-", func(a *CachedAttachment) bool { return a.ContainerID == containerID })
+}
+
+// CachedNetworkConfigList returns the configuration an attachment was
+// added with, so it can be torn down as it was set up even when the
+// configuration on disk has changed since.
+func (a *CachedAttachment) CachedNetworkConfigList() (*NetworkConfigList, error) {
+	if len(a.Config) == 0 {
+		return nil, Errorf(CodeInvalidNetworkConfig, "cached attachment %s has no configuration", a.Path)
+	}
+	list, err := ParseNetworkConfigList(a.Config, a.Path)
+	if err != nil {
+		return nil, err
+	}
+	if len(list.Plugins) == 0 {
+		return nil, Errorf(CodeInvalidNetworkConfig, "cached attachment %s: configuration has no plugins", a.Path)
+	}
+	return list, nil
 }

@@ -2,12 +2,8 @@ package cni
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"slices"
-	"strings"
 	"time"
 )
 
@@ -88,7 +84,7 @@ func (r *Runtime) cacheDirOr(dir string) string {
 // It wraps the plugin's *Error, so errors.As and CodeOf see the code.
 type PluginError struct {
 	Network string
-	Verb    string
+	Verb    Verb
 	Plugin  string // type
 	Index   int    // position in the chain, from 0
 	Err     error
@@ -131,12 +127,12 @@ func (r *Runtime) AddNetworkList(ctx context.Context, list *NetworkConfigList, r
 	start := time.Now()
 	var prev *Result
 	for i, p := range list.Plugins {
-		out, err := r.runPlugin(ctx, "ADD", list, i, prev, rt)
+		out, err := r.runPlugin(ctx, pluginCall{verb: VerbAdd, list: list, index: i, prev: prev, rt: rt})
 		var res *Result
 		if err == nil {
 			res, err = decodeAddResult(out, list.CNIVersion)
 			if err != nil {
-				err = &PluginError{Network: list.Name, Verb: "ADD", Plugin: p.Type, Index: i, Err: err}
+				err = &PluginError{Network: list.Name, Verb: VerbAdd, Plugin: p.Type, Index: i, Err: err}
 			}
 		}
 		if err != nil {
@@ -220,7 +216,7 @@ func (r *Runtime) DelNetworkList(ctx context.Context, list *NetworkConfigList, r
 func (r *Runtime) delChain(ctx context.Context, list *NetworkConfigList, last int, prev *Result, rt *RuntimeConf) error {
 	var errs []error
 	for i := last; i >= 0; i-- {
-		if _, err := r.runPlugin(ctx, "DEL", list, i, prev, rt); err != nil {
+		if _, err := r.runPlugin(ctx, pluginCall{verb: VerbDel, list: list, index: i, prev: prev, rt: rt}); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -230,8 +226,8 @@ func (r *Runtime) delChain(ctx context.Context, list *NetworkConfigList, last in
 // CheckNetworkList runs CHECK through the chain with the cached result. It
 // needs 0.4.0 or later and a cached result; disableCheck turns it off.
 func (r *Runtime) CheckNetworkList(ctx context.Context, list *NetworkConfigList, rt *RuntimeConf) error {
-	if !AtLeast(list.CNIVersion, "0.4.0") {
-		return Errorf(CodeIncompatibleVersion, "network %q: cniVersion %s has no CHECK (0.4.0 or later)", list.Name, list.CNIVersion)
+	if !AtLeast(list.CNIVersion, VerbCheck.Since()) {
+		return Errorf(CodeIncompatibleVersion, "network %q: cniVersion %s has no CHECK (%s or later)", list.Name, list.CNIVersion, VerbCheck.Since())
 	}
 	if list.DisableCheck {
 		return nil
@@ -252,7 +248,7 @@ func (r *Runtime) CheckNetworkList(ctx context.Context, list *NetworkConfigList,
 		return err
 	}
 	for i := range list.Plugins {
-		if _, err := r.runPlugin(ctx, "CHECK", list, i, prev, rt); err != nil {
+		if _, err := r.runPlugin(ctx, pluginCall{verb: VerbCheck, list: list, index: i, prev: prev, rt: rt}); err != nil {
 			return err
 		}
 	}
@@ -263,19 +259,21 @@ func (r *Runtime) CheckNetworkList(ctx context.Context, list *NetworkConfigList,
 // later; older networks are assumed ready). All plugins are asked and all
 // failures returned; CodeOf gives the first one's code.
 func (r *Runtime) StatusNetworkList(ctx context.Context, list *NetworkConfigList) error {
-	if !AtLeast(list.CNIVersion, "1.1.0") {
+	if !AtLeast(list.CNIVersion, VerbStatus.Since()) {
 		return nil
 	}
 	var errs []error
 	for i := range list.Plugins {
-		if _, err := r.runPlugin(ctx, "STATUS", list, i, nil, nil); err != nil {
+		if _, err := r.runPlugin(ctx, pluginCall{verb: VerbStatus, list: list, index: i}); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// GCAttachment names an attachment that must survive GC.
+// GCAttachment names an attachment that must survive GC: an entry of the
+// GC verb's cni.dev/valid-attachments, which the runtime sends and skel
+// decodes for the plugin.
 type GCAttachment struct {
 	ContainerID string `json:"containerID"`
 	IfName      string `json:"ifname"`
@@ -307,7 +305,7 @@ func (r *Runtime) GCNetworkList(ctx context.Context, list *NetworkConfigList, va
 			errs = append(errs, fmt.Errorf("stale attachment %s/%s: %w", a.ContainerID, a.IfName, err))
 		}
 	}
-	if AtLeast(list.CNIVersion, "1.1.0") {
+	if AtLeast(list.CNIVersion, VerbGC.Since()) {
 		if valid == nil {
 			valid = []GCAttachment{}
 		}
@@ -316,190 +314,10 @@ func (r *Runtime) GCNetworkList(ctx context.Context, list *NetworkConfigList, va
 			// cni.dev/attachments, and a plugin written to it must not
 			// read "no valid attachments" and collect everything.
 			extra := map[string]any{"cni.dev/valid-attachments": valid, "cni.dev/attachments": valid}
-			if _, err := r.runPluginWith(ctx, "GC", list, i, nil, nil, extra); err != nil {
+			if _, err := r.runPlugin(ctx, pluginCall{verb: VerbGC, list: list, index: i, extra: extra}); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// GetVersionInfo asks a plugin which versions it supports.
-func (r *Runtime) GetVersionInfo(ctx context.Context, pluginType string) (*VersionInfo, error) {
-	path, err := r.exec.FindInPath(pluginType, r.path)
-	if err != nil {
-		return nil, err
-	}
-	stdin := []byte(`{"cniVersion":"` + CurrentVersion + `"}`)
-	out, err := r.execOnce(ctx, path, stdin, r.environ("VERSION", nil))
-	if err != nil {
-		return nil, err
-	}
-	var vi VersionInfo
-	if err := json.Unmarshal(out, &vi); err != nil || vi.CNIVersion == "" {
-		return nil, Errorf(CodeDecodingFailure, "plugin %q printed an invalid VERSION answer: %s", pluginType, abbreviate(out))
-	}
-	if len(vi.SupportedVersions) == 0 {
-		// Plugins from before 0.3.0 answered only cniVersion.
-		vi.SupportedVersions = []string{vi.CNIVersion}
-	}
-	return &vi, nil
-}
-
-// ValidateNetworkList checks that every plugin of the list (and its IPAM
-// plugin) exists, is executable and supports the list's version, and
-// returns the union of the capabilities the plugins declare.
-func (r *Runtime) ValidateNetworkList(ctx context.Context, list *NetworkConfigList) ([]string, error) {
-	caps := map[string]bool{}
-	var errs []error
-	check := func(idx int, typ string) {
-		vi, err := r.GetVersionInfo(ctx, typ)
-		if err != nil {
-			errs = append(errs, &PluginError{Network: list.Name, Verb: "VERSION", Plugin: typ, Index: idx, Err: err})
-			return
-		}
-		if !vi.Supports(list.CNIVersion) {
-			errs = append(errs, &PluginError{Network: list.Name, Verb: "VERSION", Plugin: typ, Index: idx,
-				Err: Errorf(CodeIncompatibleVersion, "plugin supports %s, not cniVersion %s", strings.Join(vi.SupportedVersions, ", "), list.CNIVersion)})
-		}
-	}
-	for i, p := range list.Plugins {
-		check(i, p.Type)
-		if p.IPAMType != "" {
-			check(i, p.IPAMType)
-		}
-		for c, on := range p.Capabilities {
-			if on {
-				caps[c] = true
-			}
-		}
-	}
-	out := make([]string, 0, len(caps))
-	for c := range caps {
-		out = append(out, c)
-	}
-	slices.Sort(out)
-	return out, errors.Join(errs...)
-}
-
-// CachedAttachment returns what the cache holds for an attachment, or nil.
-// A corrupt entry is returned as an error; callers doing DEL ignore it.
-func (r *Runtime) CachedAttachment(network string, rt *RuntimeConf) (*Attachment, error) {
-	if err := validateRuntimeConf(rt, false); err != nil {
-		return nil, err
-	}
-	return readCache(cachePath(r.cacheDirFor(rt), network, rt.ContainerID, rt.IfName))
-}
-
-// CachedAttachments lists the attachments cached in cacheDir, of one
-// network or (network == "") of all. An empty cacheDir is the Runtime's
-// own; a caller that adds with RuntimeConf.CacheDir passes the same
-// directory here, or GC would not see what those ADDs cached.
-func (r *Runtime) CachedAttachments(cacheDir, network string) ([]*Attachment, error) {
-	hint := ""
-	if network != "" {
-		hint = network + "-"
-	}
-	return listCache(r.cacheDirOr(cacheDir), hint, func(a *Attachment) bool { return network == "" || a.Network == network })
-}
-
-// CachedAttachmentsOf lists the attachments of one container cached in
-// cacheDir (the Runtime's own when empty, as for CachedAttachments), to
-// any network: what a sandbox's teardown must undo, whatever the
-// configuration says today.
-func (r *Runtime) CachedAttachmentsOf(cacheDir, containerID string) ([]*Attachment, error) {
-	if containerID == "" {
-		return nil, Errorf(CodeInvalidEnvironment, "container ID is empty")
-	}
-	return listCache(r.cacheDirOr(cacheDir), "-"+containerID+"-", func(a *Attachment) bool { return a.ContainerID == containerID })
-}
-
-// CachedNetworkConfigList returns the configuration an attachment was
-// added with, so it can be torn down as it was set up even when the
-// configuration on disk has changed since.
-func (a *Attachment) CachedNetworkConfigList() (*NetworkConfigList, error) {
-	if len(a.Config) == 0 {
-		return nil, Errorf(CodeInvalidNetworkConfig, "cached attachment %s has no configuration", a.Path)
-	}
-	list, err := ParseNetworkConfigList(a.Config, a.Path)
-	if err != nil {
-		return nil, err
-	}
-	if len(list.Plugins) == 0 {
-		return nil, Errorf(CodeInvalidNetworkConfig, "cached attachment %s: configuration has no plugins", a.Path)
-	}
-	return list, nil
-}
-
-// runPlugin executes one verb on plugin i of list.
-func (r *Runtime) runPlugin(ctx context.Context, verb string, list *NetworkConfigList, i int, prev *Result, rt *RuntimeConf) ([]byte, error) {
-	return r.runPluginWith(ctx, verb, list, i, prev, rt, nil)
-}
-
-func (r *Runtime) runPluginWith(ctx context.Context, verb string, list *NetworkConfigList, i int, prev *Result, rt *RuntimeConf, extra map[string]any) ([]byte, error) {
-	p := list.Plugins[i]
-	wrap := func(err error) error {
-		return &PluginError{Network: list.Name, Verb: verb, Plugin: p.Type, Index: i, Err: err}
-	}
-	path, err := r.exec.FindInPath(p.Type, r.path)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	var capArgs map[string]any
-	if rt != nil {
-		capArgs = rt.CapabilityArgs
-	}
-	stdin, err := buildPluginConfig(list, p, prev, capArgs, extra)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	env, err := r.environFor(verb, rt)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	out, err := r.execOnce(ctx, path, stdin, env)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	return out, nil
-}
-
-func (r *Runtime) execOnce(ctx context.Context, path string, stdin []byte, env []string) ([]byte, error) {
-	if r.execTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, r.execTimeout)
-		defer cancel()
-	}
-	return r.exec.ExecPlugin(ctx, path, stdin, env)
-}
-
-func (r *Runtime) environFor(verb string, rt *RuntimeConf) ([]string, error) {
-	var vars []string
-	if rt != nil && (verb == "ADD" || verb == "DEL" || verb == "CHECK") {
-		args, err := FormatArgs(rt.Args)
-		if err != nil {
-			return nil, err
-		}
-		vars = []string{
-			"CNI_CONTAINERID=" + rt.ContainerID,
-			"CNI_NETNS=" + rt.NetNS,
-			"CNI_IFNAME=" + rt.IfName,
-			"CNI_ARGS=" + args,
-		}
-	}
-	return r.environ(verb, vars), nil
-}
-
-// environ is the process environment without any inherited CNI_*
-// variable, plus CNI_COMMAND, CNI_PATH and vars.
-func (r *Runtime) environ(verb string, vars []string) []string {
-	base := os.Environ()
-	env := make([]string, 0, len(base)+len(vars)+2)
-	for _, kv := range base {
-		if !strings.HasPrefix(kv, "CNI_") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env, "CNI_COMMAND="+verb, "CNI_PATH="+strings.Join(r.path, string(os.PathListSeparator)))
-	return append(env, vars...)
 }

@@ -437,7 +437,7 @@ func TestCachedAttachmentsPerCallCacheDir(t *testing.T) {
 	if _, err := r.AddNetworkList(context.Background(), list, rt); err != nil {
 		t.Fatal(err)
 	}
-	ids := func(atts []*Attachment, err error) string {
+	ids := func(atts []*CachedAttachment, err error) string {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)

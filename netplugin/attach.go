@@ -200,7 +200,7 @@ func (p *attacher) status(list *cni.NetworkConfigList, host Host, sandboxID stri
 	if err != nil {
 		return nil, err
 	}
-	var att *cni.Attachment
+	var att *cni.CachedAttachment
 	for _, a := range atts {
 		if a.Network == LoopbackNetworkName || a.Result == nil {
 			continue

@@ -25,13 +25,7 @@ type NetConf struct {
 	// nil when there is none.
 	PrevResult *cni.Result `json:"-"`
 	// ValidAttachments is what GC must keep.
-	ValidAttachments []Attachment `json:"cni.dev/valid-attachments,omitempty"`
-}
-
-// Attachment is one entry of GC's cni.dev/valid-attachments.
-type Attachment struct {
-	ContainerID string `json:"containerID"`
-	IfName      string `json:"ifname"`
+	ValidAttachments []cni.GCAttachment `json:"cni.dev/valid-attachments,omitempty"`
 }
 
 func confError(format string, args ...any) error {
@@ -123,7 +117,7 @@ func decodeVersionRequest(data []byte) (string, error) {
 // parsePrevResult decodes prevResult into the configuration's version.
 // For DEL a bad prevResult is only logged: DEL must be able to clean up
 // whatever the runtime sends.
-func (inv *invocation) parsePrevResult(cmd string) error {
+func (inv *invocation) parsePrevResult(cmd cni.Verb) error {
 	conf := inv.conf
 	if conf.RawPrevResult == nil {
 		return nil
@@ -134,7 +128,7 @@ func (inv *invocation) parsePrevResult(cmd string) error {
 	}
 	if err != nil {
 		e := cni.AsError(err, cni.CodeDecodingFailure)
-		if cmd == "DEL" {
+		if cmd == cni.VerbDel {
 			fmt.Fprintf(inv.stderr, "ignoring prevResult for DEL: %v\n", e)
 			return nil
 		}

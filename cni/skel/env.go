@@ -8,13 +8,13 @@ import (
 
 // need says which variables a command requires. CNI_NETNS is optional
 // for DEL: the namespace may be gone, and DEL must still succeed.
-var need = map[string]struct{ containerID, netns, ifName, path bool }{
-	"ADD":     {true, true, true, true},
-	"CHECK":   {true, true, true, true},
-	"DEL":     {true, false, true, true},
-	"GC":      {false, false, false, true},
-	"STATUS":  {false, false, false, true},
-	"VERSION": {},
+var need = map[cni.Verb]struct{ containerID, netns, ifName, path bool }{
+	cni.VerbAdd:     {true, true, true, true},
+	cni.VerbCheck:   {true, true, true, true},
+	cni.VerbDel:     {true, false, true, true},
+	cni.VerbGC:      {false, false, false, true},
+	cni.VerbStatus:  {false, false, false, true},
+	cni.VerbVersion: {},
 }
 
 func envError(format string, args ...any) error {
@@ -23,7 +23,7 @@ func envError(format string, args ...any) error {
 
 // parseEnv reads and validates the CNI_* variables that cmd uses, and
 // ignores the others.
-func parseEnv(cmd string, getenv func(string) string) (*CmdArgs, error) {
+func parseEnv(cmd cni.Verb, getenv func(string) string) (*CmdArgs, error) {
 	if cmd == "" {
 		return nil, envError("CNI_COMMAND is not set")
 	}
@@ -32,7 +32,7 @@ func parseEnv(cmd string, getenv func(string) string) (*CmdArgs, error) {
 		return nil, envError("CNI_COMMAND %q is not a CNI command (ADD, DEL, CHECK, STATUS, GC, VERSION)", cmd)
 	}
 	args := &CmdArgs{Command: cmd}
-	if cmd == "VERSION" {
+	if cmd == cni.VerbVersion {
 		return args, nil
 	}
 	if req.path {

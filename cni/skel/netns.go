@@ -16,11 +16,11 @@ import (
 // leftover mount point whose namespace was unmounted) is reported as
 // gone, and the handler still runs: DEL must succeed when the container's
 // network is already torn down.
-func checkNetNS(cmd, path string) (gone bool, err error) {
+func checkNetNS(cmd cni.Verb, path string) (gone bool, err error) {
 	err = netns.IsNetNS(path)
 	switch {
 	case err == nil:
-	case cmd == "DEL" && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, netns.ErrNotNetNS)):
+	case cmd == cni.VerbDel && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, netns.ErrNotNetNS)):
 		return true, nil
 	case errors.Is(err, fs.ErrNotExist):
 		return false, cni.Errorf(cni.CodeUnknownContainer, "CNI_NETNS %s does not exist", path)
@@ -29,7 +29,7 @@ func checkNetNS(cmd, path string) (gone bool, err error) {
 	}
 	same, err := netns.SameAsCurrent(path)
 	if err != nil {
-		if cmd == "DEL" && errors.Is(err, fs.ErrNotExist) { // removed just now
+		if cmd == cni.VerbDel && errors.Is(err, fs.ErrNotExist) { // removed just now
 			return true, nil
 		}
 		return false, cni.Errorf(cni.CodeInvalidEnvironment, "CNI_NETNS: %v", err)

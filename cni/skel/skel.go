@@ -44,7 +44,7 @@ type Plugin struct {
 
 // CmdArgs is everything a handler gets from the runtime.
 type CmdArgs struct {
-	Command     string
+	Command     cni.Verb
 	ContainerID string
 	Netns       string
 	// NetnsGone is set for DEL when CNI_NETNS was given but no longer is
@@ -98,7 +98,7 @@ func (p *Plugin) Run(getenv func(string) string, stdin io.Reader, stdout, stderr
 }
 
 // nsChecker validates CNI_NETNS; tests without root substitute it.
-type nsChecker func(cmd, path string) (gone bool, err error)
+type nsChecker func(cmd cni.Verb, path string) (gone bool, err error)
 
 func (p *Plugin) run(getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer, checkNS nsChecker) int {
 	inv := &invocation{p: p, getenv: getenv, stdin: stdin, stderr: stderr, checkNS: checkNS}
@@ -162,7 +162,7 @@ func (inv *invocation) errorVersion() string {
 }
 
 func (inv *invocation) dispatch() ([]byte, error) {
-	cmd := inv.getenv("CNI_COMMAND")
+	cmd := cni.Verb(inv.getenv("CNI_COMMAND"))
 	if cmd == "" && inv.p.About != "" {
 		fmt.Fprintln(inv.stderr, inv.p.About)
 		fmt.Fprintf(inv.stderr, "CNI protocol versions supported: %s\n", strings.Join(inv.p.versions(), ", "))
@@ -175,7 +175,7 @@ func (inv *invocation) dispatch() ([]byte, error) {
 	if args.StdinData, err = io.ReadAll(inv.stdin); err != nil {
 		return nil, cni.Errorf(cni.CodeIOFailure, "cannot read the configuration from stdin: %v", err)
 	}
-	if cmd == "VERSION" {
+	if cmd == cni.VerbVersion {
 		return inv.version(args.StdinData)
 	}
 	if inv.conf, err = decodeConf(args.StdinData); err != nil {
@@ -190,7 +190,7 @@ func (inv *invocation) dispatch() ([]byte, error) {
 	}
 	// Before the handler, not after as upstream skel does: a handler run
 	// against the wrong namespace may already have broken the host.
-	if args.Netns != "" && (cmd == "ADD" || cmd == "CHECK" || cmd == "DEL") {
+	if args.Netns != "" && cmd.PerAttachment() {
 		if args.NetnsGone, err = inv.checkNS(cmd, args.Netns); err != nil {
 			return nil, err
 		}
@@ -217,14 +217,14 @@ func (inv *invocation) version(stdin []byte) ([]byte, error) {
 
 // checkVersion refuses a configuration version the plugin does not speak
 // and a verb the configuration's version does not have.
-func (inv *invocation) checkVersion(cmd, v string) error {
+func (inv *invocation) checkVersion(cmd cni.Verb, v string) error {
 	if _, err := cni.CompareVersions(v, v); err != nil {
 		return cni.Errorf(cni.CodeIncompatibleVersion, "config cniVersion: %v", err)
 	}
 	if !slices.Contains(inv.p.versions(), v) {
 		return cni.Errorf(cni.CodeIncompatibleVersion, "config cniVersion %s is not supported by the plugin (it supports %s)", v, strings.Join(inv.p.versions(), ", "))
 	}
-	since := map[string]string{"CHECK": "0.4.0", "STATUS": "1.1.0", "GC": "1.1.0"}[cmd]
+	since := cmd.Since()
 	if since != "" && !cni.AtLeast(v, since) {
 		return cni.Errorf(cni.CodeIncompatibleVersion, "config cniVersion %s does not have %s (it exists from %s on)", v, cmd, since)
 	}
@@ -233,7 +233,7 @@ func (inv *invocation) checkVersion(cmd, v string) error {
 
 // call runs the handler for cmd. A panic becomes a code-100 error, with
 // its stack on stderr, rather than a crash with nothing on stdout.
-func (inv *invocation) call(cmd string, args *CmdArgs) (out []byte, err error) {
+func (inv *invocation) call(cmd cni.Verb, args *CmdArgs) (out []byte, err error) {
 	defer func() {
 		p := recover()
 		if p == nil {
@@ -248,7 +248,7 @@ func (inv *invocation) call(cmd string, args *CmdArgs) (out []byte, err error) {
 	}()
 	p := inv.p
 	switch cmd {
-	case "ADD":
+	case cni.VerbAdd:
 		if p.Add == nil {
 			return nil, cni.Errorf(cni.CodeInternal, "plugin does not implement ADD")
 		}
@@ -257,13 +257,13 @@ func (inv *invocation) call(cmd string, args *CmdArgs) (out []byte, err error) {
 			return nil, err
 		}
 		return inv.resultBytes(res)
-	case "DEL":
+	case cni.VerbDel:
 		return nil, callOrFail(p.Del, args)
-	case "CHECK":
+	case cni.VerbCheck:
 		return nil, callOrFail(p.Check, args)
-	case "STATUS":
+	case cni.VerbStatus:
 		return nil, callOrOK(p.Status, args)
-	case "GC":
+	case cni.VerbGC:
 		return nil, callOrOK(p.GC, args)
 	}
 	// parseEnv lets only known commands through.

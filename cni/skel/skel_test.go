@@ -61,17 +61,17 @@ type outcome struct {
 // fakeNS answers the namespace checks without root: paths starting with
 // "/gone" do not exist, "/host" is the plugin's own namespace, "/file" is
 // not a namespace.
-func fakeNS(cmd, path string) (bool, error) {
+func fakeNS(cmd cni.Verb, path string) (bool, error) {
 	switch {
 	case strings.HasPrefix(path, "/gone"):
-		if cmd == "DEL" {
+		if cmd == cni.VerbDel {
 			return true, nil
 		}
 		return false, cni.Errorf(cni.CodeUnknownContainer, "CNI_NETNS %s does not exist", path)
 	case strings.HasPrefix(path, "/host"):
 		return false, cni.Errorf(cni.CodeInvalidEnvironment, "CNI_NETNS %s is the plugin's own network namespace", path)
 	case strings.HasPrefix(path, "/file"):
-		if cmd == "DEL" {
+		if cmd == cni.VerbDel {
 			return true, nil
 		}
 		return false, cni.Errorf(cni.CodeInvalidEnvironment, "CNI_NETNS: %s is not a network namespace", path)
@@ -352,7 +352,7 @@ func TestRunSuccess(t *testing.T) {
 			name: "GC with attachments", env: map[string]string{"CNI_COMMAND": "GC", "CNI_PATH": "/x", "CNI_CONTAINERID": "ignored/invalid"},
 			stdin: `{"cniVersion":"1.1.0","name":"net","type":"fake","cni.dev/valid-attachments":[{"containerID":"c1","ifname":"eth0"}]}`,
 			check: func(t *testing.T, a *CmdArgs, _ string) {
-				if len(a.NetConf.ValidAttachments) != 1 || a.NetConf.ValidAttachments[0] != (Attachment{"c1", "eth0"}) {
+				if len(a.NetConf.ValidAttachments) != 1 || a.NetConf.ValidAttachments[0] != (cni.GCAttachment{ContainerID: "c1", IfName: "eth0"}) {
 					t.Errorf("attachments %+v", a.NetConf.ValidAttachments)
 				}
 			},

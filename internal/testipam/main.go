@@ -31,10 +31,10 @@ import (
 
 type config struct {
 	IPAM struct {
-		DataDir string               `json:"dataDir"`
-		Ranges  []netip.Prefix       `json:"ranges"`
-		Routes  []*cni.Route         `json:"routes"`
-		Fail    map[string]cni.Error `json:"fail"`
+		DataDir string                 `json:"dataDir"`
+		Ranges  []netip.Prefix         `json:"ranges"`
+		Routes  []*cni.Route           `json:"routes"`
+		Fail    map[cni.Verb]cni.Error `json:"fail"`
 	} `json:"ipam"`
 }
 
