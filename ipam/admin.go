@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/netip"
 	"strings"
-
-	"github.com/podnet/podnet/cni"
 )
 
 // BlockInfo is one block as an operator sees it.
@@ -64,7 +62,7 @@ func (a *Allocator) DeletePool(ctx context.Context, name string) error {
 			}
 		}
 		if target == nil {
-			return cni.Errorf(cni.CodeInvalidNetworkConfig, "no pool %q", name)
+			return errorf(KindInvalid, "no pool %q", name)
 		}
 		cmps := []Compare{{Key: a.keys.Pool(name), ModRevision: target.rev}}
 		ops := []Op{Del(a.keys.Pool(name))}
@@ -81,7 +79,7 @@ func (a *Allocator) DeletePool(ctx context.Context, name string) error {
 				continue
 			}
 			if !b.Empty() {
-				return cni.Errorf(cni.CodeInvalidNetworkConfig, "pool %q: block %s still has %d allocated address(es); release them first", name, b.CIDR, b.Size()-b.NumFree())
+				return errorf(KindInvalid, "pool %q: block %s still has %d allocated address(es); release them first", name, b.CIDR, b.Size()-b.NumFree())
 			}
 			cmps = append(cmps, Compare{Key: kv.Key, ModRevision: kv.ModRevision})
 			ops = append(ops, Del(kv.Key))

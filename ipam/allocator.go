@@ -6,8 +6,6 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
-
-	"github.com/podnet/podnet/cni"
 )
 
 // Config tunes an Allocator. The zero value is usable.
@@ -26,7 +24,7 @@ type Config struct {
 	// (default 30s).
 	Timeout time.Duration
 	// UnavailableTimeout is how long an operation retries a store it
-	// cannot reach before it fails with code 11 (default 10s; the
+	// cannot reach before it fails with KindUnavailable (default 10s; the
 	// context's deadline may end it sooner).
 	UnavailableTimeout time.Duration
 	// ClaimProbes is how many candidate blocks a claim reads one by one
@@ -129,7 +127,7 @@ func (a *Allocator) AutoAssign(ctx context.Context, args AutoAssignArgs) (Assign
 		return Assignment{}, err
 	}
 	if args.Num4 < 0 || args.Num6 < 0 {
-		return Assignment{}, cni.Errorf(cni.CodeInvalidNetworkConfig, "handle %q: negative address count %d/%d", args.Handle, args.Num4, args.Num6)
+		return Assignment{}, errorf(KindInvalid, "handle %q: negative address count %d/%d", args.Handle, args.Num4, args.Num6)
 	}
 	if args.Endpoint != nil {
 		if err := validEndpoint(args.Endpoint, args.Handle, args.Node); err != nil {
@@ -207,7 +205,7 @@ func (a *Allocator) held(ctx context.Context, w *writeSet, handle string) ([]net
 	for _, k := range sortedKeys(h.h.Blocks) {
 		cidr, err := netip.ParsePrefix(k)
 		if err != nil {
-			return nil, cni.Errorf(cni.CodeInternal, "handle %q: block %q: %v", handle, k, err)
+			return nil, errorf(KindInternal, "handle %q: block %q: %v", handle, k, err)
 		}
 		r, err := w.block(ctx, cidr)
 		if err != nil {
@@ -328,7 +326,7 @@ func (a *Allocator) assignFamily(ctx context.Context, w *writeSet, req famReques
 		}
 	}
 	if len(got) < req.need {
-		return nil, cni.Errorf(cni.CodeInternal, "handle %q on node %q: no free IPv%d address in pools %s (got %d of %d)",
+		return nil, errorf(KindExhausted, "handle %q on node %q: no free IPv%d address in pools %s (got %d of %d)",
 			req.attrs.Handle, req.node, map[int]int{32: 4, 128: 6}[req.bits], poolNames(req.pools), len(got), req.need)
 	}
 	return got, nil

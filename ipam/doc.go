@@ -16,13 +16,17 @@
 //
 // The Store interface (store.go) is the only way to the data; bbolt and
 // etcd implement it under ipam/store. This package must not import either
-// of them, open files, or exec anything.
+// of them, open files, or exec anything. Nor does it speak CNI: its
+// errors are its own (errors.go), and ipamcni gives them CNI codes.
 //
-// Every error the Allocator returns is a *cni.Error: code 11 (try again
-// later) when the store stayed unreachable (it is retried for
-// Config.UnavailableTimeout), the caller's deadline passed, or
-// conflicts outlasted it; 105 for an address already taken; 7 for bad
-// input; 100 otherwise. A failure never yields a duplicate address: the
-// only path to an allocation is a transaction that compared the revision
-// of every block and handle it wrote.
+// Every error the Allocator returns is an *Error (errors.go) of one Kind:
+// KindUnavailable when the store stayed unreachable (it is retried for
+// Config.UnavailableTimeout), the caller's deadline passed, or conflicts
+// outlasted it; KindInUse for an address already taken; KindExhausted
+// when the eligible pools have no free address; KindInvalid for bad
+// input; KindNotFound for a missing endpoint; KindWriteFailed when the
+// store could not write what it accepted; KindInternal otherwise. A
+// failure never yields a duplicate address: the only path to an
+// allocation is a transaction that compared the revision of every block
+// and handle it wrote.
 package ipam

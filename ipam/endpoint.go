@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/podnet/podnet/cni"
 )
 
 // Workload endpoints (Calico's steps 2.2.3 and 2.2.6.5): the record of one
@@ -125,7 +123,7 @@ func (w *writeSet) endpoint(ctx context.Context, id EndpointID) (*endpointRef, e
 	key := w.a.keys.Workload(id)
 	if w.ep != nil {
 		if w.ep.key != key {
-			return nil, cni.Errorf(cni.CodeInternal, "one operation, two endpoints %s and %s", w.ep.key, key)
+			return nil, errorf(KindInternal, "one operation, two endpoints %s and %s", w.ep.key, key)
 		}
 		return w.ep, nil
 	}
@@ -233,13 +231,13 @@ func validEndpoint(ep *Endpoint, handle, node string) error {
 		return err
 	}
 	if ep.Node != node {
-		return cni.Errorf(cni.CodeInvalidNetworkConfig, "endpoint %s: node %q, but the allocation is for node %q", id, ep.Node, node)
+		return errorf(KindInvalid, "endpoint %s: node %q, but the allocation is for node %q", id, ep.Node, node)
 	}
 	if ep.ContainerID == "" {
-		return cni.Errorf(cni.CodeInvalidNetworkConfig, "endpoint %s: no container ID", id)
+		return errorf(KindInvalid, "endpoint %s: no container ID", id)
 	}
 	if ep.Handle != "" && ep.Handle != handle {
-		return cni.Errorf(cni.CodeInvalidNetworkConfig, "endpoint %s: handle %q, but the allocation is for handle %q", id, ep.Handle, handle)
+		return errorf(KindInvalid, "endpoint %s: handle %q, but the allocation is for handle %q", id, ep.Handle, handle)
 	}
 	return nil
 }
@@ -320,13 +318,14 @@ func recordedEndpoint(ctx context.Context, w *writeSet, handle string) (Endpoint
 	return EndpointID{}, false, nil
 }
 
-// GetEndpoint returns endpoint id, or a code-3 error if there is none.
+// GetEndpoint returns endpoint id, or a KindNotFound error if there is
+// none.
 func (a *Allocator) GetEndpoint(ctx context.Context, id EndpointID) (Endpoint, error) {
 	var out Endpoint
 	err := a.retry(ctx, "read endpoint "+id.String(), func(ctx context.Context) error {
 		kv, err := a.store.Get(ctx, a.keys.Workload(id))
 		if errors.Is(err, ErrNotFound) {
-			return cni.Errorf(cni.CodeUnknownContainer, "endpoint %s: none", id)
+			return errorf(KindNotFound, "endpoint %s: none", id)
 		}
 		if err != nil {
 			return err

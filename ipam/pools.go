@@ -10,8 +10,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-
-	"github.com/podnet/podnet/cni"
 )
 
 // PutPool creates or replaces a pool. A pool may not overlap another, and
@@ -32,13 +30,13 @@ func (a *Allocator) PutPool(ctx context.Context, p Pool) error {
 			if x.pool.Name == p.Name {
 				rev = x.rev
 				if x.pool.CIDR != p.CIDR || x.pool.BlockSize != p.BlockSize {
-					return cni.Errorf(cni.CodeInvalidNetworkConfig, "pool %q: cidr %s/blockSize %d cannot change to %s/%d",
+					return errorf(KindInvalid, "pool %q: cidr %s/blockSize %d cannot change to %s/%d",
 						p.Name, x.pool.CIDR, x.pool.BlockSize, p.CIDR, p.BlockSize)
 				}
 				continue
 			}
 			if x.pool.CIDR.Overlaps(p.CIDR) {
-				return cni.Errorf(cni.CodeInvalidNetworkConfig, "pool %q: cidr %s overlaps pool %q (%s)", p.Name, p.CIDR, x.pool.Name, x.pool.CIDR)
+				return errorf(KindInvalid, "pool %q: cidr %s overlaps pool %q (%s)", p.Name, p.CIDR, x.pool.Name, x.pool.CIDR)
 			}
 		}
 		v, err := json.Marshal(p)
@@ -82,7 +80,7 @@ func (a *Allocator) listPools(ctx context.Context) ([]poolRev, error) {
 	for _, kv := range kvs {
 		var p Pool
 		if err := json.Unmarshal(kv.Value, &p); err != nil {
-			return nil, cni.Errorf(cni.CodeInternal, "pool %s: %v", kv.Key, err)
+			return nil, errorf(KindInternal, "pool %s: %v", kv.Key, err)
 		}
 		if p, err = p.Normalize(); err != nil {
 			return nil, err
@@ -133,16 +131,16 @@ func (a *Allocator) eligiblePools(ctx context.Context, node string, bits int, na
 }
 
 // NoSuchPoolError is a request naming a pool the store does not have. It
-// unwraps to a code-7 CNI error; callers that seed pools from their
+// unwraps to a KindInvalid *Error; callers that seed pools from their
 // configuration (podnet-ipam) create the pool on it and try again, so the
 // pools are read once per allocation, not twice.
 type NoSuchPoolError struct{ Name string }
 
 func (e *NoSuchPoolError) Error() string { return fmt.Sprintf("pool %q: no such pool", e.Name) }
 
-// Unwrap gives the error's CNI code to cni.CodeOf and errors.As.
+// Unwrap gives the error its kind, for KindOf and errors.As.
 func (e *NoSuchPoolError) Unwrap() error {
-	return &cni.Error{Code: cni.CodeInvalidNetworkConfig, Msg: e.Error()}
+	return &Error{Kind: KindInvalid, Msg: e.Error()}
 }
 
 // poolFor returns the pool holding addr.
@@ -156,7 +154,7 @@ func (a *Allocator) poolFor(ctx context.Context, addr netip.Addr) (Pool, error) 
 			return x.pool, nil
 		}
 	}
-	return Pool{}, cni.Errorf(cni.CodeInvalidNetworkConfig, "address %s: in no pool", addr)
+	return Pool{}, errorf(KindInvalid, "address %s: in no pool", addr)
 }
 
 type nodeAffinity struct {
@@ -176,11 +174,11 @@ func (a *Allocator) nodeAffinities(ctx context.Context, node string) ([]nodeAffi
 	for _, kv := range kvs {
 		_, cidr, err := a.keys.ParseAffinityKey(kv.Key)
 		if err != nil {
-			return nil, cni.Errorf(cni.CodeInternal, "%v", err)
+			return nil, errorf(KindInternal, "%v", err)
 		}
 		var af Affinity
 		if err := json.Unmarshal(kv.Value, &af); err != nil {
-			return nil, cni.Errorf(cni.CodeInternal, "affinity %s: %v", kv.Key, err)
+			return nil, errorf(KindInternal, "affinity %s: %v", kv.Key, err)
 		}
 		out = append(out, nodeAffinity{cidr, af.State, kv.ModRevision})
 	}

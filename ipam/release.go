@@ -5,8 +5,6 @@ import (
 	"errors"
 	"net/netip"
 	"time"
-
-	"github.com/podnet/podnet/cni"
 )
 
 // AssignIPArgs is a request for one given address.
@@ -18,7 +16,7 @@ type AssignIPArgs struct {
 }
 
 // AssignIP gives Addr to Handle. Asking again for an address the handle
-// already holds succeeds; an address held by another handle is a code-105
+// already holds succeeds; an address held by another handle is a KindInUse
 // error naming its owner. If the address's block does not exist yet, it is
 // claimed for Node.
 func (a *Allocator) AssignIP(ctx context.Context, args AssignIPArgs) (netip.Prefix, error) {
@@ -50,7 +48,7 @@ func (a *Allocator) AssignIP(ctx context.Context, args AssignIPArgs) (netip.Pref
 		err = r.b.AllocateAddr(args.Addr, Attributes{Handle: args.Handle, Node: args.Node, Extra: args.Attrs})
 		var ae *AllocatedError
 		if errors.As(err, &ae) {
-			return cni.Errorf(cni.CodeAddressConflict, "address %s: already allocated to handle %q", args.Addr, ae.Owner.Handle)
+			return errorf(KindInUse, "address %s: already allocated to handle %q", args.Addr, ae.Owner.Handle)
 		}
 		if err != nil {
 			return err

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"time"
-
-	"github.com/podnet/podnet/cni"
 )
 
 // retry runs fn until it succeeds, fails with something other than a
@@ -39,44 +37,45 @@ func (a *Allocator) retry(ctx context.Context, op string, fn func(ctx context.Co
 		case errors.Is(err, ErrConflict):
 			d = rand.N(wait) + time.Microsecond
 			wait = min(2*wait, 64*time.Millisecond)
-		case errors.Is(err, ErrUnavailable) && ctx.Err() == nil && cni.CodeOf(err) == 0:
+		case errors.Is(err, ErrUnavailable) && ctx.Err() == nil && !isError(err):
 			if unavailSince.IsZero() {
 				unavailSince = time.Now()
 			}
 			if time.Since(unavailSince) >= a.cfg.UnavailableTimeout {
-				return toCNI(op, err)
+				return final(op, err)
 			}
 			d = waitUnavail/2 + rand.N(waitUnavail/2)
 			waitUnavail = min(2*waitUnavail, 500*time.Millisecond)
 		default:
-			return toCNI(op, err)
+			return final(op, err)
 		}
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			if errors.Is(err, ErrUnavailable) {
-				return cni.Errorf(cni.CodeTryAgainLater, "%s: store unavailable until the deadline (%d attempts): %v", op, attempt, err)
+				return errorf(KindUnavailable, "%s: store unavailable until the deadline (%d attempts): %w", op, attempt, err)
 			}
-			return cni.Errorf(cni.CodeTryAgainLater, "%s: gave up after %d conflicting attempts: %v", op, attempt, ctx.Err())
+			return errorf(KindUnavailable, "%s: gave up after %d conflicting attempts: %w", op, attempt, ctx.Err())
 		case <-t.C:
 		}
 	}
 }
 
-// toCNI turns an error into the *cni.Error callers get: code 11 for
-// anything transient, the error itself if it already is one, 100 else.
-func toCNI(op string, err error) error {
-	var ce *cni.Error
-	switch {
-	case errors.As(err, &ce):
+// final turns the error that ends an operation into the *Error callers
+// get: the error itself if it already has a kind, else KindOf's verdict
+// (unavailable for anything transient, write failed, internal) with the
+// operation named.
+func final(op string, err error) error {
+	if isError(err) {
 		return err
-	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrConflict),
-		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return cni.Errorf(cni.CodeTryAgainLater, "%s: %v", op, err)
-	case errors.Is(err, ErrWrite):
-		return cni.Errorf(cni.CodeIOFailure, "%s: %v", op, err)
-	default:
-		return cni.Errorf(cni.CodeInternal, "%s: %v", op, err)
 	}
+	return &Error{Kind: KindOf(err), Msg: op + ": " + err.Error(), Err: err}
+}
+
+// isError reports whether err already carries a kind: an *Error is a
+// verdict, never retried.
+func isError(err error) bool {
+	var e *Error
+	return errors.As(err, &e)
 }

@@ -88,13 +88,13 @@ var (
 	ErrNotFound = errors.New("key not found")
 	ErrConflict = errors.New("revision conflict")
 	// ErrUnavailable means the store could not be reached or locked in
-	// time; the allocator reports it as CNI code 11 (try again later).
+	// time; the allocator retries it, then reports KindUnavailable.
 	ErrUnavailable = errors.New("store unavailable")
 	// ErrCompacted means a watch asked for revisions the store no longer
 	// keeps; the watcher must List again and watch from there.
 	ErrCompacted = errors.New("revision compacted")
 	// ErrWrite means the store could not write what it had accepted (a
-	// commit failing on a full disk); the allocator reports it as CNI
-	// code 5 (I/O failure).
+	// commit failing on a full disk); the allocator reports it as
+	// KindWriteFailed.
 	ErrWrite = errors.New("store write failed")
 )

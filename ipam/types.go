@@ -5,8 +5,6 @@ import (
 	"net/netip"
 	"strings"
 	"time"
-
-	"github.com/podnet/podnet/cni"
 )
 
 // Default block sizes: 64 addresses per block in both families, as Calico.
@@ -34,16 +32,16 @@ type Pool struct {
 }
 
 // Normalize returns p with defaults applied and the CIDR masked, or a
-// code-7 error naming the value at fault.
+// KindInvalid error naming the value at fault.
 func (p Pool) Normalize() (Pool, error) {
 	if p.Name == "" || strings.Contains(p.Name, "/") {
-		return p, cni.Errorf(cni.CodeInvalidNetworkConfig, "pool %q: invalid name", p.Name)
+		return p, errorf(KindInvalid, "pool %q: invalid name", p.Name)
 	}
 	if !p.CIDR.IsValid() {
-		return p, cni.Errorf(cni.CodeInvalidNetworkConfig, "pool %q: cidr %q: invalid prefix", p.Name, p.CIDR)
+		return p, errorf(KindInvalid, "pool %q: cidr %q: invalid prefix", p.Name, p.CIDR)
 	}
 	if p.CIDR.Addr().Is4In6() {
-		return p, cni.Errorf(cni.CodeInvalidNetworkConfig, "pool %q: cidr %q: IPv4-mapped IPv6 is not allowed", p.Name, p.CIDR)
+		return p, errorf(KindInvalid, "pool %q: cidr %q: IPv4-mapped IPv6 is not allowed", p.Name, p.CIDR)
 	}
 	p.CIDR = p.CIDR.Masked()
 	bits := p.CIDR.Addr().BitLen()
@@ -54,12 +52,12 @@ func (p Pool) Normalize() (Pool, error) {
 		}
 	}
 	if p.BlockSize < p.CIDR.Bits() || p.BlockSize > bits || bits-p.BlockSize > maxBlockHostBits {
-		return p, cni.Errorf(cni.CodeInvalidNetworkConfig,
+		return p, errorf(KindInvalid,
 			"pool %q: blockSize %d: must be between /%d and /%d for cidr %q",
 			p.Name, p.BlockSize, max(p.CIDR.Bits(), bits-maxBlockHostBits), bits, p.CIDR)
 	}
 	if _, err := ParseSelector(p.NodeSelector); err != nil {
-		return p, cni.Errorf(cni.CodeInvalidNetworkConfig, "pool %q: nodeSelector %q: %v", p.Name, p.NodeSelector, err)
+		return p, errorf(KindInvalid, "pool %q: nodeSelector %q: %v", p.Name, p.NodeSelector, err)
 	}
 	return p, nil
 }
@@ -139,7 +137,7 @@ func HostAffinity(node string) string { return "host:" + node }
 // validName rejects names that would break the key layout.
 func validName(kind, s string) error {
 	if s == "" || strings.ContainsAny(s, "/\x00") {
-		return cni.Errorf(cni.CodeInvalidNetworkConfig, "%s %q: must be non-empty and contain no '/'", kind, s)
+		return errorf(KindInvalid, "%s %q: must be non-empty and contain no '/'", kind, s)
 	}
 	return nil
 }

@@ -4,8 +4,6 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
-
-	"github.com/podnet/podnet/cni"
 )
 
 func TestPoolNormalize(t *testing.T) {
@@ -27,8 +25,8 @@ func TestPoolNormalize(t *testing.T) {
 	for _, tt := range tests {
 		got, err := tt.pool.Normalize()
 		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !cni.IsCode(err, cni.CodeInvalidNetworkConfig) {
-				t.Errorf("Normalize(%+v) err = %v, want code 7 containing %q", tt.pool, err, tt.wantErr)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || KindOf(err) != KindInvalid {
+				t.Errorf("Normalize(%+v) err = %v, want KindInvalid containing %q", tt.pool, err, tt.wantErr)
 			}
 			continue
 		}

@@ -59,9 +59,9 @@ func (p *IPAM) endpoint(at Attachment) *ipam.Endpoint {
 func (p *IPAM) DelAttachment(ctx context.Context, at Attachment) error {
 	handle := Handle(p.req.Network, at.ContainerID)
 	if at.IfName == "" {
-		return storeError(p.alloc.ReleaseByHandle(ctx, handle))
+		return cniError(p.alloc.ReleaseByHandle(ctx, handle))
 	}
-	return storeError(p.alloc.ReleaseAttachment(ctx, handle, EndpointID(p.req.Config.Node, at), at.ContainerID))
+	return cniError(p.alloc.ReleaseAttachment(ctx, handle, EndpointID(p.req.Config.Node, at), at.ContainerID))
 }
 
 // putEndpoint records the endpoint of addresses assigned one by one
@@ -70,7 +70,7 @@ func (p *IPAM) putEndpoint(ctx context.Context, ep *ipam.Endpoint) error {
 	if ep == nil {
 		return nil
 	}
-	return storeError(p.alloc.PutEndpoint(ctx, *ep))
+	return p.alloc.PutEndpoint(ctx, *ep)
 }
 
 // Allocator is the IPAM's allocator, for callers that inspect the store

@@ -40,7 +40,7 @@ func OpenPipelined(ctx context.Context, req *Request) (*IPAM, error) {
 func openIPAM(ctx context.Context, req *Request, use storeUse) (*IPAM, error) {
 	st, err := openStore(ctx, &req.Config, use)
 	if err != nil {
-		return nil, storeError(err)
+		return nil, cniError(err)
 	}
 	cfg := ipam.Config{StrictAffinity: req.Config.StrictAffinity, MaxBlocksPerHost: req.Config.MaxBlocksPerHost}
 	if req.Config.Prefix != "" {
@@ -50,26 +50,14 @@ func openIPAM(ctx context.Context, req *Request, use storeUse) (*IPAM, error) {
 }
 
 // Close releases the store. It reports a pipelined commit that failed.
-func (p *IPAM) Close() error { return storeError(p.store.Close()) }
+func (p *IPAM) Close() error { return cniError(p.store.Close()) }
 
 // Sync waits until this IPAM's writes are durable; see OpenPipelined.
 func (p *IPAM) Sync(ctx context.Context) error {
 	if s, ok := p.store.(interface{ Sync(context.Context) error }); ok {
-		return storeError(s.Sync(ctx))
+		return cniError(s.Sync(ctx))
 	}
 	return nil
-}
-
-// storeError makes an unreachable store CNI code 11, so the runtime
-// retries instead of failing the pod for good.
-func storeError(err error) error {
-	if err == nil || cni.CodeOf(err) != 0 {
-		return err
-	}
-	if errors.Is(err, ipam.ErrUnavailable) {
-		return cni.Errorf(cni.CodeTryAgainLater, "podnet-ipam: store unavailable: %v", err)
-	}
-	return cni.Errorf(cni.CodeIOFailure, "podnet-ipam: %v", err)
 }
 
 // ensurePools creates the configured pools the store does not have yet.
@@ -78,14 +66,14 @@ func storeError(err error) error {
 func (p *IPAM) ensurePools(ctx context.Context) error {
 	have, err := p.alloc.Pools(ctx)
 	if err != nil {
-		return storeError(err)
+		return err
 	}
 	for _, want := range p.req.Pools {
 		if slices.ContainsFunc(have, func(h ipam.Pool) bool { return h.Name == want.Name }) {
 			continue
 		}
 		if err := p.alloc.PutPool(ctx, want); err != nil {
-			return storeError(err)
+			return err
 		}
 	}
 	return nil
@@ -116,11 +104,11 @@ func (p *IPAM) AddAttachment(ctx context.Context, at Attachment) (*cni.Result, e
 	var missing *ipam.NoSuchPoolError
 	if errors.As(err, &missing) {
 		if err := p.ensurePools(ctx); err != nil {
-			return nil, err
+			return nil, cniError(err)
 		}
 		res, err = p.addAttachment(ctx, at)
 	}
-	return res, err
+	return res, cniError(err)
 }
 
 func (p *IPAM) addAttachment(ctx context.Context, at Attachment) (*cni.Result, error) {
@@ -138,7 +126,7 @@ func (p *IPAM) addAttachment(ctx context.Context, at Attachment) (*cni.Result, e
 		for _, ip := range p.req.IPs {
 			got, err := p.alloc.AssignIP(ctx, ipam.AssignIPArgs{Addr: ip, Handle: handle, Node: p.req.Config.Node, Attrs: attrs})
 			if err != nil {
-				return nil, storeError(err)
+				return nil, err
 			}
 			addrs = append(addrs, got)
 		}
@@ -152,7 +140,7 @@ func (p *IPAM) addAttachment(ctx context.Context, at Attachment) (*cni.Result, e
 			Attrs: attrs, Pools4: v4, Pools6: v6, Ranges: p.req.Ranges, Endpoint: ep,
 		})
 		if err != nil {
-			return nil, storeError(err)
+			return nil, err
 		}
 		addrs = append(as.IPv4, as.IPv6...)
 	}
@@ -199,7 +187,7 @@ func (p *IPAM) result(ctx context.Context, addrs []netip.Prefix) (*cni.Result, e
 			Attrs: map[string]string{"gateway": "true", "node": p.req.Config.Node},
 		})
 		if err != nil {
-			return nil, storeError(err)
+			return nil, err
 		}
 	}
 	for _, a := range addrs {
@@ -226,7 +214,7 @@ func (p *IPAM) result(ctx context.Context, addrs []netip.Prefix) (*cni.Result, e
 func (p *IPAM) Check(ctx context.Context, containerID string, prev *cni.Result) error {
 	have, err := p.alloc.IPsByHandle(ctx, Handle(p.req.Network, containerID))
 	if err != nil {
-		return storeError(err)
+		return cniError(err)
 	}
 	held := map[netip.Addr]bool{}
 	for _, h := range have {
@@ -282,7 +270,7 @@ func (p *IPAM) GC(ctx context.Context, valid []cni.GCAttachment) ([]netip.Addr, 
 		return n != node || !strings.HasPrefix(h, prefix) || keep[h]
 	}})
 	if err != nil {
-		return nil, storeError(err)
+		return nil, cniError(err)
 	}
 	var released []netip.Addr
 	var errs []error
@@ -302,5 +290,5 @@ func (p *IPAM) GC(ctx context.Context, valid []cni.GCAttachment) ([]netip.Addr, 
 			}
 		}
 	}
-	return released, storeError(errors.Join(errs...))
+	return released, cniError(errors.Join(errs...))
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/ipamcni"
 )
 
 func main() {
@@ -23,7 +23,9 @@ func main() {
 			os.Exit(int(exit))
 		}
 		fmt.Fprintf(os.Stderr, "podnet: %v\n", err)
-		if code := cni.CodeOf(err); code != 0 {
+		// ipamcni.CodeOf also gives the allocator's errors (podnet ipam)
+		// the code a plugin would have answered with.
+		if code := ipamcni.CodeOf(err); code != 0 {
 			fmt.Fprintf(os.Stderr, "podnet: CNI error code %d\n", code)
 		}
 		os.Exit(1)

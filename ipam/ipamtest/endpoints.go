@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/ipam"
 )
 
@@ -59,7 +58,7 @@ func testEndpoints(e env) {
 		t.Helper()
 		ep, err := a.GetEndpoint(ctxT(t), endpointID("n1", "web"))
 		if cid == "" {
-			if !cni.IsCode(err, cni.CodeUnknownContainer) {
+			if ipam.KindOf(err) != ipam.KindNotFound {
 				t.Fatalf("endpoint after the last DEL: %+v, %v", ep, err)
 			}
 			return
@@ -138,11 +137,11 @@ func testEndpoints(e env) {
 
 	// Endpoint arguments are checked.
 	bad := podEndpoint("n2", "web", "c5")
-	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "net.c5", Node: "n1", Num4: 1, Endpoint: bad}); !cni.IsCode(err, cni.CodeInvalidNetworkConfig) {
+	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "net.c5", Node: "n1", Num4: 1, Endpoint: bad}); ipam.KindOf(err) != ipam.KindInvalid {
 		t.Fatalf("endpoint of another node: %v", err)
 	}
 	bad = podEndpoint("n1", "we/b", "c5")
-	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "net.c5", Node: "n1", Num4: 1, Endpoint: bad}); !cni.IsCode(err, cni.CodeInvalidNetworkConfig) {
+	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "net.c5", Node: "n1", Num4: 1, Endpoint: bad}); ipam.KindOf(err) != ipam.KindInvalid {
 		t.Fatalf("pod name with '/': %v", err)
 	}
 }

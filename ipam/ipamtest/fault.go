@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/ipam"
 )
 
@@ -29,8 +28,8 @@ type Cluster interface {
 //   - the leader stops while allocations run: every allocation still
 //     succeeds (the allocator retries the unreachable store, the client
 //     moves to another member, the others elect a leader);
-//   - a second member stops: allocations fail with CNI code 11 within the
-//     caller's deadline, and nothing panics;
+//   - a second member stops: allocations fail with KindUnavailable within
+//     the caller's deadline, and nothing panics;
 //   - both come back: the failed allocations, retried, succeed; no address
 //     has two owners and Check is clean.
 //
@@ -155,8 +154,8 @@ func runQuorumFaults(t *testing.T, c Cluster, newStore func(t *testing.T) ipam.S
 			switch {
 			case err == nil:
 				t.Errorf("allocation without quorum succeeded")
-			case cni.CodeOf(err) != cni.CodeTryAgainLater:
-				t.Errorf("allocation without quorum: code %d, want 11: %v", cni.CodeOf(err), err)
+			case ipam.KindOf(err) != ipam.KindUnavailable:
+				t.Errorf("allocation without quorum: %s, want %s: %v", ipam.KindOf(err), ipam.KindUnavailable, err)
 			case took > deadline+2*time.Second:
 				t.Errorf("allocation without quorum returned after %v, deadline %v", took, deadline)
 			}

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/ipam"
 )
 
@@ -221,8 +220,8 @@ func testBorrow(e env) {
 	}
 	strict := e.alloc(ipam.Config{StrictAffinity: true})
 	_, err = strict.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "a2", Node: "na", Num4: 1})
-	if !cni.IsCode(err, cni.CodeInternal) {
-		t.Fatalf("strict affinity with a full block: err = %v, want code 100", err)
+	if ipam.KindOf(err) != ipam.KindExhausted {
+		t.Fatalf("strict affinity with a full block: err = %v, want KindExhausted", err)
 	}
 	got, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "a2", Node: "na", Num4: 1})
 	if err != nil || got.IPv4[0].Masked() != b.IPv4[0].Masked() {
@@ -258,11 +257,11 @@ func testAssignIP(e env) {
 	if _, err := a.AssignIP(ctxT(t), ipam.AssignIPArgs{Addr: ip, Handle: "h1", Node: "n1"}); err != nil {
 		t.Fatalf("same handle again: %v", err)
 	}
-	if _, err := a.AssignIP(ctxT(t), ipam.AssignIPArgs{Addr: ip, Handle: "h2", Node: "n1"}); !cni.IsCode(err, cni.CodeAddressConflict) {
-		t.Fatalf("taken address: err = %v, want code 105", err)
+	if _, err := a.AssignIP(ctxT(t), ipam.AssignIPArgs{Addr: ip, Handle: "h2", Node: "n1"}); ipam.KindOf(err) != ipam.KindInUse {
+		t.Fatalf("taken address: err = %v, want KindInUse", err)
 	}
-	if _, err := a.AssignIP(ctxT(t), ipam.AssignIPArgs{Addr: netip.MustParseAddr("192.0.2.1"), Handle: "h3", Node: "n1"}); !cni.IsCode(err, cni.CodeInvalidNetworkConfig) {
-		t.Fatalf("address in no pool: err = %v, want code 7", err)
+	if _, err := a.AssignIP(ctxT(t), ipam.AssignIPArgs{Addr: netip.MustParseAddr("192.0.2.1"), Handle: "h3", Node: "n1"}); ipam.KindOf(err) != ipam.KindInvalid {
+		t.Fatalf("address in no pool: err = %v, want KindInvalid", err)
 	}
 	// An auto allocation on the same node uses the block AssignIP claimed
 	// and never hands out the assigned address.
@@ -321,12 +320,12 @@ func testPoolValidation(e env) {
 		{Name: "p", CIDR: netip.MustParsePrefix("10.9.0.0/16"), BlockSize: 28},
 		{Name: "r", CIDR: netip.MustParsePrefix("10.10.0.0/16"), BlockSize: 33},
 	} {
-		if err := a.PutPool(ctxT(t), p); !cni.IsCode(err, cni.CodeInvalidNetworkConfig) {
-			t.Errorf("PutPool(%+v): err = %v, want code 7", p, err)
+		if err := a.PutPool(ctxT(t), p); ipam.KindOf(err) != ipam.KindInvalid {
+			t.Errorf("PutPool(%+v): err = %v, want KindInvalid", p, err)
 		}
 	}
-	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "h", Node: "n1", Num4: 1, Pools4: []string{"nope"}}); !cni.IsCode(err, cni.CodeInvalidNetworkConfig) {
-		t.Errorf("unknown pool: err = %v, want code 7", err)
+	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "h", Node: "n1", Num4: 1, Pools4: []string{"nope"}}); ipam.KindOf(err) != ipam.KindInvalid {
+		t.Errorf("unknown pool: err = %v, want KindInvalid", err)
 	}
 	if err := a.PutPool(ctxT(t), ipam.Pool{Name: "p", CIDR: netip.MustParsePrefix("10.9.0.0/16"), Disabled: true}); err != nil {
 		t.Fatal(err)
@@ -344,12 +343,12 @@ func testDeadline(e env) {
 	defer cancel()
 	<-ctx.Done()
 	_, err := a.AutoAssign(ctx, ipam.AutoAssignArgs{Handle: "h", Node: "n1", Num4: 1})
-	if !cni.IsCode(err, cni.CodeTryAgainLater) {
-		t.Fatalf("expired deadline: err = %v, want code 11", err)
+	if ipam.KindOf(err) != ipam.KindUnavailable {
+		t.Fatalf("expired deadline: err = %v, want KindUnavailable", err)
 	}
-	var ce *cni.Error
-	if !errors.As(err, &ce) {
-		t.Fatalf("not a *cni.Error: %T", err)
+	var ie *ipam.Error
+	if !errors.As(err, &ie) {
+		t.Fatalf("not an *ipam.Error: %T", err)
 	}
 }
 
