@@ -3,6 +3,8 @@ package ipam
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -87,7 +89,6 @@ func (a *Allocator) Check(ctx context.Context, opts CheckOptions) (Report, error
 }
 
 func (a *Allocator) checkOnce(ctx context.Context, opts CheckOptions) (Report, error) {
-	var rep Report
 	// With endpoints, one List of the whole prefix: an allocation and
 	// its endpoint are written in one transaction, so one revision sees
 	// both or neither.
@@ -97,58 +98,85 @@ func (a *Allocator) checkOnce(ctx context.Context, opts CheckOptions) (Report, e
 	}
 	kvs, _, err := a.store.List(ctx, listPrefix)
 	if err != nil {
-		return rep, err
+		return Report{}, err
 	}
-	endpoints := map[string]string{} // endpoint ID -> handle
+	var rep Report
+	s := a.decodeSnapshot(kvs, opts.Endpoints, &rep)
+	counts := s.checkAllocations(&rep, opts)
+	s.checkHandles(&rep, counts)
+	s.checkAffinities(&rep)
+	return rep, nil
+}
 
-	blocks := map[netip.Prefix]*Block{}
-	handles := map[string]*Handle{}
-	type affKey struct {
-		node string
-		cidr netip.Prefix
-	}
-	affs := map[affKey]Affinity{}
+// snapshot is every IPAM object of one List, decoded.
+type snapshot struct {
+	blocks    map[netip.Prefix]*Block
+	handles   map[string]*Handle
+	affs      map[affinityKey]Affinity
+	endpoints map[string]string // endpoint ID -> handle
+}
+
+type affinityKey struct {
+	node string
+	cidr netip.Prefix
+}
+
+// decodeSnapshot decodes kvs, reporting what does not decode as Corrupt.
+func (a *Allocator) decodeSnapshot(kvs []KV, withEndpoints bool, rep *Report) *snapshot {
+	s := &snapshot{blocks: map[netip.Prefix]*Block{}, handles: map[string]*Handle{},
+		affs: map[affinityKey]Affinity{}, endpoints: map[string]string{}}
 	for _, kv := range kvs {
+		var err error
 		switch {
 		case strings.HasPrefix(kv.Key, a.keys.Blocks()):
-			b, err := decodeBlock(kv)
-			if err != nil {
-				rep.Corrupt = append(rep.Corrupt, err.Error())
-				continue
+			var b *Block
+			if b, err = decodeBlock(kv); err == nil {
+				s.blocks[b.CIDR] = b
 			}
-			blocks[b.CIDR] = b
 		case strings.HasPrefix(kv.Key, a.keys.Handles()):
 			h := new(Handle)
-			if err := json.Unmarshal(kv.Value, h); err != nil {
-				rep.Corrupt = append(rep.Corrupt, kv.Key+": "+err.Error())
-				continue
+			if err = json.Unmarshal(kv.Value, h); err == nil {
+				s.handles[strings.TrimPrefix(kv.Key, a.keys.Handles())] = h
+			} else {
+				err = fmt.Errorf("%s: %w", kv.Key, err)
 			}
-			handles[strings.TrimPrefix(kv.Key, a.keys.Handles())] = h
 		case strings.HasPrefix(kv.Key, a.keys.Affinities()):
-			node, cidr, err := a.keys.ParseAffinityKey(kv.Key)
-			var af Affinity
-			if err == nil {
-				err = json.Unmarshal(kv.Value, &af)
+			err = s.addAffinity(a.keys, kv)
+		case withEndpoints && strings.HasPrefix(kv.Key, a.keys.Workloads()):
+			var ep *Endpoint
+			if ep, err = decodeEndpoint(kv); err == nil {
+				s.endpoints[strings.TrimPrefix(kv.Key, a.keys.Workloads())] = ep.Handle
 			}
-			if err != nil {
-				rep.Corrupt = append(rep.Corrupt, kv.Key+": "+err.Error())
-				continue
-			}
-			affs[affKey{node, cidr}] = af
-		case opts.Endpoints && strings.HasPrefix(kv.Key, a.keys.Workloads()):
-			ep, err := decodeEndpoint(kv)
-			if err != nil {
-				rep.Corrupt = append(rep.Corrupt, err.Error())
-				continue
-			}
-			endpoints[strings.TrimPrefix(kv.Key, a.keys.Workloads())] = ep.Handle
+		}
+		if err != nil {
+			rep.Corrupt = append(rep.Corrupt, err.Error())
 		}
 	}
+	return s
+}
 
+func (s *snapshot) addAffinity(keys Keys, kv KV) error {
+	node, cidr, err := keys.ParseAffinityKey(kv.Key)
+	var af Affinity
+	if err == nil {
+		err = json.Unmarshal(kv.Value, &af)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", kv.Key, err)
+	}
+	s.affs[affinityKey{node, cidr}] = af
+	return nil
+}
+
+// checkAllocations walks every allocated address, in block order:
+// orphans, leaks, addresses with two owners, and blocks affine to a node
+// that has no affinity for them. It returns how many addresses each
+// handle holds in each block, for checkHandles.
+func (s *snapshot) checkAllocations(rep *Report, opts CheckOptions) map[string]map[string]int {
 	owners := map[netip.Addr][]Allocation{}
 	counts := map[string]map[string]int{} // handle -> block -> count
-	for _, cidr := range slices.SortedFunc(mapKeys(blocks), comparePrefix) {
-		b := blocks[cidr]
+	for _, cidr := range slices.SortedFunc(maps.Keys(s.blocks), comparePrefix) {
+		b := s.blocks[cidr]
 		for ord, ref := range b.Owners {
 			if ref == 0 {
 				continue
@@ -160,37 +188,53 @@ func (a *Allocator) checkOnce(ctx context.Context, opts CheckOptions) (Report, e
 				counts[at.Handle] = map[string]int{}
 			}
 			counts[at.Handle][cidr.String()]++
-			if h := handles[at.Handle]; h == nil || h.Blocks[cidr.String()] == 0 {
-				rep.Orphans = append(rep.Orphans, al)
-			}
-			switch {
-			case opts.Live != nil && !opts.Live(at.Node, at.Handle):
-				rep.Leaked = append(rep.Leaked, al)
-			case opts.Endpoints && al.Endpoint != "" && endpoints[al.Endpoint] != al.Handle:
-				rep.Leaked = append(rep.Leaked, al)
-			}
+			s.judge(rep, al, opts)
 		}
 		if node, ok := strings.CutPrefix(b.Affinity, "host:"); ok {
-			if _, ok := affs[affKey{node, cidr}]; !ok {
+			if _, ok := s.affs[affinityKey{node, cidr}]; !ok {
 				rep.AffinityMismatches = append(rep.AffinityMismatches, AffinityMismatch{node, cidr, "block is affine to the node, which has no affinity for it"})
 			}
 		}
 	}
-	for _, addr := range slices.SortedFunc(mapKeys(owners), netip.Addr.Compare) {
+	for _, addr := range slices.SortedFunc(maps.Keys(owners), netip.Addr.Compare) {
 		if als := owners[addr]; len(als) > 1 {
 			rep.MultipleOwners = append(rep.MultipleOwners, als...)
 		}
 	}
-	for _, id := range sortedKeys(handles) {
-		for _, blk := range sortedKeys(handles[id].Blocks) {
-			want, have := handles[id].Blocks[blk], counts[id][blk]
+	return counts
+}
+
+// judge reports al as an orphan when its handle does not count it, and as
+// leaked when nothing live holds it.
+func (s *snapshot) judge(rep *Report, al Allocation, opts CheckOptions) {
+	if h := s.handles[al.Handle]; h == nil || h.Blocks[al.Block.String()] == 0 {
+		rep.Orphans = append(rep.Orphans, al)
+	}
+	switch {
+	case opts.Live != nil && !opts.Live(al.Node, al.Handle):
+		rep.Leaked = append(rep.Leaked, al)
+	case opts.Endpoints && al.Endpoint != "" && s.endpoints[al.Endpoint] != al.Handle:
+		rep.Leaked = append(rep.Leaked, al)
+	}
+}
+
+// checkHandles reports handle counts that the blocks do not bear out.
+func (s *snapshot) checkHandles(rep *Report, counts map[string]map[string]int) {
+	for _, id := range sortedKeys(s.handles) {
+		for _, blk := range sortedKeys(s.handles[id].Blocks) {
+			want, have := s.handles[id].Blocks[blk], counts[id][blk]
 			if want != have {
 				rep.DanglingHandles = append(rep.DanglingHandles, DanglingHandle{id, blk, want, have})
 			}
 		}
 	}
-	for k, af := range affs {
-		b := blocks[k.cidr]
+}
+
+// checkAffinities reports affinities without their block, or whose block
+// is affine to someone else.
+func (s *snapshot) checkAffinities(rep *Report) {
+	for k, af := range s.affs {
+		b := s.blocks[k.cidr]
 		switch {
 		case b == nil:
 			rep.AffinityMismatches = append(rep.AffinityMismatches, AffinityMismatch{k.node, k.cidr, "affinity (" + string(af.State) + ") without a block"})
@@ -201,7 +245,6 @@ func (a *Allocator) checkOnce(ctx context.Context, opts CheckOptions) (Report, e
 	slices.SortFunc(rep.AffinityMismatches, func(x, y AffinityMismatch) int {
 		return strings.Compare(x.Node+x.Block.String(), y.Node+y.Block.String())
 	})
-	return rep, nil
 }
 
 // GC releases what Check calls leaked on node: allocations made for node
@@ -224,16 +267,6 @@ func (a *Allocator) GC(ctx context.Context, node string, validHandles []string) 
 		owners[l.Addr] = l.Handle
 	}
 	return a.release(ctx, addrs, owners)
-}
-
-func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func comparePrefix(x, y netip.Prefix) int {
