@@ -13,7 +13,6 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/netns"
 )
@@ -80,7 +79,7 @@ func TestVethPeerInContainer(t *testing.T) {
 	}
 	// The name taken: a conflict, not a silent reuse.
 	_, err = CreateVeth(hh, Veth{HostName: name, PeerName: "eth1", PeerNSFd: nsFd(t, ctr)})
-	if !cni.IsCode(err, cni.CodeAddressConflict) {
+	if !errors.Is(err, ErrConflict) {
 		t.Fatalf("second create: %v", err)
 	}
 	if err := DeleteLink(hh, name); err != nil {
@@ -114,8 +113,8 @@ func TestHostRouteConflict(t *testing.T) {
 			t.Fatalf("%s repeated: %v", ip, err)
 		}
 		err := AddHostRoute(hh, idx[1], a)
-		var ce *cni.Error
-		if !errors.As(err, &ce) || ce.Code != cni.CodeAddressConflict {
+		var de *Error
+		if !errors.As(err, &de) || de.Kind != ErrConflict {
 			t.Fatalf("%s on another link: %v", ip, err)
 		}
 		t.Logf("conflict: %v", err)
@@ -179,7 +178,7 @@ func TestEnsureBridgeConcurrent(t *testing.T) {
 	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "pndummy"}, PeerName: "pndummy1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := EnsureBridge(h, Bridge{Name: "pndummy"}); !cni.IsCode(err, cni.CodeInvalidNetworkConfig) {
+	if _, err := EnsureBridge(h, Bridge{Name: "pndummy"}); !errors.Is(err, ErrNotBridge) {
 		t.Fatalf("a veth taken for a bridge: %v", err)
 	}
 }

@@ -7,8 +7,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
-
-	"github.com/podnet/podnet/cni"
 )
 
 // Routed mode's gateways, as in Calico: the pod routes everything to a
@@ -112,8 +110,8 @@ func routesTo(h *netlink.Handle, dst netip.Prefix) ([]netlink.Route, error) {
 // AddHostRoute adds "<ip>/32 dev <link>" (/128 for IPv6) in the host
 // namespace: the route that takes traffic to a routed-mode pod. The
 // same address already routed through another interface is a duplicate
-// IP, which is reported as CodeAddressConflict naming that interface,
-// never silently overwritten.
+// IP, which is reported as ErrConflict naming that interface, never
+// silently overwritten.
 func AddHostRoute(h *netlink.Handle, index int, ip netip.Addr) error {
 	r := Route{Dst: HostPrefix(ip), LinkScope: true}
 	err := h.RouteAdd(r.netlink(index))
@@ -137,9 +135,9 @@ func AddHostRoute(h *netlink.Handle, index int, ip netip.Addr) error {
 		if l, err := h.LinkByIndex(got.LinkIndex); err == nil {
 			name = l.Attrs().Name
 		}
-		return cni.Errorf(cni.CodeAddressConflict, "address %s is already routed to %s: duplicate IP", ip, name)
+		return errorf(ErrConflict, "address %s is already routed to %s: duplicate IP", ip, name)
 	}
-	return cni.Errorf(cni.CodeAddressConflict, "address %s already has a route in the main table: duplicate IP", ip)
+	return errorf(ErrConflict, "address %s already has a route in the main table: duplicate IP", ip)
 }
 
 // HostRoutes lists the single-address routes through the link: in

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
-
-	"github.com/podnet/podnet/cni"
 )
 
 // Config is the plugin's own part of the network configuration.
@@ -25,9 +23,10 @@ type Config struct {
 	MappingsGiven bool
 }
 
-// PortMapping is one entry of runtimeConfig.portMappings as the runtime
-// sends it (the CNI conventions' "portMappings" capability).
-type PortMapping struct {
+// RuntimeMapping is one entry of runtimeConfig.portMappings as the
+// runtime sends it (the CNI conventions' "portMappings" capability);
+// Mapping is what it is once validated.
+type RuntimeMapping struct {
 	HostPort      int    `json:"hostPort"`
 	ContainerPort int    `json:"containerPort"`
 	Protocol      string `json:"protocol"`
@@ -83,21 +82,21 @@ func (m Mapping) String() string {
 }
 
 // ParseConfig decodes the plugin's fields from the configuration on
-// stdin. Every error has code 7 (or 6 for JSON that does not decode) and
-// names the field.
+// stdin. Every error is an ErrInvalidConfig naming the field, or an
+// ErrMalformed for JSON that does not decode.
 func ParseConfig(stdin []byte) (*Config, error) {
 	var raw struct {
 		SNAT          *bool `json:"snat"`
 		RuntimeConfig struct {
-			PortMappings *[]PortMapping `json:"portMappings"`
+			PortMappings *[]RuntimeMapping `json:"portMappings"`
 		} `json:"runtimeConfig"`
 	}
 	if err := json.Unmarshal(stdin, &raw); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "config: %s: must not be a JSON %s", te.Field, te.Value)
+			return nil, errorf(ErrInvalidConfig, "config: %s: must not be a JSON %s", te.Field, te.Value)
 		}
-		return nil, cni.Errorf(cni.CodeDecodingFailure, "config: %v", err)
+		return nil, errorf(ErrMalformed, "config: %v", err)
 	}
 	c := &Config{SNAT: raw.SNAT == nil || *raw.SNAT, MappingsGiven: raw.RuntimeConfig.PortMappings != nil}
 	if !c.MappingsGiven {
@@ -115,13 +114,13 @@ func ParseConfig(stdin []byte) (*Config, error) {
 // protocol may be given in any case and defaults to tcp. Two mappings
 // with the same protocol, host address and host port are refused: they
 // would send one port to two places.
-func ValidateMappings(pms []PortMapping) ([]Mapping, error) {
+func ValidateMappings(pms []RuntimeMapping) ([]Mapping, error) {
 	out := make([]Mapping, 0, len(pms))
 	seen := make(map[Mapping]int, len(pms))
 	for i, pm := range pms {
 		field := fmt.Sprintf("runtimeConfig.portMappings[%d]", i)
 		bad := func(format string, args ...any) error {
-			return cni.Errorf(cni.CodeInvalidNetworkConfig, "config: %s.%s", field, fmt.Sprintf(format, args...))
+			return errorf(ErrInvalidConfig, "config: %s.%s", field, fmt.Sprintf(format, args...))
 		}
 		var m Mapping
 		if pm.HostPort <= 0 || pm.HostPort > 65535 {
@@ -156,45 +155,4 @@ func ValidateMappings(pms []PortMapping) ([]Mapping, error) {
 		out = append(out, m)
 	}
 	return out, nil
-}
-
-// PodIPs returns the first IPv4 and the first IPv6 address of the
-// container in prevResult: an address on an interface inside a sandbox,
-// or an address tied to no interface. Either may be the zero Addr.
-func PodIPs(prev *cni.Result) (v4, v6 netip.Addr) {
-	if prev == nil {
-		return
-	}
-	for _, ip := range prev.IPs {
-		if ip.Interface != nil {
-			i := *ip.Interface
-			if i < 0 || i >= len(prev.Interfaces) || prev.Interfaces[i].Sandbox == "" {
-				continue
-			}
-		}
-		a := ip.Address.Addr().Unmap()
-		switch {
-		case a.Is4() && !v4.IsValid():
-			v4 = a
-		case a.Is6() && !v6.IsValid():
-			v6 = a
-		}
-	}
-	return v4, v6
-}
-
-// HostInterfaces are the names of prevResult's interfaces outside any
-// sandbox: the host side of the container's link, where traffic to the
-// container leaves the host.
-func HostInterfaces(prev *cni.Result) []string {
-	if prev == nil {
-		return nil
-	}
-	var out []string
-	for _, i := range prev.Interfaces {
-		if i.Sandbox == "" && i.Name != "" {
-			out = append(out, i.Name)
-		}
-	}
-	return out
 }

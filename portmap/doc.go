@@ -24,7 +24,7 @@
 // ID> <ifname>". DEL removes exactly the elements of its attachment
 // (without needing prevResult), GC the elements of its network whose
 // attachment is not valid, and ADD refuses a host port whose element
-// belongs to another attachment (cni.CodeAddressConflict).
+// belongs to another attachment (ErrConflict).
 //
 // The package is split in a pure part (config.go, entry.go, plan.go:
 // validation, the entries an attachment should have, reconciliation

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/podnet/podnet/dataplane"
 )
 
 // Names of the maps and sets of the table. The digit is the IP family of
@@ -30,30 +32,6 @@ func SetsOf(is4 bool) []string {
 	return []string{SetDNAT6, SetHostIP6, SetSNAT6}
 }
 
-// Owner names the attachment an element belongs to. It is stored as the
-// element's comment, so DEL and GC can find an attachment's elements
-// without any state of their own.
-type Owner struct {
-	Network     string
-	ContainerID string
-	IfName      string
-}
-
-// String is the comment form: the three fields separated by spaces,
-// none of which may contain one (network names, container IDs and
-// interface names are all restricted to other characters).
-func (o Owner) String() string { return o.Network + " " + o.ContainerID + " " + o.IfName }
-
-// ParseOwner reads an element's comment. ok is false for a comment that
-// podnet did not write.
-func ParseOwner(s string) (o Owner, ok bool) {
-	f := strings.Split(s, " ")
-	if len(f) != 3 || f[0] == "" || f[1] == "" || f[2] == "" {
-		return Owner{}, false
-	}
-	return Owner{Network: f[0], ContainerID: f[1], IfName: f[2]}, true
-}
-
 // Kind says what an entry does.
 type Kind uint8
 
@@ -74,7 +52,10 @@ type Entry struct {
 	HostPort uint16     // DNAT only
 	PodIP    netip.Addr
 	PodPort  uint16 // DNAT only
-	Owner    Owner
+	// Owner is the attachment the element belongs to, stored as the
+	// element's comment (Owner.String), so DEL and GC can find an
+	// attachment's elements without any state of their own.
+	Owner dataplane.Owner
 }
 
 func (e Entry) is4() bool { return e.PodIP.Is4() }
@@ -142,10 +123,10 @@ func (e Entry) String() string {
 }
 
 // DecodeEntry reads an element of set back into an Entry. The owner is
-// the zero Owner when the comment is not podnet's.
+// zero Owner when the comment is not podnet's.
 func DecodeEntry(set string, key, val []byte, comment string) (Entry, error) {
 	var e Entry
-	e.Owner, _ = ParseOwner(comment)
+	e.Owner, _ = dataplane.ParseOwner(comment)
 	alen := 4
 	if strings.HasSuffix(set, "6") {
 		alen = 16

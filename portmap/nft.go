@@ -6,8 +6,6 @@ import (
 
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
-
-	"github.com/podnet/podnet/cni"
 )
 
 // NFT is the table in the kernel, reached over one netlink socket that
@@ -28,7 +26,7 @@ func OnConn(c *nftables.Conn) *NFT { return &NFT{conn: c, rs: NewRuleset()} }
 func OpenNFT() (*NFT, error) {
 	c, err := nftables.New(nftables.AsLasting())
 	if err != nil {
-		return nil, cni.Errorf(cni.CodeIOFailure, "portmap: nftables netlink socket: %v", err)
+		return nil, errorf(ErrIO, "portmap: nftables netlink socket: %v", err)
 	}
 	return &NFT{conn: c, rs: NewRuleset()}, nil
 }
@@ -49,7 +47,7 @@ func (n *NFT) List(sets []string) (entries []Entry, missing bool, err error) {
 				missing = true
 				continue
 			}
-			return nil, false, cni.Errorf(cni.CodeIOFailure, "portmap: list elements of %s in table inet %s: %v", name, TableName, err)
+			return nil, false, errorf(ErrIO, "portmap: list elements of %s in table inet %s: %v", name, TableName, err)
 		}
 		for _, el := range elems {
 			e, err := DecodeEntry(name, el.Key, el.Val, el.Comment)
@@ -88,9 +86,9 @@ func (n *NFT) Commit() error {
 		if errors.Is(err, unix.EEXIST) {
 			// Reconcile saw no holder: one appeared since (a writer
 			// that does not take the lock).
-			return cni.Errorf(cni.CodeAddressConflict, "portmap: a host port was taken by another container during this ADD: %v", err)
+			return errorf(ErrConflict, "portmap: a host port was taken by another container during this ADD: %v", err)
 		}
-		return cni.Errorf(cni.CodeIOFailure, "portmap: update table inet %s: %v", TableName, err)
+		return errorf(ErrIO, "portmap: update table inet %s: %v", TableName, err)
 	}
 	return nil
 }
@@ -129,7 +127,7 @@ func (n *NFT) queueElements(es []Entry, full bool, op func(*nftables.Set, []nfta
 	}
 	for _, name := range order {
 		if err := op(n.rs.Sets[name], bySet[name]); err != nil {
-			return cni.Errorf(cni.CodeInternal, "portmap: encode elements of %s: %v", name, err)
+			return fmt.Errorf("portmap: encode elements of %s: %w", name, err)
 		}
 	}
 	return nil

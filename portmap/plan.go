@@ -5,19 +5,19 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/dataplane"
 )
 
 // Want returns the entries an attachment should have: for each mapping,
 // one DNAT entry per container address family it applies to, and with
 // SNAT one SNAT entry per family that has a mapping. v4 and v6 are the
 // container's addresses (either may be the zero Addr).
-func Want(owner Owner, c *Config, v4, v6 netip.Addr) ([]Entry, error) {
+func Want(owner dataplane.Owner, c *Config, v4, v6 netip.Addr) ([]Entry, error) {
 	if len(c.Mappings) == 0 {
 		return nil, nil
 	}
 	if !v4.IsValid() && !v6.IsValid() {
-		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "config: prevResult: no container address to map ports to")
+		return nil, errorf(ErrInvalidConfig, "config: prevResult: no container address to map ports to")
 	}
 	var out []Entry
 	var fam4, fam6 bool
@@ -36,7 +36,7 @@ func Want(owner Owner, c *Config, v4, v6 netip.Addr) ([]Entry, error) {
 			n++
 		}
 		if n == 0 {
-			return nil, cni.Errorf(cni.CodeInvalidNetworkConfig,
+			return nil, errorf(ErrInvalidConfig,
 				"config: runtimeConfig.portMappings[%d].hostIP: %s is IPv%s but the container has no IPv%s address", i, m.HostIP, family(m.HostIP), family(m.HostIP))
 		}
 	}
@@ -79,7 +79,7 @@ func (c Changes) Empty() bool { return len(c.Del) == 0 && len(c.Add) == 0 }
 //
 // Elements owner has but want does not (an ADD repeated with fewer
 // mappings) are removed.
-func Reconcile(owner Owner, want, existing []Entry) (Changes, error) {
+func Reconcile(owner dataplane.Owner, want, existing []Entry) (Changes, error) {
 	type key struct{ set, key string }
 	type port struct {
 		is4   bool
@@ -153,19 +153,19 @@ func conflict(w, x Entry) error {
 		return "any host address"
 	}
 	if w.Kind == KindSNAT {
-		return cni.Errorf(cni.CodeAddressConflict, "container address %s is already in use by container %s (network %s, interface %s)",
+		return errorf(ErrConflict, "container address %s is already in use by container %s (network %s, interface %s)",
 			w.PodIP, x.Owner.ContainerID, x.Owner.Network, x.Owner.IfName)
 	}
 	owner := "an element podnet did not write"
-	if x.Owner != (Owner{}) {
+	if x.Owner != (dataplane.Owner{}) {
 		owner = fmt.Sprintf("container %s (network %s, interface %s)", x.Owner.ContainerID, x.Owner.Network, x.Owner.IfName)
 	}
-	return cni.Errorf(cni.CodeAddressConflict, "host port %s/%d on %s is already taken: %s maps it on %s to %s",
+	return errorf(ErrConflict, "host port %s/%d on %s is already taken: %s maps it on %s to %s",
 		w.Proto, w.HostPort, host(w), owner, host(x), netip.AddrPortFrom(x.PodIP, x.PodPort))
 }
 
 // Owned returns the entries of existing that belong to owner.
-func Owned(owner Owner, existing []Entry) []Entry {
+func Owned(owner dataplane.Owner, existing []Entry) []Entry {
 	var out []Entry
 	for _, x := range existing {
 		if x.Owner == owner {
@@ -178,8 +178,8 @@ func Owned(owner Owner, existing []Entry) []Entry {
 // Collect returns the entries of network's attachments that are not in
 // valid: what GC removes. Elements whose comment podnet did not write,
 // and those of other networks, are left alone.
-func Collect(network string, valid []Owner, existing []Entry) []Entry {
-	keep := make(map[Owner]bool, len(valid))
+func Collect(network string, valid []dataplane.Owner, existing []Entry) []Entry {
+	keep := make(map[dataplane.Owner]bool, len(valid))
 	for _, o := range valid {
 		keep[o] = true
 	}

@@ -1,16 +1,17 @@
 package portmap
 
 import (
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
 
-	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/dataplane"
 )
 
 var (
-	ownerA = Owner{"net", "a", "eth0"}
-	ownerB = Owner{"net", "b", "eth0"}
+	ownerA = dataplane.Owner{Network: "net", ContainerID: "a", IfName: "eth0"}
+	ownerB = dataplane.Owner{Network: "net", ContainerID: "b", IfName: "eth0"}
 	podA   = netip.MustParseAddr("10.1.0.2")
 	podB   = netip.MustParseAddr("10.1.0.3")
 	podA6  = netip.MustParseAddr("fd00::2")
@@ -19,19 +20,19 @@ var (
 
 func TestValidateMappings(t *testing.T) {
 	tests := []struct {
-		in   []PortMapping
+		in   []RuntimeMapping
 		want string // error substring; "" for success
 	}{
-		{[]PortMapping{{HostPort: 80, ContainerPort: 8080}}, ""},
-		{[]PortMapping{{HostPort: 80, ContainerPort: 8080, Protocol: "UDP", HostIP: "::ffff:1.2.3.4"}}, ""},
-		{[]PortMapping{{HostPort: 0, ContainerPort: 1}}, "portMappings[0].hostPort"},
-		{[]PortMapping{{HostPort: 65536, ContainerPort: 1}}, "portMappings[0].hostPort"},
-		{[]PortMapping{{HostPort: 1, ContainerPort: -1}}, "portMappings[0].containerPort"},
-		{[]PortMapping{{HostPort: 1, ContainerPort: 1, Protocol: "icmp"}}, "portMappings[0].protocol"},
-		{[]PortMapping{{HostPort: 1, ContainerPort: 1, HostIP: "x"}}, "portMappings[0].hostIP"},
-		{[]PortMapping{{HostPort: 1, ContainerPort: 1, HostIP: "fe80::1%eth0"}}, "portMappings[0].hostIP"},
-		{[]PortMapping{{HostPort: 1, ContainerPort: 1}, {HostPort: 1, ContainerPort: 2, Protocol: "tcp"}}, "portMappings[1].hostPort"},
-		{[]PortMapping{{HostPort: 1, ContainerPort: 1}, {HostPort: 1, ContainerPort: 2, Protocol: "udp"}}, ""},
+		{[]RuntimeMapping{{HostPort: 80, ContainerPort: 8080}}, ""},
+		{[]RuntimeMapping{{HostPort: 80, ContainerPort: 8080, Protocol: "UDP", HostIP: "::ffff:1.2.3.4"}}, ""},
+		{[]RuntimeMapping{{HostPort: 0, ContainerPort: 1}}, "portMappings[0].hostPort"},
+		{[]RuntimeMapping{{HostPort: 65536, ContainerPort: 1}}, "portMappings[0].hostPort"},
+		{[]RuntimeMapping{{HostPort: 1, ContainerPort: -1}}, "portMappings[0].containerPort"},
+		{[]RuntimeMapping{{HostPort: 1, ContainerPort: 1, Protocol: "icmp"}}, "portMappings[0].protocol"},
+		{[]RuntimeMapping{{HostPort: 1, ContainerPort: 1, HostIP: "x"}}, "portMappings[0].hostIP"},
+		{[]RuntimeMapping{{HostPort: 1, ContainerPort: 1, HostIP: "fe80::1%eth0"}}, "portMappings[0].hostIP"},
+		{[]RuntimeMapping{{HostPort: 1, ContainerPort: 1}, {HostPort: 1, ContainerPort: 2, Protocol: "tcp"}}, "portMappings[1].hostPort"},
+		{[]RuntimeMapping{{HostPort: 1, ContainerPort: 1}, {HostPort: 1, ContainerPort: 2, Protocol: "udp"}}, ""},
 	}
 	for _, tt := range tests {
 		ms, err := ValidateMappings(tt.in)
@@ -41,11 +42,11 @@ func TestValidateMappings(t *testing.T) {
 			}
 			continue
 		}
-		if !cni.IsCode(err, cni.CodeInvalidNetworkConfig) || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%+v: error %v, want code 7 naming %s", tt.in, err, tt.want)
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: error %v, want ErrInvalidConfig naming %s", tt.in, err, tt.want)
 		}
 	}
-	ms, _ := ValidateMappings([]PortMapping{{HostPort: 1, ContainerPort: 1, HostIP: "::ffff:1.2.3.4"}})
+	ms, _ := ValidateMappings([]RuntimeMapping{{HostPort: 1, ContainerPort: 1, HostIP: "::ffff:1.2.3.4"}})
 	if !ms[0].HostIP.Is4() {
 		t.Errorf("a v4-mapped hostIP is not treated as IPv4: %v", ms[0].HostIP)
 	}
@@ -72,27 +73,8 @@ func TestParseConfig(t *testing.T) {
 			t.Errorf("%s: %+v %v, want MappingsGiven %v", stdin, c, err, given)
 		}
 	}
-	if _, err := ParseConfig([]byte(`{"runtimeConfig":{"portMappings":[{"hostPort":"80"}]}}`)); !cni.IsCode(err, cni.CodeInvalidNetworkConfig) {
+	if _, err := ParseConfig([]byte(`{"runtimeConfig":{"portMappings":[{"hostPort":"80"}]}}`)); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("hostPort as a string: %v", err)
-	}
-}
-
-func TestPodIPs(t *testing.T) {
-	r := &cni.Result{
-		Interfaces: []*cni.Interface{{Name: "veth1"}, {Name: "eth0", Sandbox: "/run/netns/x"}},
-		IPs: []*cni.IPConfig{
-			{Interface: cni.IntPtr(0), Address: netip.MustParsePrefix("169.254.1.1/32")}, // host side: not the pod's
-			{Interface: cni.IntPtr(1), Address: netip.MustParsePrefix("10.1.0.2/24")},
-			{Interface: cni.IntPtr(1), Address: netip.MustParsePrefix("10.1.0.9/24")},
-			{Address: netip.MustParsePrefix("fd00::2/64")},
-		},
-	}
-	v4, v6 := PodIPs(r)
-	if v4 != podA || v6 != podA6 {
-		t.Fatalf("%v %v", v4, v6)
-	}
-	if h := HostInterfaces(r); len(h) != 1 || h[0] != "veth1" {
-		t.Fatalf("host interfaces %v", h)
 	}
 }
 
@@ -116,8 +98,8 @@ func TestEntryRoundTrip(t *testing.T) {
 			t.Errorf("%v: key %d bytes (set %d), data %d bytes (set %d)", e, len(e.Key()), s.KeyType.Bytes, len(e.Value()), s.DataType.Bytes)
 		}
 	}
-	if _, ok := ParseOwner("no owner"); ok {
-		t.Error("a two-field comment parsed as an owner")
+	if e, err := DecodeEntry(SetSNAT4, Entry{Kind: KindSNAT, PodIP: podA}.Key(), nil, "no owner"); err != nil || e.Owner != (dataplane.Owner{}) {
+		t.Errorf("a two-field comment: %v, %v; want an element of no owner", e, err)
 	}
 }
 
@@ -146,10 +128,10 @@ func TestWant(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if _, err := Want(ownerA, c, podA, netip.Addr{}); !cni.IsCode(err, cni.CodeInvalidNetworkConfig) {
+	if _, err := Want(ownerA, c, podA, netip.Addr{}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("a :: mapping for a pod without IPv6: %v", err)
 	}
-	if _, err := Want(ownerA, c, netip.Addr{}, netip.Addr{}); !cni.IsCode(err, cni.CodeInvalidNetworkConfig) {
+	if _, err := Want(ownerA, c, netip.Addr{}, netip.Addr{}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("no pod address: %v", err)
 	}
 	es, _ = Want(ownerA, &Config{Mappings: c.Mappings[:1]}, podA, netip.Addr{})
@@ -158,7 +140,7 @@ func TestWant(t *testing.T) {
 	}
 }
 
-func dnat(o Owner, hostIP netip.Addr, port uint16, pod netip.Addr, podPort uint16) Entry {
+func dnat(o dataplane.Owner, hostIP netip.Addr, port uint16, pod netip.Addr, podPort uint16) Entry {
 	return Entry{Kind: KindDNAT, Proto: TCP, HostIP: hostIP, HostPort: port, PodIP: pod, PodPort: podPort, Owner: o}
 }
 
@@ -200,7 +182,7 @@ func TestReconcile(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ch, err := Reconcile(ownerA, tt.want, tt.exist)
 			if tt.conflictWith != "" {
-				if !cni.IsCode(err, cni.CodeAddressConflict) || !strings.Contains(err.Error(), "container "+tt.conflictWith) {
+				if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "container "+tt.conflictWith) {
 					t.Fatalf("error %v, want a conflict naming container %s", err, tt.conflictWith)
 				}
 				return
@@ -213,14 +195,14 @@ func TestReconcile(t *testing.T) {
 }
 
 func TestCollect(t *testing.T) {
-	other := Owner{"other", "c", "eth0"}
+	other := dataplane.Owner{Network: "other", ContainerID: "c", IfName: "eth0"}
 	exist := []Entry{
 		dnat(ownerA, netip.Addr{}, 80, podA, 80),
 		dnat(ownerB, netip.Addr{}, 81, podB, 80),
 		dnat(other, netip.Addr{}, 82, podB, 80),
-		dnat(Owner{}, netip.Addr{}, 83, podB, 80),
+		dnat(dataplane.Owner{}, netip.Addr{}, 83, podB, 80),
 	}
-	got := Collect("net", []Owner{ownerA}, exist)
+	got := Collect("net", []dataplane.Owner{ownerA}, exist)
 	if len(got) != 1 || got[0].Owner != ownerB {
 		t.Fatalf("collected %v", got)
 	}

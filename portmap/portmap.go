@@ -1,21 +1,32 @@
 package portmap
 
 import (
-	"errors"
+	"net/netip"
 	"slices"
 	"strings"
 
-	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/dataplane"
 )
+
+// Container is where an attachment's mappings lead. A CNI plugin reads
+// it from prevResult (portmapcni.Container).
+type Container struct {
+	// V4 and V6 are the container's addresses, the first of each family;
+	// either may be the zero Addr.
+	V4, V6 netip.Addr
+	// HostInterfaces are the host side of the container's link, where
+	// traffic to the container leaves the host.
+	HostInterfaces []string
+}
 
 // Request is one attachment's ADD, DEL or CHECK.
 type Request struct {
-	Owner  Owner
+	Owner  dataplane.Owner
 	Config *Config
-	// Prev is prevResult: the container's addresses and host-side
-	// interfaces. ADD and CHECK need it when there are mappings; DEL
-	// uses it only to skip the sets of a family the container lacks.
-	Prev *cni.Result
+	// Container is nil when it is not known (no prevResult). ADD and
+	// CHECK need it when there are mappings; DEL uses it only to skip the
+	// sets of a family the container lacks.
+	Container *Container
 	// LockPath is the lock file; "" means DefaultLockPath.
 	LockPath string
 	// Sweep makes Del look for the owner's elements even without
@@ -31,12 +42,11 @@ func (r *Request) lockPath() string {
 }
 
 func (r *Request) want() ([]Entry, error) {
-	if r.Prev == nil {
-		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig,
+	if r.Container == nil {
+		return nil, errorf(ErrInvalidConfig,
 			"config: prevResult is missing: podnet-portmap runs chained after the plugin that gives the container its addresses")
 	}
-	v4, v6 := PodIPs(r.Prev)
-	return Want(r.Owner, r.Config, v4, v6)
+	return Want(r.Owner, r.Config, r.Container.V4, r.Container.V6)
 }
 
 // setsFor lists the sets of the families es touch.
@@ -58,8 +68,7 @@ func setsFor(es []Entry) []string {
 // Add publishes the request's mappings: one batch of element changes
 // (plus the table, the first time), then a flush of the UDP mapped
 // ports' conntrack entries. Repeating it is harmless; a host port that
-// another attachment holds fails it with cni.CodeAddressConflict and
-// changes nothing.
+// another attachment holds fails it with ErrConflict and changes nothing.
 func Add(r *Request) error {
 	if len(r.Config.Mappings) == 0 {
 		return nil
@@ -85,8 +94,8 @@ func Add(r *Request) error {
 	// After the table exists: its input chain guards what route_localnet
 	// opens.
 	if r.Config.SNAT && slices.ContainsFunc(want, func(e Entry) bool { return e.Kind == KindSNAT && e.is4() }) {
-		if err := EnableRouteLocalnet(HostInterfaces(r.Prev)); err != nil {
-			return cni.Errorf(cni.CodeIOFailure, "%v", err)
+		if err := EnableRouteLocalnet(r.Container.HostInterfaces); err != nil {
+			return errorf(ErrIO, "%v", err)
 		}
 	}
 	return FlushUDPOf(want)
@@ -122,8 +131,8 @@ func QueueDel(n *NFT, r *Request) (owned []Entry, err error) {
 		return nil, nil
 	}
 	sets := AllSets
-	if v4, v6 := PodIPs(r.Prev); v4.IsValid() != v6.IsValid() {
-		sets = SetsOf(v4.IsValid())
+	if c := r.Container; c != nil && c.V4.IsValid() != c.V6.IsValid() {
+		sets = SetsOf(c.V4.IsValid())
 	}
 	existing, _, err := n.List(sets)
 	if err != nil {
@@ -141,13 +150,13 @@ func QueueDel(n *NFT, r *Request) (owned []Entry, err error) {
 // an old entry.
 func FlushUDPOf(es []Entry) error {
 	if err := FlushUDP(UDPPorts(es)); err != nil {
-		return cni.Errorf(cni.CodeIOFailure, "%v", err)
+		return errorf(ErrIO, "%v", err)
 	}
 	return nil
 }
 
 // Check verifies that the table is whole and holds the request's
-// elements.
+// elements; ErrMissing says what is not.
 func Check(r *Request) error {
 	if len(r.Config.Mappings) == 0 {
 		return nil
@@ -162,7 +171,7 @@ func Check(r *Request) error {
 	}
 	defer n.Close()
 	if err := n.CheckRuleset(); err != nil {
-		return cni.Errorf(cni.CodeInternal, "%v", err)
+		return errorf(ErrMissing, "%v", err)
 	}
 	existing, _, err := n.List(setsFor(want))
 	if err != nil {
@@ -173,7 +182,7 @@ func Check(r *Request) error {
 		for _, e := range miss {
 			s = append(s, e.String())
 		}
-		return cni.Errorf(cni.CodeInternal, "portmap: table inet %s lacks %d element(s) of %s: %s", TableName, len(miss), r.Owner.ContainerID, strings.Join(s, "; "))
+		return errorf(ErrMissing, "portmap: table inet %s lacks %d element(s) of %s: %s", TableName, len(miss), r.Owner.ContainerID, strings.Join(s, "; "))
 	}
 	return nil
 }
@@ -181,7 +190,7 @@ func Check(r *Request) error {
 // GC removes the elements of network whose attachment is not in valid.
 // When the table is left without any element, GC removes the table too,
 // so a host without published ports has no podnet-portmap state at all.
-func GC(network string, valid []Owner, lockPath string) error {
+func GC(network string, valid []dataplane.Owner, lockPath string) error {
 	if lockPath == "" {
 		lockPath = DefaultLockPath
 	}
@@ -198,7 +207,7 @@ func GC(network string, valid []Owner, lockPath string) error {
 		if len(gone) == len(existing) {
 			n.conn.DelTable(n.rs.Table)
 			if err := n.conn.Flush(); err != nil {
-				return cni.Errorf(cni.CodeIOFailure, "portmap: delete table inet %s: %v", TableName, err)
+				return errorf(ErrIO, "portmap: delete table inet %s: %v", TableName, err)
 			}
 			return nil
 		}
@@ -211,14 +220,14 @@ func GC(network string, valid []Owner, lockPath string) error {
 }
 
 // Lock takes the lock that serialises the writers of the table on this
-// host (the flock on path, DefaultLockPath when ""), as a CNI error.
+// host (the flock on path, DefaultLockPath when "").
 func Lock(path string) (unlock func(), err error) {
 	if path == "" {
 		path = DefaultLockPath
 	}
 	unlock, err = lock(path)
 	if err != nil {
-		return nil, cni.Errorf(cni.CodeIOFailure, "%v", err)
+		return nil, errorf(ErrIO, "%v", err)
 	}
 	return unlock, nil
 }
@@ -241,9 +250,5 @@ func locked(path string, fn func(*NFT) error) error {
 	err = fn(n)
 	unlock()
 	n.Close()
-	var ce *cni.Error
-	if err != nil && !errors.As(err, &ce) {
-		err = cni.Errorf(cni.CodeIOFailure, "%v", err)
-	}
 	return err
 }

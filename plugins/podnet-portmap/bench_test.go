@@ -15,16 +15,16 @@ import (
 func BenchmarkAddDel(b *testing.B) {
 	for _, bc := range []struct {
 		name     string
-		mappings []portmap.PortMapping
+		mappings []portmap.RuntimeMapping
 	}{
 		{"none", nil},
-		{"tcp", []portmap.PortMapping{tcp(18090, 80)}},
-		{"udp", []portmap.PortMapping{udp(18090, 80)}},
+		{"tcp", []portmap.RuntimeMapping{tcp(18090, 80)}},
+		{"udp", []portmap.RuntimeMapping{udp(18090, 80)}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			tp := newTopo(b)
 			other := tp.addPod(2, false)
-			tp.mustExec("ADD", other, other.conf(b, []portmap.PortMapping{tcp(18091, 80)}, true))
+			tp.mustExec("ADD", other, other.conf(b, []portmap.RuntimeMapping{tcp(18091, 80)}, true))
 			p := tp.addPod(1, false)
 			conf := p.conf(b, bc.mappings, true)
 			var add, del time.Duration

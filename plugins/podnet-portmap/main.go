@@ -5,17 +5,24 @@ import (
 
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/cni/skel"
+	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/portmap"
+	"github.com/podnet/podnet/portmap/portmapcni"
 )
 
 func main() { plugin().Main() }
 
+// plugin is the CNI boundary: portmap's kinds of failure get their CNI
+// codes here, once, for every verb.
 func plugin() *skel.Plugin {
 	return &skel.Plugin{
-		Add:      cmdAdd,
-		Del:      cmdDel,
-		Check:    cmdCheck,
-		GC:       cmdGC,
+		Add: func(args *skel.CmdArgs) (*cni.Result, error) {
+			res, err := cmdAdd(args)
+			return res, portmapcni.Error(err)
+		},
+		Del:      func(args *skel.CmdArgs) error { return portmapcni.Error(cmdDel(args)) },
+		Check:    func(args *skel.CmdArgs) error { return portmapcni.Error(cmdCheck(args)) },
+		GC:       func(args *skel.CmdArgs) error { return portmapcni.Error(cmdGC(args)) },
 		Versions: cni.SupportedVersions,
 		About:    "podnet port-mapping plugin",
 	}
@@ -24,16 +31,20 @@ func plugin() *skel.Plugin {
 // lockPath is the lock file; tests leave it as it is.
 var lockPath = portmap.DefaultLockPath
 
+func owner(args *skel.CmdArgs) dataplane.Owner {
+	return dataplane.Owner{Network: args.NetConf.Name, ContainerID: args.ContainerID, IfName: args.IfName}
+}
+
 func request(args *skel.CmdArgs) (*portmap.Request, error) {
 	c, err := portmap.ParseConfig(args.StdinData)
 	if err != nil {
 		return nil, err
 	}
 	return &portmap.Request{
-		Owner:    portmap.Owner{Network: args.NetConf.Name, ContainerID: args.ContainerID, IfName: args.IfName},
-		Config:   c,
-		Prev:     args.NetConf.PrevResult,
-		LockPath: lockPath,
+		Owner:     owner(args),
+		Config:    c,
+		Container: portmapcni.Container(args.NetConf.PrevResult),
+		LockPath:  lockPath,
 	}, nil
 }
 
@@ -45,8 +56,8 @@ func cmdAdd(args *skel.CmdArgs) (*cni.Result, error) {
 	if err := portmap.Add(r); err != nil {
 		return nil, err
 	}
-	if r.Prev != nil {
-		return r.Prev, nil
+	if prev := args.NetConf.PrevResult; prev != nil {
+		return prev, nil
 	}
 	return &cni.Result{CNIVersion: args.NetConf.CNIVersion}, nil
 }
@@ -58,7 +69,7 @@ func cmdDel(args *skel.CmdArgs) error {
 		// mappings, look for the attachment's elements everywhere.
 		fmt.Fprintf(args.Stderr, "podnet-portmap: DEL: %v; removing every element of %s\n", err, args.ContainerID)
 		r = &portmap.Request{
-			Owner:    portmap.Owner{Network: args.NetConf.Name, ContainerID: args.ContainerID, IfName: args.IfName},
+			Owner:    owner(args),
 			Config:   &portmap.Config{},
 			LockPath: lockPath,
 			Sweep:    true,
@@ -84,9 +95,9 @@ func cmdCheck(args *skel.CmdArgs) error {
 }
 
 func cmdGC(args *skel.CmdArgs) error {
-	valid := make([]portmap.Owner, 0, len(args.NetConf.ValidAttachments))
+	valid := make([]dataplane.Owner, 0, len(args.NetConf.ValidAttachments))
 	for _, a := range args.NetConf.ValidAttachments {
-		valid = append(valid, portmap.Owner{Network: args.NetConf.Name, ContainerID: a.ContainerID, IfName: a.IfName})
+		valid = append(valid, dataplane.Owner{Network: args.NetConf.Name, ContainerID: a.ContainerID, IfName: a.IfName})
 	}
 	return portmap.GC(args.NetConf.Name, valid, lockPath)
 }

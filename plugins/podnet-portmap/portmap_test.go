@@ -10,12 +10,12 @@ import (
 	"github.com/podnet/podnet/portmap"
 )
 
-func tcp(host, ctr int) portmap.PortMapping {
-	return portmap.PortMapping{HostPort: host, ContainerPort: ctr, Protocol: "tcp"}
+func tcp(host, ctr int) portmap.RuntimeMapping {
+	return portmap.RuntimeMapping{HostPort: host, ContainerPort: ctr, Protocol: "tcp"}
 }
 
-func udp(host, ctr int) portmap.PortMapping {
-	return portmap.PortMapping{HostPort: host, ContainerPort: ctr, Protocol: "udp"}
+func udp(host, ctr int) portmap.RuntimeMapping {
+	return portmap.RuntimeMapping{HostPort: host, ContainerPort: ctr, Protocol: "udp"}
 }
 
 // TestConnectivity publishes a TCP and a UDP port of one pod and
@@ -25,7 +25,7 @@ func TestConnectivity(t *testing.T) {
 	p := tp.addPod(1, true)
 	serveTCP(t, p.ns, ":8080")
 	serveUDP(t, p.ns, ":5353")
-	conf := p.conf(t, []portmap.PortMapping{tcp(18080, 8080), udp(15353, 5353)}, true)
+	conf := p.conf(t, []portmap.RuntimeMapping{tcp(18080, 8080), udp(15353, 5353)}, true)
 
 	out := tp.mustExec("ADD", p, conf)
 	var res cni.Result
@@ -93,7 +93,7 @@ func TestHostIP(t *testing.T) {
 	serveTCP(t, p.ns, ":80")
 	m := tcp(18081, 80)
 	m.HostIP = hostAddr
-	conf := p.conf(t, []portmap.PortMapping{m}, true)
+	conf := p.conf(t, []portmap.RuntimeMapping{m}, true)
 	tp.mustExec("ADD", p, conf)
 	if _, err := dialTCP(tp.ext, hostAddr+":18081"); err != nil {
 		t.Fatalf("dial the mapped address: %v", err)
@@ -111,18 +111,18 @@ func TestConflict(t *testing.T) {
 	tp := newTopo(t)
 	a, b := tp.addPod(1, false), tp.addPod(2, false)
 	serveTCP(t, a.ns, ":80")
-	tp.mustExec("ADD", a, a.conf(t, []portmap.PortMapping{tcp(18082, 80)}, true))
+	tp.mustExec("ADD", a, a.conf(t, []portmap.RuntimeMapping{tcp(18082, 80)}, true))
 
 	tests := []struct {
 		name string
-		m    portmap.PortMapping
+		m    portmap.RuntimeMapping
 	}{
 		{"same port", tcp(18082, 81)},
-		{"same port on the host address", portmap.PortMapping{HostPort: 18082, ContainerPort: 80, Protocol: "tcp", HostIP: hostAddr}},
+		{"same port on the host address", portmap.RuntimeMapping{HostPort: 18082, ContainerPort: 80, Protocol: "tcp", HostIP: hostAddr}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			confB := b.conf(t, []portmap.PortMapping{tt.m}, true)
+			confB := b.conf(t, []portmap.RuntimeMapping{tt.m}, true)
 			_, err := tp.exec("ADD", b, confB)
 			if !cni.IsCode(err, cni.CodeAddressConflict) {
 				t.Fatalf("ADD of a taken port: %v, want code %d", err, cni.CodeAddressConflict)
@@ -137,7 +137,7 @@ func TestConflict(t *testing.T) {
 		})
 	}
 	// Another protocol on the same number is another port.
-	tp.mustExec("ADD", b, b.conf(t, []portmap.PortMapping{udp(18082, 80)}, true))
+	tp.mustExec("ADD", b, b.conf(t, []portmap.RuntimeMapping{udp(18082, 80)}, true))
 }
 
 // TestIdempotent: ADD twice, DEL twice, DEL without prevResult, and DEL
@@ -146,7 +146,7 @@ func TestIdempotent(t *testing.T) {
 	tp := newTopo(t)
 	p := tp.addPod(1, false)
 	serveTCP(t, p.ns, ":80")
-	conf := p.conf(t, []portmap.PortMapping{tcp(18083, 80)}, true)
+	conf := p.conf(t, []portmap.RuntimeMapping{tcp(18083, 80)}, true)
 
 	tp.mustExec("DEL", p, conf) // nothing yet: no table
 	tp.mustExec("ADD", p, conf)
@@ -159,7 +159,7 @@ func TestIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An ADD with other mappings replaces the old ones.
-	conf2 := p.conf(t, []portmap.PortMapping{tcp(18084, 80)}, true)
+	conf2 := p.conf(t, []portmap.RuntimeMapping{tcp(18084, 80)}, true)
 	tp.mustExec("ADD", p, conf2)
 	if _, err := dialTCP(tp.ext, hostAddr+":18083"); err == nil {
 		t.Fatal("the replaced mapping still answers")
@@ -167,7 +167,7 @@ func TestIdempotent(t *testing.T) {
 	if _, err := dialTCP(tp.ext, hostAddr+":18084"); err != nil {
 		t.Fatal(err)
 	}
-	tp.mustExec("DEL", p, p.conf(t, []portmap.PortMapping{tcp(18084, 80)}, false))
+	tp.mustExec("DEL", p, p.conf(t, []portmap.RuntimeMapping{tcp(18084, 80)}, false))
 	tp.mustExec("DEL", p, conf2)
 	if got := tp.owned(p); len(got) != 0 {
 		t.Fatalf("after DEL: %v", got)
@@ -192,8 +192,8 @@ func TestNoMappings(t *testing.T) {
 func TestGC(t *testing.T) {
 	tp := newTopo(t)
 	a, b := tp.addPod(1, false), tp.addPod(2, false)
-	tp.mustExec("ADD", a, a.conf(t, []portmap.PortMapping{tcp(18085, 80)}, true))
-	tp.mustExec("ADD", b, b.conf(t, []portmap.PortMapping{udp(18086, 53)}, true))
+	tp.mustExec("ADD", a, a.conf(t, []portmap.RuntimeMapping{tcp(18085, 80)}, true))
+	tp.mustExec("ADD", b, b.conf(t, []portmap.RuntimeMapping{udp(18086, 53)}, true))
 
 	tp.gc(a)
 	if got := tp.owned(b); len(got) != 0 {
@@ -213,17 +213,17 @@ func TestBadConfig(t *testing.T) {
 	tp := newTopo(t)
 	p := tp.addPod(1, false)
 	tests := []struct {
-		m     portmap.PortMapping
+		m     portmap.RuntimeMapping
 		field string
 	}{
-		{portmap.PortMapping{HostPort: 0, ContainerPort: 80}, "hostPort"},
-		{portmap.PortMapping{HostPort: 70000, ContainerPort: 80}, "hostPort"},
-		{portmap.PortMapping{HostPort: 80, ContainerPort: 80, Protocol: "icmp"}, "protocol"},
-		{portmap.PortMapping{HostPort: 80, ContainerPort: 80, HostIP: "nope"}, "hostIP"},
-		{portmap.PortMapping{HostPort: 80, ContainerPort: 80, HostIP: "fd00::1"}, "hostIP"}, // pod has no IPv6
+		{portmap.RuntimeMapping{HostPort: 0, ContainerPort: 80}, "hostPort"},
+		{portmap.RuntimeMapping{HostPort: 70000, ContainerPort: 80}, "hostPort"},
+		{portmap.RuntimeMapping{HostPort: 80, ContainerPort: 80, Protocol: "icmp"}, "protocol"},
+		{portmap.RuntimeMapping{HostPort: 80, ContainerPort: 80, HostIP: "nope"}, "hostIP"},
+		{portmap.RuntimeMapping{HostPort: 80, ContainerPort: 80, HostIP: "fd00::1"}, "hostIP"}, // pod has no IPv6
 	}
 	for _, tt := range tests {
-		_, err := tp.exec("ADD", p, p.conf(t, []portmap.PortMapping{tt.m}, true))
+		_, err := tp.exec("ADD", p, p.conf(t, []portmap.RuntimeMapping{tt.m}, true))
 		if !cni.IsCode(err, cni.CodeInvalidNetworkConfig) || !strings.Contains(err.Error(), tt.field) {
 			t.Errorf("%+v: %v, want code 7 naming %s", tt.m, err, tt.field)
 		}
@@ -238,12 +238,12 @@ func TestUDPConntrack(t *testing.T) {
 	tp := newTopo(t)
 	p := tp.addPod(1, false)
 	serveUDP(t, p.ns, ":53")
-	conf := p.conf(t, []portmap.PortMapping{udp(15354, 53)}, true)
+	conf := p.conf(t, []portmap.RuntimeMapping{udp(15354, 53)}, true)
 	from, to := extAddr+":40000", hostAddr+":15354"
 	// With the table in place, the first packet gets a "no NAT" binding
 	// that sticks to the flow; without a table it would not be bound yet.
 	other := tp.addPod(2, false)
-	tp.mustExec("ADD", other, other.conf(t, []portmap.PortMapping{tcp(18088, 80)}, true))
+	tp.mustExec("ADD", other, other.conf(t, []portmap.RuntimeMapping{tcp(18088, 80)}, true))
 
 	if _, err := dialUDPFrom(tp.ext, from, to); err == nil {
 		t.Fatal("answer before ADD")
@@ -263,8 +263,8 @@ func TestUDPConntrack(t *testing.T) {
 func TestDelBadConfig(t *testing.T) {
 	tp := newTopo(t)
 	p := tp.addPod(1, false)
-	tp.mustExec("ADD", p, p.conf(t, []portmap.PortMapping{tcp(18087, 80)}, true))
-	tp.mustExec("DEL", p, p.conf(t, []portmap.PortMapping{tcp(0, 80)}, false))
+	tp.mustExec("ADD", p, p.conf(t, []portmap.RuntimeMapping{tcp(18087, 80)}, true))
+	tp.mustExec("DEL", p, p.conf(t, []portmap.RuntimeMapping{tcp(0, 80)}, false))
 	if got := tp.owned(p); len(got) != 0 {
 		t.Fatalf("after DEL: %v", got)
 	}
@@ -282,8 +282,8 @@ func TestDelWithoutMappings(t *testing.T) {
 			tp := newTopo(t)
 			p, other := tp.addPod(1, true), tp.addPod(2, false)
 			serveTCP(t, p.ns, ":80")
-			tp.mustExec("ADD", p, p.conf(t, []portmap.PortMapping{tcp(18089, 80)}, true))
-			tp.mustExec("ADD", other, other.conf(t, []portmap.PortMapping{udp(18089, 53)}, true))
+			tp.mustExec("ADD", p, p.conf(t, []portmap.RuntimeMapping{tcp(18089, 80)}, true))
+			tp.mustExec("ADD", other, other.conf(t, []portmap.RuntimeMapping{udp(18089, 53)}, true))
 			if got := tp.owned(p); len(got) != 4 {
 				t.Fatalf("after ADD the pod has %v, want dnat4, dnat6, snat4 and snat6 elements", got)
 			}

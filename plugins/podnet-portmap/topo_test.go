@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/netns"
 	"github.com/podnet/podnet/portmap"
@@ -211,10 +212,10 @@ func (p *pod) prevResult() *cni.Result {
 
 // conf is the plugin's stdin for p with the given mappings (nil: an
 // empty list, as a runtime sends for a pod without host ports).
-func (p *pod) conf(t testing.TB, mappings []portmap.PortMapping, withPrev bool) []byte {
+func (p *pod) conf(t testing.TB, mappings []portmap.RuntimeMapping, withPrev bool) []byte {
 	t.Helper()
 	if mappings == nil {
-		mappings = []portmap.PortMapping{}
+		mappings = []portmap.RuntimeMapping{}
 	}
 	return p.stdin(t, map[string]any{"portMappings": mappings}, withPrev)
 }
@@ -326,7 +327,7 @@ func (tp *topo) dropTable() {
 
 func (tp *topo) owned(p *pod) []portmap.Entry {
 	es, _ := tp.entries()
-	return portmap.Owned(portmap.Owner{Network: netName, ContainerID: p.id, IfName: "eth0"}, es)
+	return portmap.Owned(dataplane.Owner{Network: netName, ContainerID: p.id, IfName: "eth0"}, es)
 }
 
 // serveTCP listens on port in ns and answers each connection with

@@ -208,12 +208,13 @@ func (u *undo) run() error {
 	return errors.Join(errs...)
 }
 
-// withUndo returns err with the failures of the rollback in its details.
+// withUndo returns err, as a CNI error, with the failures of the
+// rollback in its details.
 func withUndo(err, undoErr error) error {
 	if undoErr == nil {
 		return err
 	}
-	e := cni.AsError(err, cni.CodeInternal)
+	e := cni.AsError(cniError(err), cni.CodeInternal)
 	details := strings.TrimSpace(e.Details + "; rollback incomplete: " + undoErr.Error())
 	return e.WithDetails(strings.TrimPrefix(details, "; "))
 }

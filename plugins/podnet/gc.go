@@ -3,11 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 
 	"github.com/podnet/podnet/cni/skel"
 	"github.com/podnet/podnet/dataplane"
-	"github.com/podnet/podnet/portmap"
 )
 
 // cmdStatus reports the IPAM's status: podnet itself needs nothing that
@@ -76,11 +77,7 @@ func cmdGC(args *skel.CmdArgs) error {
 		}
 	}
 	if args.NetConf.Capabilities["portMappings"] {
-		owners := make([]portmap.Owner, 0, len(valid))
-		for o := range valid {
-			owners = append(owners, portmap.Owner{Network: o.Network, ContainerID: o.ContainerID, IfName: o.IfName})
-		}
-		if err := gcHostPorts(c.Name, owners); err != nil {
+		if err := gcHostPorts(c.Name, slices.Collect(maps.Keys(valid))); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 
 	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/portmap"
+	"github.com/podnet/podnet/portmap/portmapcni"
 )
 
 // Host ports in process. When the network gives podnet the portMappings
@@ -35,11 +37,7 @@ func (a *attachment) hostPortRequest(prev *cni.Result) (*portmap.Request, error)
 	if len(c.Mappings) == 0 {
 		return nil, nil
 	}
-	return &portmap.Request{Owner: a.portOwner(), Config: c, Prev: prev}, nil
-}
-
-func (a *attachment) portOwner() portmap.Owner {
-	return portmap.Owner{Network: a.args.NetConf.Name, ContainerID: a.args.ContainerID, IfName: a.args.IfName}
+	return &portmap.Request{Owner: a.owner, Config: c, Container: portmapcni.Container(prev)}, nil
 }
 
 // hostPortsToDelete is the portmap request of a DEL, nil when there is
@@ -60,7 +58,7 @@ func (a *attachment) hostPortsToDelete() *portmap.Request {
 	case err == nil && a.mappingsGiven():
 		return nil
 	}
-	return &portmap.Request{Owner: a.portOwner(), Config: &portmap.Config{}, Sweep: true}
+	return &portmap.Request{Owner: a.owner, Config: &portmap.Config{}, Sweep: true}
 }
 
 // mappingsGiven reports whether runtimeConfig carries portMappings at
@@ -87,6 +85,6 @@ func (a *attachment) checkHostPorts(prev *cni.Result) error {
 
 // gcHostPorts drops the host ports of this network's attachments that are
 // not valid.
-func gcHostPorts(network string, valid []portmap.Owner) error {
+func gcHostPorts(network string, valid []dataplane.Owner) error {
 	return portmap.GC(network, valid, portmap.DefaultLockPath)
 }
