@@ -248,32 +248,67 @@ func (r famRequest) inPools(cidr netip.Prefix) bool {
 // first, then from newly claimed blocks, then, unless StrictAffinity, from
 // other nodes' blocks.
 func (a *Allocator) assignFamily(ctx context.Context, w *writeSet, req famRequest) ([]netip.Prefix, error) {
-	var got []netip.Prefix
-	take := func(r *blockRef) error {
-		addrs := r.b.AutoAllocate(req.need-len(got), req.attrs, req.filter())
-		if len(addrs) == 0 {
-			return nil
-		}
-		r.b.EmptySince = time.Time{}
-		r.dirty = true
-		for _, addr := range addrs {
-			got = append(got, netip.PrefixFrom(addr, r.b.CIDR.Bits()))
-		}
-		return w.addToHandle(ctx, req.attrs.Handle, r.b.CIDR, len(addrs))
-	}
-	affs, err := a.nodeAffinities(ctx, req.node)
-	if err != nil {
+	f := &famAssign{a: a, w: w, req: req, filter: req.filter(), known: map[netip.Prefix]bool{}}
+	if err := f.fromOwnBlocks(ctx); err != nil {
 		return nil, err
 	}
-	claimed := 0
-	known := map[netip.Prefix]bool{}
+	if err := f.fromNewBlocks(ctx); err != nil {
+		return nil, err
+	}
+	if !f.done() && !a.cfg.StrictAffinity {
+		if err := f.borrow(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if !f.done() {
+		return nil, errorf(KindExhausted, "handle %q on node %q: no free IPv%d address in pools %s (got %d of %d)",
+			req.attrs.Handle, req.node, map[int]int{32: 4, 128: 6}[req.bits], poolNames(req.pools), len(f.got), req.need)
+	}
+	return f.got, nil
+}
+
+// famAssign is one assignFamily under way.
+type famAssign struct {
+	a      *Allocator
+	w      *writeSet
+	req    famRequest
+	filter func(netip.Addr) bool
+	got    []netip.Prefix
+	// claimed counts the node's blocks, for MaxBlocksPerHost; known are
+	// those already looked at, which a claim must not take for new.
+	claimed int
+	known   map[netip.Prefix]bool
+}
+
+func (f *famAssign) done() bool { return len(f.got) >= f.req.need }
+
+// take allocates what is still needed from r's block.
+func (f *famAssign) take(ctx context.Context, r *blockRef) error {
+	addrs := r.b.AutoAllocate(f.req.need-len(f.got), f.req.attrs, f.filter)
+	if len(addrs) == 0 {
+		return nil
+	}
+	r.b.EmptySince = time.Time{}
+	r.dirty = true
+	for _, addr := range addrs {
+		f.got = append(f.got, netip.PrefixFrom(addr, r.b.CIDR.Bits()))
+	}
+	return f.w.addToHandle(ctx, f.req.attrs.Handle, r.b.CIDR, len(addrs))
+}
+
+// fromOwnBlocks takes addresses from the blocks affine to the node.
+func (f *famAssign) fromOwnBlocks(ctx context.Context) error {
+	affs, err := f.a.nodeAffinities(ctx, f.req.node)
+	if err != nil {
+		return err
+	}
 	for _, af := range affs {
-		known[af.cidr] = true
+		f.known[af.cidr] = true
 		if af.state == AffinityPendingDeletion {
 			continue
 		}
-		claimed++
-		if !req.inPools(af.cidr) {
+		f.claimed++
+		if !f.req.inPools(af.cidr) {
 			continue
 		}
 		if af.state == AffinityPending {
@@ -281,81 +316,79 @@ func (a *Allocator) assignFamily(ctx context.Context, w *writeSet, req famReques
 			// is safe either way, as phase two compares revisions. It is
 			// finished even when this allocation needs no block, so the
 			// node's next allocation repairs what a killed one left.
-			if _, err := a.finishClaim(ctx, req.node, af.cidr, af.rev); err != nil {
-				return nil, err
+			if _, err := f.a.finishClaim(ctx, f.req.node, af.cidr, af.rev); err != nil {
+				return err
 			}
 		}
-		if len(got) == req.need {
+		if f.done() {
 			continue
 		}
-		r, err := w.block(ctx, af.cidr)
+		r, err := f.w.block(ctx, af.cidr)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if r.b == nil || r.b.Affinity != HostAffinity(req.node) {
+		if r.b == nil || r.b.Affinity != HostAffinity(f.req.node) {
 			continue // Check reports the disagreement
 		}
-		if err := take(r); err != nil {
-			return nil, err
+		if err := f.take(ctx, r); err != nil {
+			return err
 		}
 	}
-	for len(got) < req.need && (a.cfg.MaxBlocksPerHost == 0 || claimed < a.cfg.MaxBlocksPerHost) {
-		cidr, err := a.claim(ctx, req.node, req.pools, req.ranges, known)
+	return nil
+}
+
+// fromNewBlocks claims blocks for the node while it needs addresses and
+// may hold more blocks.
+func (f *famAssign) fromNewBlocks(ctx context.Context) error {
+	limit := f.a.cfg.MaxBlocksPerHost
+	for !f.done() && (limit == 0 || f.claimed < limit) {
+		cidr, err := f.a.claim(ctx, f.req.node, f.req.pools, f.req.ranges, f.known)
 		if err == errNoFreeBlock {
-			break
+			return nil
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		claimed++
-		known[cidr] = true
-		r, err := w.block(ctx, cidr)
+		f.claimed++
+		f.known[cidr] = true
+		r, err := f.w.block(ctx, cidr)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if r.b == nil {
-			return nil, ErrConflict // released under us; start over
+			return ErrConflict // released under us; start over
 		}
-		if err := take(r); err != nil {
-			return nil, err
-		}
-	}
-	if len(got) < req.need && !a.cfg.StrictAffinity {
-		if err := a.borrow(ctx, w, req, take, func() bool { return len(got) == req.need }); err != nil {
-			return nil, err
+		if err := f.take(ctx, r); err != nil {
+			return err
 		}
 	}
-	if len(got) < req.need {
-		return nil, errorf(KindExhausted, "handle %q on node %q: no free IPv%d address in pools %s (got %d of %d)",
-			req.attrs.Handle, req.node, map[int]int{32: 4, 128: 6}[req.bits], poolNames(req.pools), len(got), req.need)
-	}
-	return got, nil
+	return nil
 }
 
 // borrow allocates from blocks of other nodes. It lists every block, but
 // only runs when the node's own blocks are full and no block is left to
 // claim, which is when a pool is nearly exhausted.
-func (a *Allocator) borrow(ctx context.Context, w *writeSet, req famRequest, take func(*blockRef) error, done func() bool) error {
-	kvs, _, err := a.store.List(ctx, a.keys.Blocks())
+func (f *famAssign) borrow(ctx context.Context) error {
+	kvs, _, err := f.a.store.List(ctx, f.a.keys.Blocks())
 	if err != nil {
 		return err
 	}
 	for _, kv := range kvs {
-		cidr, err := a.keys.ParseBlockKey(kv.Key)
-		if err != nil || !req.inPools(cidr) {
+		cidr, err := f.a.keys.ParseBlockKey(kv.Key)
+		if err != nil || !f.req.inPools(cidr) {
 			continue
 		}
-		r, err := w.block(ctx, cidr)
+		r, err := f.w.block(ctx, cidr)
 		if err != nil {
 			return err
 		}
 		if r.b == nil || r.b.NumFree() == 0 {
 			continue
 		}
-		if err := take(r); err != nil {
+		if err := f.take(ctx, r); err != nil {
 			return err
 		}
-		if done() {
+		if f.done() {
 			return nil
 		}
 	}

@@ -37,32 +37,15 @@ import (
 // candidates yields the blocks node should try, in node's order, or those
 // covering ranges in address order when the runtime restricted addresses.
 func candidates(p Pool, node string, ranges []Range) iter.Seq[netip.Prefix] {
+	if len(ranges) > 0 {
+		return rangeCandidates(p, ranges)
+	}
+	return nodeOrder(p, node)
+}
+
+// nodeOrder yields every block of p in node's own order.
+func nodeOrder(p Pool, node string) iter.Seq[netip.Prefix] {
 	return func(yield func(netip.Prefix) bool) {
-		if len(ranges) > 0 {
-			for _, r := range ranges {
-				if !r.Subnet.Overlaps(p.CIDR) {
-					continue
-				}
-				start, end := r.Start, r.End
-				if !start.IsValid() || !p.CIDR.Contains(start) {
-					start = maxAddr(r.Subnet.Masked().Addr(), p.CIDR.Addr())
-				}
-				for b := p.BlockFor(start); p.CIDR.Contains(b.Addr()) && r.Subnet.Overlaps(b); {
-					if end.IsValid() && end.Less(b.Addr()) {
-						break
-					}
-					if !yield(b) {
-						return
-					}
-					next := addUint(b.Addr(), 1, b.Addr().BitLen()-b.Bits())
-					if !next.IsValid() || next.Less(b.Addr()) || next == b.Addr() {
-						break
-					}
-					b = netip.PrefixFrom(next, b.Bits())
-				}
-			}
-			return
-		}
 		n := p.NumBlocks()
 		h := fnv.New64a()
 		h.Write([]byte(p.Name + "\x00" + node))
@@ -81,6 +64,41 @@ func candidates(p Pool, node string, ranges []Range) iter.Seq[netip.Prefix] {
 	}
 }
 
+// rangeCandidates yields the blocks of p that ranges cover, range by
+// range, in address order.
+func rangeCandidates(p Pool, ranges []Range) iter.Seq[netip.Prefix] {
+	return func(yield func(netip.Prefix) bool) {
+		for _, r := range ranges {
+			if r.Subnet.Overlaps(p.CIDR) && !blocksInRange(p, r, yield) {
+				return
+			}
+		}
+	}
+}
+
+// blocksInRange yields the blocks of p that r covers; it returns false
+// when yield asked to stop.
+func blocksInRange(p Pool, r Range, yield func(netip.Prefix) bool) bool {
+	start, end := r.Start, r.End
+	if !start.IsValid() || !p.CIDR.Contains(start) {
+		start = maxAddr(r.Subnet.Masked().Addr(), p.CIDR.Addr())
+	}
+	for b := p.BlockFor(start); p.CIDR.Contains(b.Addr()) && r.Subnet.Overlaps(b); {
+		if end.IsValid() && end.Less(b.Addr()) {
+			return true
+		}
+		if !yield(b) {
+			return false
+		}
+		next := addUint(b.Addr(), 1, b.Addr().BitLen()-b.Bits())
+		if !next.IsValid() || next.Less(b.Addr()) || next == b.Addr() {
+			return true // the last block of the address space
+		}
+		b = netip.PrefixFrom(next, b.Bits())
+	}
+	return true
+}
+
 func maxAddr(a, b netip.Addr) netip.Addr {
 	if a.Less(b) {
 		return b
@@ -92,38 +110,17 @@ func maxAddr(a, b netip.Addr) netip.Addr {
 // the node's blocks the caller already looked at.
 func (a *Allocator) claim(ctx context.Context, node string, pools []Pool, ranges []Range, known map[netip.Prefix]bool) (netip.Prefix, error) {
 	for _, p := range pools {
-		var taken map[netip.Prefix]bool // set once probing gave way to a list
-		probes := 0
+		probe := &blockProbe{a: a, pool: p, node: node, known: known, ranged: len(ranges) > 0}
 		for cidr := range candidates(p, node, ranges) {
-			if taken != nil {
-				if taken[cidr] {
-					continue
-				}
-			} else if probes++; probes > a.cfg.ClaimProbes && len(ranges) == 0 {
-				var err error
-				if taken, err = a.blocksIn(ctx, p); err != nil {
-					return netip.Prefix{}, err
-				}
-				if uint64(len(taken)) >= p.NumBlocks() {
-					break
-				}
-				if taken[cidr] {
-					continue
-				}
-			} else {
-				kv, err := a.store.Get(ctx, a.keys.Block(cidr))
-				if err == nil {
-					// A block of our own node that our affinity list did
-					// not show: a sibling process claimed it since. Start
-					// over and use it rather than claim a second one.
-					if b, derr := decodeBlock(kv); derr == nil && b.Affinity == HostAffinity(node) && !known[cidr] {
-						return netip.Prefix{}, ErrConflict
-					}
-					continue
-				}
-				if !errors.Is(err, ErrNotFound) {
-					return netip.Prefix{}, err
-				}
+			free, err := probe.free(ctx, cidr)
+			if err == errNoFreeBlock {
+				break // on to the next pool
+			}
+			if err != nil {
+				return netip.Prefix{}, err
+			}
+			if !free {
+				continue
 			}
 			ok, err := a.claimBlock(ctx, node, cidr)
 			if err != nil {
@@ -135,6 +132,57 @@ func (a *Allocator) claim(ctx context.Context, node string, pools []Pool, ranges
 		}
 	}
 	return netip.Prefix{}, errNoFreeBlock
+}
+
+// blockProbe tells which candidate blocks of one pool are free: by
+// reading each candidate's key for the first ClaimProbes candidates, then
+// from one list of the pool's blocks. With ranges, the candidates are few
+// and it always reads.
+type blockProbe struct {
+	a      *Allocator
+	pool   Pool
+	node   string
+	known  map[netip.Prefix]bool
+	ranged bool
+	probes int
+	taken  map[netip.Prefix]bool // set once probing gave way to a list
+}
+
+// free reports whether no block exists at cidr. It returns errNoFreeBlock
+// when the list shows the pool full, and ErrConflict when the block is
+// the node's own but the caller did not know it.
+func (p *blockProbe) free(ctx context.Context, cidr netip.Prefix) (bool, error) {
+	if p.taken == nil {
+		if p.probes++; p.probes <= p.a.cfg.ClaimProbes || p.ranged {
+			return p.read(ctx, cidr)
+		}
+		taken, err := p.a.blocksIn(ctx, p.pool)
+		if err != nil {
+			return false, err
+		}
+		if uint64(len(taken)) >= p.pool.NumBlocks() {
+			return false, errNoFreeBlock
+		}
+		p.taken = taken
+	}
+	return !p.taken[cidr], nil
+}
+
+func (p *blockProbe) read(ctx context.Context, cidr netip.Prefix) (bool, error) {
+	kv, err := p.a.store.Get(ctx, p.a.keys.Block(cidr))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	// A block of our own node that our affinity list did not show: a
+	// sibling process claimed it since. Start over and use it rather than
+	// claim a second one.
+	if b, derr := decodeBlock(kv); derr == nil && b.Affinity == HostAffinity(p.node) && !p.known[cidr] {
+		return false, ErrConflict
+	}
+	return false, nil
 }
 
 // blocksIn lists the blocks that exist in pool p.
