@@ -103,22 +103,6 @@ func testLogger(t testing.TB, name string) *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		lastErr = err
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %v (last error: %v)", what, timeout, lastErr)
-}
-
 func ownedRoute(h *netlink.Handle, dst netip.Prefix) (*netlink.Route, error) {
 	owned, err := OwnedRoutes(h)
 	if err != nil {
@@ -179,8 +163,8 @@ func TestAgentHostGW(t *testing.T) {
 			return r != nil && r.Gw.String() == via, err
 		}
 	}
-	waitFor(t, "a routes b's block", 5*time.Second, wantVia(na.h, blockB, "198.18.0.12"))
-	waitFor(t, "b routes a's block", 5*time.Second, wantVia(nb.h, blockA, "198.18.0.11"))
+	testutil.WaitFor(t, "a routes b's block", 5*time.Second, wantVia(na.h, blockB, "198.18.0.12"))
+	testutil.WaitFor(t, "b routes a's block", 5*time.Second, wantVia(nb.h, blockA, "198.18.0.11"))
 
 	// Metrics and readiness.
 	srv := httptest.NewServer(ra.a.Handler())
@@ -198,23 +182,23 @@ func TestAgentHostGW(t *testing.T) {
 	if r, _ := ownedRoute(nb.h, blockA); r == nil {
 		t.Fatal("b's routes removed on exit")
 	}
-	waitFor(t, "a drops b's block after b's lease expires", 10*time.Second, func() (bool, error) {
+	testutil.WaitFor(t, "a drops b's block after b's lease expires", 10*time.Second, func() (bool, error) {
 		r, err := ownedRoute(na.h, blockB)
 		return r == nil, err
 	})
 	// b comes back: routed again.
 	c.start(t, nb, "b", ModeHostGW, time.Second)
-	waitFor(t, "a routes b's block again", 5*time.Second, wantVia(na.h, blockB, "198.18.0.12"))
+	testutil.WaitFor(t, "a routes b's block again", 5*time.Second, wantVia(na.h, blockB, "198.18.0.12"))
 
 	// b's record removed by hand while b runs: b registers again.
 	if _, err := c.cli.Delete(context.Background(), NodeKey(ipam.DefaultPrefix, "b")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "b registers again", 5*time.Second, func() (bool, error) {
+	testutil.WaitFor(t, "b registers again", 5*time.Second, func() (bool, error) {
 		_, err := c.store.Get(context.Background(), NodeKey(ipam.DefaultPrefix, "b"))
 		return err == nil, err
 	})
-	waitFor(t, "a routes b's block after b re-registered", 5*time.Second, wantVia(na.h, blockB, "198.18.0.12"))
+	testutil.WaitFor(t, "a routes b's block after b re-registered", 5*time.Second, wantVia(na.h, blockB, "198.18.0.12"))
 
 	// A block released by b disappears from a.
 	if err := c.alloc.ReleaseByHandle(context.Background(), "net.pod-b"); err != nil {
@@ -223,7 +207,7 @@ func TestAgentHostGW(t *testing.T) {
 	if err := c.alloc.RemoveNode(context.Background(), "b"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a drops b's released block", 5*time.Second, func() (bool, error) {
+	testutil.WaitFor(t, "a drops b's released block", 5*time.Second, func() (bool, error) {
 		r, err := ownedRoute(na.h, blockB)
 		return r == nil, err
 	})
@@ -242,11 +226,11 @@ func TestAgentBorrowedAndVXLAN(t *testing.T) {
 	c.start(t, na, "a", ModeAuto, time.Second)
 	c.start(t, nb, "b", ModeAuto, time.Second)
 	host := netip.PrefixFrom(borrowed, 32)
-	waitFor(t, "a routes the borrowed address to b over VXLAN", 5*time.Second, func() (bool, error) {
+	testutil.WaitFor(t, "a routes the borrowed address to b over VXLAN", 5*time.Second, func() (bool, error) {
 		r, err := ownedRoute(na.h, host)
 		return r != nil && r.Gw.String() == "198.18.2.12" && r.Flags&int(netlink.FLAG_ONLINK) != 0, err
 	})
-	waitFor(t, "b routes a's block over VXLAN", 5*time.Second, func() (bool, error) {
+	testutil.WaitFor(t, "b routes a's block over VXLAN", 5*time.Second, func() (bool, error) {
 		r, err := ownedRoute(nb.h, blockA)
 		return r != nil && r.Gw.String() == "198.18.1.11", err
 	})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipam/store/bolt"
 )
@@ -118,12 +119,12 @@ func TestWatcherResyncsAfterCompaction(t *testing.T) {
 		return len(state.nodes)
 	}
 	put("a", "198.18.0.1")
-	waitFor(t, "node a seen", 5*time.Second, func() (bool, error) { return nodes() == 1, nil })
+	testutil.WaitFor(t, "node a seen", 5*time.Second, func() (bool, error) { return nodes() == 1, nil })
 	put("b", "198.18.0.2")
-	waitFor(t, "node b seen through the watch", 5*time.Second, func() (bool, error) { return nodes() == 2, nil })
+	testutil.WaitFor(t, "node b seen through the watch", 5*time.Second, func() (bool, error) { return nodes() == 2, nil })
 	s.breakAll()
-	waitFor(t, "restart counted", 5*time.Second, func() (bool, error) { return restarts.Load() == 1, nil })
+	testutil.WaitFor(t, "restart counted", 5*time.Second, func() (bool, error) { return restarts.Load() == 1, nil })
 	// A change while no watch runs is found by the relist.
 	put("c", "198.18.0.3")
-	waitFor(t, "node c seen after the resync", 5*time.Second, func() (bool, error) { return nodes() == 3 && synced.Load(), nil })
+	testutil.WaitFor(t, "node c seen after the resync", 5*time.Second, func() (bool, error) { return nodes() == 3 && synced.Load(), nil })
 }

@@ -60,30 +60,6 @@ func TestRawExecPassesStdinAndEnv(t *testing.T) {
 	}
 }
 
-// processGone reports whether pid has exited (absent, or a zombie that only
-// its new parent has not reaped yet).
-func processGone(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
-}
-
-func waitGone(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !processGone(pid) {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL) // our own test child; do not leak it
-			t.Fatalf("process %d survived the plugin's timeout", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestRawExecTimeoutKillsProcessGroup(t *testing.T) {
 	for _, tc := range []struct{ name, trap string }{
 		{"obeys SIGTERM", ""},
@@ -112,7 +88,7 @@ func TestRawExecTimeoutKillsProcessGroup(t *testing.T) {
 			}
 			for _, f := range strings.Fields(string(b)) {
 				pid, _ := strconv.Atoi(f)
-				waitGone(t, pid)
+				testutil.WaitProcessGone(t, pid, 5*time.Second)
 			}
 		})
 	}
@@ -223,5 +199,5 @@ func TestRawExecSameProcessGroup(t *testing.T) {
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, "pid"))
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	waitGone(t, pid)
+	testutil.WaitProcessGone(t, pid, 5*time.Second)
 }

@@ -167,7 +167,7 @@ func TestAddRollbackOfHungPluginIsBounded(t *testing.T) {
 				pids = append(pids, r.PID)
 			}
 			for _, pid := range pids {
-				waitGone(t, pid)
+				testutil.WaitProcessGone(t, pid, 5*time.Second)
 			}
 		})
 	}

@@ -3,12 +3,15 @@ package testutil
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 
@@ -113,5 +116,50 @@ func TestNewNodeNetNSForwardingOff(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// pollGate records a failure instead of failing the test.
+type pollGate struct {
+	testing.TB
+	failed string
+}
+
+func (*pollGate) Helper()                             {}
+func (g *pollGate) Fatalf(format string, args ...any) { g.failed = fmt.Sprintf(format, args...) }
+
+func TestWaitFor(t *testing.T) {
+	n := 0
+	var g pollGate
+	WaitFor(&g, "third call", time.Second, func() (bool, error) { n++; return n == 3, nil })
+	if g.failed != "" || n != 3 {
+		t.Errorf("held at call %d, failure %q", n, g.failed)
+	}
+	start := time.Now()
+	WaitFor(&g, "never", 50*time.Millisecond, func() (bool, error) { return false, errors.New("still down") })
+	if want := "never: not within 50ms (last error: still down)"; g.failed != want {
+		t.Errorf("failure %q, want %q", g.failed, want)
+	}
+	if d := time.Since(start); d < 50*time.Millisecond {
+		t.Errorf("gave up after %v", d)
+	}
+}
+
+func TestWaitProcessGone(t *testing.T) {
+	cmd := exec.Command("sleep", "300")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	reaped := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(reaped) }()
+	var g pollGate
+	// Still running when the wait ends: killed, and a failure.
+	WaitProcessGone(&g, cmd.Process.Pid, 20*time.Millisecond)
+	if g.failed == "" {
+		t.Error("a running process counted as gone")
+	}
+	<-reaped
+	if !ProcessGone(cmd.Process.Pid) {
+		t.Error("a reaped process counted as running")
 	}
 }
