@@ -63,15 +63,14 @@ func Run(ctx context.Context, o Options) (phases []Phase, err error) {
 	defer func() { err = errors.Join(err, netns.DeleteNamed(hostName)) }()
 
 	w := &workload{opts: o, netns: map[string]string{}}
-	plugins := netplugin.ProbeNetworkPlugins(o.ConfDir, o.BinDirs,
+	plugin := netplugin.NewCNIPlugin(o.ConfDir, o.BinDirs,
 		netplugin.WithCacheDir(o.CacheDir),
 		netplugin.WithDefaultNetwork(o.Network),
 		netplugin.WithLoopback(cmp.Or(o.Loopback, netplugin.LoopbackPlugin)),
 		netplugin.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 		netplugin.WithRuntimeOptions(cni.WithExec(&cni.RawExec{HostNetNS: hostPath})))
-	plugin, err := netplugin.SelectPlugin(plugins, netplugin.CNIPluginName, netplugin.InitConfig{Host: netplugin.HostFunc(w.netnsOf)})
-	if err != nil {
-		return nil, err
+	if err := plugin.Init(netplugin.InitConfig{Host: netplugin.HostFunc(w.netnsOf)}); err != nil {
+		return nil, fmt.Errorf("network plugin %q failed init: %w", netplugin.CNIPluginName, err)
 	}
 	defer plugin.Close()
 	if err := plugin.Status(); err != nil {

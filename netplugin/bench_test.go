@@ -40,7 +40,7 @@ func BenchmarkManagerOverhead(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		lo := newAttacher(rt, LoopbackPlugin).loNetwork
+		lo := loopbackNetwork()
 		// The same work the plugin does, loopback and the default network
 		// at the same time, without the manager: locks, metrics, cache
 		// look-ups and error wrapping are the difference.
@@ -56,8 +56,8 @@ func BenchmarkManagerOverhead(b *testing.B) {
 		}
 		for i := 0; b.Loop(); i++ {
 			id := fmt.Sprintf("sb%d", i)
-			loConf := buildRuntimeConf(pod, id, nsPath, "lo", "", nil)
-			conf := buildRuntimeConf(pod, id, nsPath, "eth0", "", nil)
+			loConf := buildRuntimeConf(pod, id, nsPath, "lo")
+			conf := buildRuntimeConf(pod, id, nsPath, "eth0")
 			both(func() error { _, err := rt.AddNetworkList(ctx, lo, loConf); return err },
 				func() error { _, err := rt.AddNetworkList(ctx, list, conf); return err })
 			both(func() error { return rt.DelNetworkList(ctx, lo, loConf) },
@@ -65,9 +65,8 @@ func BenchmarkManagerOverhead(b *testing.B) {
 		}
 	})
 	b.Run("manager", func(b *testing.B) {
-		plugins := ProbeNetworkPlugins(confDir, []string{binDir}, WithCacheDir(cacheDir), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithRuntimeOptions(inNode))
-		p, err := SelectPlugin(plugins, CNIPluginName, InitConfig{Host: HostFunc(func(string) (string, error) { return nsPath, nil })})
-		if err != nil {
+		p := NewCNIPlugin(confDir, []string{binDir}, WithCacheDir(cacheDir), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithRuntimeOptions(inNode))
+		if err := p.Init(InitConfig{Host: HostFunc(func(string) (string, error) { return nsPath, nil })}); err != nil {
 			b.Fatal(err)
 		}
 		defer p.Close()

@@ -1,7 +1,6 @@
 package netplugin
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -90,14 +89,15 @@ func (c *probeConfig) newRuntime(binDirs []string) *cni.Runtime {
 // /opt/cni/bin. The cni plugin has read the conf dir once when this
 // returns; Init starts watching it.
 func ProbeNetworkPlugins(confDir string, binDirs []string, opts ...ProbeOption) []NetworkPlugin {
-	if confDir == "" {
-		confDir = DefaultConfDir
-	}
+	return []NetworkPlugin{NewCNIPlugin(confDir, binDirs, opts...), NewKubenet(binDirs, opts...)}
+}
+
+// orDefaultBinDirs is binDirs, or DefaultBinDir when there are none.
+func orDefaultBinDirs(binDirs []string) []string {
 	if len(binDirs) == 0 {
-		binDirs = []string{DefaultBinDir}
+		return []string{DefaultBinDir}
 	}
-	c := newProbeConfig(opts)
-	return []NetworkPlugin{newCNIPlugin(confDir, binDirs, c), newKubenet(binDirs, c)}
+	return binDirs
 }
 
 // SelectPlugin returns the plugin called name from plugins, initialised
@@ -114,8 +114,17 @@ func SelectPlugin(plugins []NetworkPlugin, name string, cfg InitConfig) (Network
 	return nil, fmt.Errorf("network plugin %q not found", name)
 }
 
-func newCNIPlugin(confDir string, binDirs []string, c *probeConfig) *CNIPlugin {
-	p := &CNIPlugin{attacher: newAttacher(c.newRuntime(binDirs), c.loopback), confDir: confDir, log: c.logger, resync: c.resync, want: c.network}
+// NewCNIPlugin returns the cni plugin for the networks in confDir and
+// the plugins in binDirs (empty: DefaultConfDir, DefaultBinDir), for a
+// caller that knows it wants this plugin. It has read the conf dir once
+// when it returns; Init starts watching it.
+func NewCNIPlugin(confDir string, binDirs []string, opts ...ProbeOption) *CNIPlugin {
+	if confDir == "" {
+		confDir = DefaultConfDir
+	}
+	c := newProbeConfig(opts)
+	p := &CNIPlugin{confDir: confDir, log: c.logger, resync: c.resync, want: c.network}
+	p.attacher = newAttacher(p, c.newRuntime(orDefaultBinDirs(binDirs)), c.loopback)
 	p.syncNetworkConfig()
 	return p
 }
@@ -236,36 +245,9 @@ func needsIPRanges(list *cni.NetworkConfigList) bool {
 	return false
 }
 
-// snapshot returns what one operation needs, consistently.
-func (p *CNIPlugin) snapshot() (list *cni.NetworkConfigList, podCIDR string, host Host, err error) {
+// current implements networkSource.
+func (p *CNIPlugin) current() netSnapshot {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return p.defaultNetwork, p.podCIDR, p.host, p.statusLocked()
-}
-
-// SetUpPod implements NetworkPlugin.
-func (p *CNIPlugin) SetUpPod(ctx context.Context, pod PodRef, sandboxID string, opts *PodOptions) (*PodNetworkStatus, error) {
-	list, podCIDR, host, err := p.snapshot()
-	if err != nil {
-		return nil, err
-	}
-	return p.attacher.setUp(ctx, list, host, podCIDR, pod, sandboxID, opts)
-}
-
-// TearDownPod implements NetworkPlugin.
-func (p *CNIPlugin) TearDownPod(ctx context.Context, pod PodRef, sandboxID string) error {
-	list, podCIDR, host, _ := p.snapshot()
-	return p.attacher.tearDown(ctx, list, host, podCIDR, pod, sandboxID)
-}
-
-// GetPodNetworkStatus implements NetworkPlugin.
-func (p *CNIPlugin) GetPodNetworkStatus(ctx context.Context, pod PodRef, sandboxID string) (*PodNetworkStatus, error) {
-	list, _, host, _ := p.snapshot()
-	return p.attacher.status(list, host, sandboxID)
-}
-
-// GC implements GarbageCollector.
-func (p *CNIPlugin) GC(ctx context.Context, validSandboxIDs []string) error {
-	list, _, _, _ := p.snapshot()
-	return p.attacher.gc(ctx, list, validSandboxIDs)
+	return netSnapshot{network: p.defaultNetwork, ipRanges: p.podCIDR, host: p.host, notReady: p.statusLocked()}
 }

@@ -2,6 +2,7 @@ package netplugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -118,18 +119,9 @@ func (e *env) probe(opts ...ProbeOption) (*CNIPlugin, *Kubenet) {
 	return plugins[0].(*CNIPlugin), plugins[1].(*Kubenet)
 }
 
-// eventually waits for cond, which the conf-dir watcher should make true
-// in milliseconds; the deadline is generous for a loaded CI machine.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// watchDeadline bounds the wait for what the conf-dir watcher should do
+// in milliseconds: generous, for a loaded CI machine.
+const watchDeadline = 10 * time.Second
 
 func defaultName(p *CNIPlugin) string {
 	def, _ := p.Networks()
@@ -148,35 +140,35 @@ func TestProbeAndHotReload(t *testing.T) {
 
 	// A broken file alone: still uninitialized, and the file is reported.
 	e.writeConf("00-broken.conflist", `{"name":`)
-	eventually(t, "broken file reported", func() bool { _, b := p.Networks(); return len(b) == 1 })
+	testutil.Eventually(t, "broken file reported", watchDeadline, func() bool { _, b := p.Networks(); return len(b) == 1 })
 	if p.Status() == nil {
 		t.Fatal("ready with only a broken file")
 	}
 
 	// A valid file appears: ready without a restart.
 	e.writeConf("20-b.conflist", testNet("net-b", e.recDir, ""))
-	eventually(t, "net-b becomes default", func() bool { return p.Status() == nil && defaultName(p) == "net-b" })
+	testutil.Eventually(t, "net-b becomes default", watchDeadline, func() bool { return p.Status() == nil && defaultName(p) == "net-b" })
 
 	// A new file that sorts earlier takes over.
 	e.writeConf("10-a.conflist", testNet("net-a", e.recDir, ""))
-	eventually(t, "net-a becomes default", func() bool { return defaultName(p) == "net-a" })
+	testutil.Eventually(t, "net-a becomes default", watchDeadline, func() bool { return defaultName(p) == "net-a" })
 
 	// The default network's file is removed: the next one is default.
 	if err := os.Remove(filepath.Join(e.confDir, "10-a.conflist")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "net-b default again", func() bool { return defaultName(p) == "net-b" })
+	testutil.Eventually(t, "net-b default again", watchDeadline, func() bool { return defaultName(p) == "net-b" })
 
 	// The whole directory is deleted: uninitialized; recreated: ready.
 	if err := os.RemoveAll(e.confDir); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "uninitialized after rm -r", func() bool { return p.Status() == ErrCNIConfigUninitialized })
+	testutil.Eventually(t, "uninitialized after rm -r", watchDeadline, func() bool { return p.Status() == ErrCNIConfigUninitialized })
 	if err := os.MkdirAll(e.confDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	e.writeConf("30-c.conf", `{"cniVersion":"1.0.0","name":"net-c","type":"testplugin"}`)
-	eventually(t, "net-c after re-creation", func() bool { return p.Status() == nil && defaultName(p) == "net-c" })
+	testutil.Eventually(t, "net-c after re-creation", watchDeadline, func() bool { return p.Status() == nil && defaultName(p) == "net-c" })
 }
 
 func TestResyncCatchesWhatNotificationsMiss(t *testing.T) {
@@ -194,7 +186,7 @@ func TestResyncCatchesWhatNotificationsMiss(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.confDir, "x", "a.conf"), []byte(`{"type":"testplugin"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "resync", func() bool { return p.Status() == nil })
+	testutil.Eventually(t, "resync", watchDeadline, func() bool { return p.Status() == nil })
 }
 
 func TestSetUpTearDownRealNamespace(t *testing.T) {
@@ -262,6 +254,12 @@ func TestSetUpTearDownRealNamespace(t *testing.T) {
 	st, err = pm.GetPodNetworkStatus(ctx, pod, "sb1")
 	if err != nil || st.IP.String() != "10.88.0.5" {
 		t.Fatalf("status %+v %v", st, err)
+	}
+	// A caller that has given up gets its context's error, not a status.
+	gaveUp, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := pm.GetPodNetworkStatus(gaveUp, pod, "sb1"); !errors.Is(err, context.Canceled) {
+		t.Errorf("status with a cancelled context: %v", err)
 	}
 
 	if err := pm.TearDownPod(ctx, pod, "sb1"); err != nil {

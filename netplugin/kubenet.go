@@ -1,7 +1,6 @@
 package netplugin
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,8 +35,14 @@ type Kubenet struct {
 	netErr  error
 }
 
-func newKubenet(binDirs []string, c *probeConfig) *Kubenet {
-	return &Kubenet{attacher: newAttacher(c.newRuntime(binDirs), c.loopback), binDirs: binDirs, dataDir: c.kubenetDir}
+// NewKubenet returns kubenet over the plugins in binDirs (empty:
+// DefaultBinDir). It has no network until an EventPodCIDRChange.
+func NewKubenet(binDirs []string, opts ...ProbeOption) *Kubenet {
+	c := newProbeConfig(opts)
+	binDirs = orDefaultBinDirs(binDirs)
+	k := &Kubenet{binDirs: binDirs, dataDir: c.kubenetDir}
+	k.attacher = newAttacher(k, c.newRuntime(binDirs), c.loopback)
+	return k
 }
 
 // Name implements NetworkPlugin.
@@ -109,38 +114,12 @@ func (k *Kubenet) statusLocked() error {
 	return nil
 }
 
-func (k *Kubenet) snapshot() (*cni.NetworkConfigList, string, Host, error) {
+// current implements networkSource. The subnet is in the network itself:
+// no ipRanges.
+func (k *Kubenet) current() netSnapshot {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
-	return k.network, k.podCIDR, k.cfg.Host, k.statusLocked()
-}
-
-// SetUpPod implements NetworkPlugin.
-func (k *Kubenet) SetUpPod(ctx context.Context, pod PodRef, sandboxID string, opts *PodOptions) (*PodNetworkStatus, error) {
-	list, _, host, err := k.snapshot()
-	if err != nil {
-		return nil, err
-	}
-	// The subnet is in the config itself; no ipRanges capability.
-	return k.attacher.setUp(ctx, list, host, "", pod, sandboxID, opts)
-}
-
-// TearDownPod implements NetworkPlugin.
-func (k *Kubenet) TearDownPod(ctx context.Context, pod PodRef, sandboxID string) error {
-	list, _, host, _ := k.snapshot()
-	return k.attacher.tearDown(ctx, list, host, "", pod, sandboxID)
-}
-
-// GetPodNetworkStatus implements NetworkPlugin.
-func (k *Kubenet) GetPodNetworkStatus(ctx context.Context, pod PodRef, sandboxID string) (*PodNetworkStatus, error) {
-	list, _, host, _ := k.snapshot()
-	return k.attacher.status(list, host, sandboxID)
-}
-
-// GC implements GarbageCollector.
-func (k *Kubenet) GC(ctx context.Context, validSandboxIDs []string) error {
-	list, _, _, _ := k.snapshot()
-	return k.attacher.gc(ctx, list, validSandboxIDs)
+	return netSnapshot{network: k.network, host: k.cfg.Host, notReady: k.statusLocked()}
 }
 
 // buildNetwork writes kubenet's network for a pod CIDR.

@@ -47,3 +47,14 @@ func (l *podLocks) size() int {
 	defer l.mu.Unlock()
 	return len(l.locks)
 }
+
+// users is the number of callers holding or waiting for the pod's lock;
+// for tests.
+func (l *podLocks) users(key string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if pl := l.locks[key]; pl != nil {
+		return pl.refs
+	}
+	return 0
+}

@@ -14,12 +14,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/podnet/podnet/cni"
+	internaltest "github.com/podnet/podnet/internal/testutil"
 )
 
 // fakePlugin tracks how many operations run at once per pod and overall;
 // it tests the manager's locking and bookkeeping, not networking.
 type fakePlugin struct {
-	delay   time.Duration
+	// hold, when set, is called inside every operation, while it counts
+	// as running: a test holds an operation there to see what else may
+	// run meanwhile.
+	hold    func(pod PodRef)
 	fail    map[string]error // by pod name
 	mu      sync.Mutex
 	active  map[string]int
@@ -45,7 +49,9 @@ func (f *fakePlugin) enter(pod PodRef) func() {
 			break
 		}
 	}
-	time.Sleep(f.delay)
+	if f.hold != nil {
+		f.hold(pod)
+	}
 	return func() {
 		f.running.Add(-1)
 		f.mu.Lock()
@@ -77,13 +83,47 @@ func (f *fakePlugin) GetPodNetworkStatus(_ context.Context, pod PodRef, _ string
 }
 
 func TestManagerSerializesOnePodAndParallelizesPods(t *testing.T) {
-	f := &fakePlugin{delay: 2 * time.Millisecond}
+	// Pod a's first set-up is held inside the plugin while a tear-down of
+	// a queues for a's lock and pod b is set up: b must not wait for a,
+	// and a's tear-down must not enter while a's set-up is inside.
+	inside, release := make(chan struct{}), make(chan struct{})
+	var held atomic.Bool
+	f := &fakePlugin{hold: func(pod PodRef) {
+		if pod.Name == "a" && held.CompareAndSwap(false, true) {
+			close(inside)
+			<-release
+		}
+	}}
 	pm, err := NewPluginManager(f, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	a, b := PodRef{Namespace: "ns", Name: "a"}, PodRef{Namespace: "ns", Name: "b"}
 	var wg sync.WaitGroup
+	defer wg.Wait()
+	var once sync.Once
+	releaseA := func() { once.Do(func() { close(release) }) }
+	defer releaseA()
+	wg.Go(func() { _, _ = pm.SetUpPod(ctx, a, "id", nil) })
+	<-inside
+	wg.Go(func() { _ = pm.TearDownPod(ctx, a, "id") })
+	internaltest.Eventually(t, "a's tear-down waiting for a's lock", 10*time.Second, func() bool { return pm.locks.users(podKey(a)) == 2 })
+	bDone := make(chan error, 1)
+	go func() { _, err := pm.SetUpPod(ctx, b, "id", nil); bDone <- err }()
+	select {
+	case err := <-bDone:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("pod b's set-up waited for pod a's")
+	}
+	releaseA()
+	wg.Wait()
+
+	// Then many operations on ten pods at once, for the race detector
+	// and the lock map's bookkeeping.
 	for i := 0; i < 50; i++ {
 		pod := PodRef{Namespace: "ns", Name: fmt.Sprintf("pod-%d", i%10)}
 		wg.Add(3)
@@ -178,10 +218,11 @@ func TestPodLocksRelease(t *testing.T) {
 		defer close(done)
 		l.lock("a")()
 	}()
+	internaltest.Eventually(t, "the second lock queued", 10*time.Second, func() bool { return l.users("a") == 2 })
 	select {
 	case <-done:
 		t.Fatal("second lock of the same pod did not wait")
-	case <-time.After(20 * time.Millisecond):
+	default:
 	}
 	l.lock("b")() // another pod does not wait
 	unlockA()

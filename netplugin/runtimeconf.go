@@ -8,8 +8,9 @@ import (
 
 // buildRuntimeConf builds an attachment's runtime configuration as kubelet
 // does: the pod's identity in CNI_ARGS (IgnoreUnknown so plugins that do
-// not know the keys accept them) and the pod's options as capability args.
-func buildRuntimeConf(pod PodRef, sandboxID, netnsPath, ifName, podCIDR string, opts *PodOptions) *cni.RuntimeConf {
+// not know the keys accept them), and no capability args; the default
+// network's come from capabilityArgs.
+func buildRuntimeConf(pod PodRef, sandboxID, netnsPath, ifName string) *cni.RuntimeConf {
 	args := [][2]string{
 		{"IgnoreUnknown", "1"},
 		{"K8S_POD_NAMESPACE", pod.Namespace},
@@ -19,6 +20,18 @@ func buildRuntimeConf(pod PodRef, sandboxID, netnsPath, ifName, podCIDR string, 
 	if pod.UID != "" {
 		args = append(args, [2]string{"K8S_POD_UID", pod.UID})
 	}
+	return &cni.RuntimeConf{
+		ContainerID:    sandboxID,
+		NetNS:          netnsPath,
+		IfName:         ifName,
+		Args:           args,
+		CapabilityArgs: map[string]any{},
+	}
+}
+
+// capabilityArgs are the pod's options, and the pod CIDR as ipRanges when
+// there is one, as kubelet passes them.
+func capabilityArgs(opts *PodOptions, podCIDR string) map[string]any {
 	caps := map[string]any{}
 	if opts != nil {
 		mappings := make([]PortMapping, 0, len(opts.PortMappings))
@@ -40,11 +53,5 @@ func buildRuntimeConf(pod PodRef, sandboxID, netnsPath, ifName, podCIDR string, 
 	if podCIDR != "" {
 		caps["ipRanges"] = [][]map[string]string{{{"subnet": podCIDR}}}
 	}
-	return &cni.RuntimeConf{
-		ContainerID:    sandboxID,
-		NetNS:          netnsPath,
-		IfName:         ifName,
-		Args:           args,
-		CapabilityArgs: caps,
-	}
+	return caps
 }

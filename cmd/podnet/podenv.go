@@ -23,15 +23,12 @@ type podEnv struct {
 // not nil is an error explaining why; tear-down works without it.
 func (o *globalOptions) podEnv(network string, requireReady bool) (*podEnv, error) {
 	env := &podEnv{store: sandbox.NewStore(o.stateDir)}
-	plugins := netplugin.ProbeNetworkPlugins(o.confDir, o.binDirs,
+	env.plugin = netplugin.NewCNIPlugin(o.confDir, o.binDirs,
 		netplugin.WithCacheDir(o.cacheDir), netplugin.WithDefaultNetwork(network),
 		netplugin.WithLoopback(netplugin.LoopbackMode(o.loopback)))
-	host := netplugin.HostFunc(env.netnsOf)
-	p, err := netplugin.SelectPlugin(plugins, netplugin.CNIPluginName, netplugin.InitConfig{Host: host})
-	if err != nil {
-		return nil, err
+	if err := env.plugin.Init(netplugin.InitConfig{Host: netplugin.HostFunc(env.netnsOf)}); err != nil {
+		return nil, fmt.Errorf("network plugin %q failed init: %w", netplugin.CNIPluginName, err)
 	}
-	env.plugin = p.(*netplugin.CNIPlugin)
 	if err := env.plugin.Status(); err != nil && requireReady {
 		env.close()
 		def, broken := env.plugin.Networks()
@@ -50,10 +47,12 @@ func (o *globalOptions) podEnv(network string, requireReady bool) (*podEnv, erro
 		}
 		return nil, errors.New(msg)
 	}
-	if env.manager, err = netplugin.NewPluginManager(p, nil); err != nil {
+	manager, err := netplugin.NewPluginManager(env.plugin, nil)
+	if err != nil {
 		env.close()
 		return nil, err
 	}
+	env.manager = manager
 	return env, nil
 }
 
