@@ -59,6 +59,16 @@ deps:
 	@for t in $(DEP_TOOLS); do command -v $$t >/dev/null || missing=1; done; [ -z "$$missing" ] || { \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 nftables iptables >/dev/null; }
 
+# podnet's image without a registry or a container engine: the static
+# binaries at deploy/Containerfile's paths, written as an OCI image
+# archive that `ctr images import`, `podman load` and `docker load` read.
+# BIN must be absolute.
+IMAGE     ?= podnet.test/podnet:dev
+IMAGE_TAR ?= $(BIN)/podnet-image.tar
+.PHONY: image
+image: build
+	cd test/k8s && $(GO) run ./cmd/podnet-image -bin $(BIN) -o $(IMAGE_TAR) -name $(IMAGE)
+
 run: deps build
 	$(CURDIR)/scripts/demo.sh $(BIN)
 
