@@ -1,6 +1,7 @@
 package ipamcni
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -91,19 +92,38 @@ func ParseRequest(stdin []byte, argPairs [][2]string) (*Request, error) {
 		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "podnet-ipam: config has no ipam section")
 	}
 	r := &Request{Network: nc.Name}
-	dec := json.NewDecoder(strings.NewReader(string(nc.IPAM)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r.Config); err != nil {
-		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "ipam: %v", err)
+	var err error
+	if r.Config, err = parseConfig(nc.IPAM); err != nil {
+		return nil, err
 	}
-	c := &r.Config
+	if r.Pools, err = parsePools(r.Config.Pools); err != nil {
+		return nil, err
+	}
+	if r.IPs, err = requestedIPs(&nc, argPairs); err != nil {
+		return nil, err
+	}
+	if r.Ranges, err = parseRanges(&nc); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// parseConfig decodes the ipam section, refusing unknown fields, and
+// fills in the defaults.
+func parseConfig(raw json.RawMessage) (Config, error) {
+	var c Config
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return c, cni.Errorf(cni.CodeInvalidNetworkConfig, "ipam: %v", err)
+	}
 	if c.Store == "" {
 		c.Store = DefaultStore
 	}
 	if c.Node == "" {
 		h, err := os.Hostname()
 		if err != nil {
-			return nil, configErr("node", "not set and no host name: %v", err)
+			return c, configErr("node", "not set and no host name: %v", err)
 		}
 		c.Node = h
 	}
@@ -112,12 +132,19 @@ func ParseRequest(stdin []byte, argPairs [][2]string) (*Request, error) {
 		c.ResultPrefix = "host"
 	case "host", "pool":
 	default:
-		return nil, configErr("resultPrefix", "%q: want host or pool", c.ResultPrefix)
+		return c, configErr("resultPrefix", "%q: want host or pool", c.ResultPrefix)
 	}
-	if len(c.Pools) == 0 {
+	return c, nil
+}
+
+// parsePools turns the configured pools into IPAM pools; a pool without
+// a name is named after its CIDR.
+func parsePools(pcs []PoolConfig) ([]ipam.Pool, error) {
+	if len(pcs) == 0 {
 		return nil, configErr("pools", "at least one pool is needed")
 	}
-	for i, p := range c.Pools {
+	var out []ipam.Pool
+	for i, p := range pcs {
 		cidr, err := netip.ParsePrefix(p.CIDR)
 		if err != nil {
 			return nil, configErr(fmt.Sprintf("pools[%d].cidr", i), "%q: %v", p.CIDR, err)
@@ -130,16 +157,22 @@ func ParseRequest(stdin []byte, argPairs [][2]string) (*Request, error) {
 		if err != nil {
 			return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "ipam.pools[%d]: %v", i, err)
 		}
-		r.Pools = append(r.Pools, pool)
+		out = append(out, pool)
 	}
-	// Requested addresses: runtimeConfig.ips (the "ips" capability), the
-	// args convention, and CNI_ARGS IP= (comma-separated).
+	return out, nil
+}
+
+// requestedIPs are the addresses the runtime asked for: runtimeConfig.ips
+// (the "ips" capability), the args convention, and CNI_ARGS IP=
+// (comma-separated).
+func requestedIPs(nc *netConf, argPairs [][2]string) ([]netip.Addr, error) {
 	ips := append(append([]string(nil), nc.RuntimeConfig.IPs...), nc.Args.CNI.IPs...)
 	for _, kv := range argPairs {
 		if kv[0] == "IP" {
 			ips = append(ips, strings.Split(kv[1], ",")...)
 		}
 	}
+	var out []netip.Addr
 	for _, s := range ips {
 		s = strings.TrimSpace(s)
 		if s == "" {
@@ -152,35 +185,51 @@ func ParseRequest(stdin []byte, argPairs [][2]string) (*Request, error) {
 		if err != nil {
 			return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "requested IP %q is not an address", s)
 		}
-		r.IPs = append(r.IPs, a)
+		out = append(out, a)
 	}
+	return out, nil
+}
+
+// parseRanges reads runtimeConfig.ipRanges.
+func parseRanges(nc *netConf) ([]ipam.Range, error) {
+	var out []ipam.Range
 	for i, set := range nc.RuntimeConfig.IPRanges {
 		for j, rg := range set {
-			sub, err := netip.ParsePrefix(rg.Subnet)
+			r, err := parseRange(rg.Subnet, rg.RangeStart, rg.RangeEnd)
 			if err != nil {
-				return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "runtimeConfig.ipRanges[%d][%d].subnet %q: %v", i, j, rg.Subnet, err)
+				return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "runtimeConfig.ipRanges[%d][%d].%v", i, j, err)
 			}
-			out := ipam.Range{Subnet: sub.Masked()}
-			// A slice, not a map: with both fields bad, the error
-			// names rangeStart every time.
-			for _, f := range []struct {
-				name string
-				v    string
-				dst  *netip.Addr
-			}{{"rangeStart", rg.RangeStart, &out.Start}, {"rangeEnd", rg.RangeEnd, &out.End}} {
-				if f.v == "" {
-					continue
-				}
-				a, err := netip.ParseAddr(f.v)
-				if err != nil || !sub.Contains(a) {
-					return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "runtimeConfig.ipRanges[%d][%d].%s %q: not an address in %s", i, j, f.name, f.v, sub)
-				}
-				*f.dst = a
-			}
-			r.Ranges = append(r.Ranges, out)
+			out = append(out, r)
 		}
 	}
-	return r, nil
+	return out, nil
+}
+
+// parseRange reads one ipRanges entry; its error starts with the field at
+// fault.
+func parseRange(subnet, start, end string) (ipam.Range, error) {
+	sub, err := netip.ParsePrefix(subnet)
+	if err != nil {
+		return ipam.Range{}, fmt.Errorf("subnet %q: %v", subnet, err)
+	}
+	out := ipam.Range{Subnet: sub.Masked()}
+	// A slice, not a map: with both fields bad, the error names
+	// rangeStart every time.
+	for _, f := range []struct {
+		name string
+		v    string
+		dst  *netip.Addr
+	}{{"rangeStart", start, &out.Start}, {"rangeEnd", end, &out.End}} {
+		if f.v == "" {
+			continue
+		}
+		a, err := netip.ParseAddr(f.v)
+		if err != nil || !sub.Contains(a) {
+			return ipam.Range{}, fmt.Errorf("%s %q: not an address in %s", f.name, f.v, sub)
+		}
+		*f.dst = a
+	}
+	return out, nil
 }
 
 // Handle is the IPAM handle of an attachment.
