@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
+
+	"github.com/podnet/podnet/dataplane/tag"
 )
 
 // Masq programs the masquerade of pod traffic that leaves the node, over
@@ -64,7 +66,7 @@ func (m *Masq) declare(o *masqObjects) error {
 // exclusions n describes. The exclusion sets only ever hold network-level
 // prefixes: a pod's ADD and DEL touch the pod sets alone (but for the
 // subnets of ExcludeAdded, which are added when new).
-func (m *Masq) AddPod(n MasqNetwork, owner Owner, addrs []netip.Addr) error {
+func (m *Masq) AddPod(n MasqNetwork, owner tag.Owner, addrs []netip.Addr) error {
 	o := newMasqObjects(n.Network)
 	var excl []netip.Prefix
 	if n.ExcludeAdded {
@@ -98,7 +100,7 @@ func (m *Masq) AddPod(n MasqNetwork, owner Owner, addrs []netip.Addr) error {
 	return m.ensureRules(o, n)
 }
 
-func (m *Masq) addPodBatch(o *masqObjects, owner Owner, addrs []netip.Addr, excl []netip.Prefix, declare bool) error {
+func (m *Masq) addPodBatch(o *masqObjects, owner tag.Owner, addrs []netip.Addr, excl []netip.Prefix, declare bool) error {
 	if declare {
 		if err := m.declare(o); err != nil {
 			return err
@@ -212,7 +214,7 @@ func (m *Masq) RemovePod(network string, addrs []netip.Addr) error {
 // belong to another pod, whose entry must stay. The caller commits the
 // connection's batch; if that fails whole (an element went away in
 // between), RemovePod is the tolerant way to finish.
-func (m *Masq) QueueRemoveOwned(network string, owner Owner) error {
+func (m *Masq) QueueRemoveOwned(network string, owner tag.Owner) error {
 	addrs, err := m.OwnedBy(network, owner)
 	if err != nil {
 		return err
@@ -243,9 +245,9 @@ func (m *Masq) deleteElements(o *masqObjects, addrs []netip.Addr, addFirst bool)
 
 // Members lists the network's pod addresses with their owners. A network
 // without sets has none.
-func (m *Masq) Members(network string) (map[netip.Addr]Owner, error) {
+func (m *Masq) Members(network string) (map[netip.Addr]tag.Owner, error) {
 	o := newMasqObjects(network)
-	out := map[netip.Addr]Owner{}
+	out := map[netip.Addr]tag.Owner{}
 	for _, s := range []*nftables.Set{o.pods4, o.pods6} {
 		if _, err := m.conn.GetSetByName(o.table, s.Name); err != nil {
 			if errors.Is(err, unix.ENOENT) {
@@ -262,7 +264,7 @@ func (m *Masq) Members(network string) (map[netip.Addr]Owner, error) {
 			if !ok {
 				continue
 			}
-			owner, _ := ParseComment(network, e.Comment)
+			owner, _ := tag.ParseComment(network, e.Comment)
 			out[a.Unmap()] = owner
 		}
 	}
@@ -270,7 +272,7 @@ func (m *Masq) Members(network string) (map[netip.Addr]Owner, error) {
 }
 
 // OwnedBy lists the network's pod addresses whose elements name owner.
-func (m *Masq) OwnedBy(network string, owner Owner) ([]netip.Addr, error) {
+func (m *Masq) OwnedBy(network string, owner tag.Owner) ([]netip.Addr, error) {
 	members, err := m.Members(network)
 	if err != nil {
 		return nil, err

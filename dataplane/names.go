@@ -61,62 +61,6 @@ func AttachmentMACs(containerID, ifName string) (host, container net.HardwareAdd
 	return mk(h[16:22]), mk(h[24:30])
 }
 
-// Owner identifies an attachment: the network and the container end.
-// Everything podnet makes for an attachment is tagged with it (a host
-// veth's alias, masquerade and host port elements' comments), so DEL and
-// GC find what belongs to it without state of their own.
-type Owner struct {
-	Network     string
-	ContainerID string
-	IfName      string
-}
-
-// String is the three fields separated by spaces, none of which may
-// contain one (network names, container IDs and interface names are all
-// restricted to other characters). It is the comment of portmap's
-// elements, and the end of Alias.
-func (o Owner) String() string { return o.Network + " " + o.ContainerID + " " + o.IfName }
-
-// ParseOwner reads what Owner.String wrote. ok is false for a string
-// that podnet did not write.
-func ParseOwner(s string) (o Owner, ok bool) {
-	f := strings.Split(s, " ")
-	if len(f) != 3 || f[0] == "" || f[1] == "" || f[2] == "" {
-		return Owner{}, false
-	}
-	return Owner{Network: f[0], ContainerID: f[1], IfName: f[2]}, true
-}
-
-const aliasPrefix = "podnet "
-
-// Alias is the IFLA_IFALIAS podnet sets on a host veth: it tells GC and
-// an idempotent ADD which network and attachment the link belongs to,
-// which the name (a hash) cannot.
-func (o Owner) Alias() string { return aliasPrefix + o.String() }
-
-// Comment is the comment podnet puts on an attachment's nftables set
-// elements, for GC.
-func (o Owner) Comment() string { return o.ContainerID + " " + o.IfName }
-
-// ParseAlias reads an alias written by Owner.Alias. Network names,
-// container IDs and interface names never contain spaces.
-func ParseAlias(alias string) (Owner, bool) {
-	rest, ok := strings.CutPrefix(alias, aliasPrefix)
-	if !ok {
-		return Owner{}, false
-	}
-	return ParseOwner(rest)
-}
-
-// ParseComment reads an element comment written by Owner.Comment.
-func ParseComment(network, comment string) (Owner, bool) {
-	cid, ifName, ok := strings.Cut(comment, " ")
-	if !ok || cid == "" || ifName == "" || strings.Contains(ifName, " ") {
-		return Owner{}, false
-	}
-	return Owner{Network: network, ContainerID: cid, IfName: ifName}, true
-}
-
 // ValidIfName checks a Linux interface name: 1-15 bytes, no '/', ':' or
 // white space, not "." or "..".
 func ValidIfName(name string) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/podnet/podnet/dataplane/tag"
 	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/netns"
 )
@@ -52,7 +53,7 @@ func TestVethPeerInContainer(t *testing.T) {
 	hh, ch := handleIn(t, host), handleIn(t, ctr)
 	name := HostVethName("ctr1", "eth0")
 	hmac, cmac := AttachmentMACs("ctr1", "eth0")
-	owner := Owner{Network: "n1", ContainerID: "ctr1", IfName: "eth0"}
+	owner := tag.Owner{Network: "n1", ContainerID: "ctr1", IfName: "eth0"}
 	idx, err := CreateVeth(hh, Veth{HostName: name, HostMAC: hmac, HostAlias: owner.Alias(), PeerName: "eth0", PeerMAC: cmac, PeerNSFd: nsFd(t, ctr), MTU: 1400})
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +62,7 @@ func TestVethPeerInContainer(t *testing.T) {
 	if err != nil || hl == nil || hl.Attrs().Index != idx {
 		t.Fatalf("host end: %v %v", hl, err)
 	}
-	if got, _ := ParseAlias(hl.Attrs().Alias); got != owner {
+	if got, _ := tag.ParseAlias(hl.Attrs().Alias); got != owner {
 		t.Errorf("alias %q", hl.Attrs().Alias)
 	}
 	if hl.Attrs().MTU != 1400 || hl.Attrs().HardwareAddr.String() != hmac.String() {
@@ -202,7 +203,7 @@ func TestMasqConcurrentAddRemove(t *testing.T) {
 	for i := range pods {
 		wg.Go(func() {
 			m := masqIn(t, host) // one process each, as plugins are
-			o := Owner{Network: "n1", ContainerID: fmt.Sprint("c", i), IfName: "eth0"}
+			o := tag.Owner{Network: "n1", ContainerID: fmt.Sprint("c", i), IfName: "eth0"}
 			addrs := []netip.Addr{netip.MustParseAddr(fmt.Sprintf("10.100.0.%d", 10+i)), netip.MustParseAddr(fmt.Sprintf("fd00:100::%d", 10+i))}
 			errs[i] = m.AddPod(n, o, addrs)
 		})
@@ -326,7 +327,7 @@ func TestMasqUpgradeDropsPodExclusions(t *testing.T) {
 		t.Fatalf("the old state: %v", got)
 	}
 	n := MasqNetwork{Network: "n1", Exclude: []netip.Prefix{netip.MustParsePrefix("10.100.0.0/16")}}
-	owner := Owner{Network: "n1", ContainerID: "c", IfName: "eth0"}
+	owner := tag.Owner{Network: "n1", ContainerID: "c", IfName: "eth0"}
 	if err := m.AddPod(n, owner, []netip.Addr{netip.MustParseAddr("10.100.0.11")}); err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +346,7 @@ func TestMasqExcludeOverlap(t *testing.T) {
 	added := func(p string) MasqNetwork {
 		return MasqNetwork{Network: "n1", ExcludeAdded: true, Exclude: []netip.Prefix{netip.MustParsePrefix(p)}}
 	}
-	o := Owner{Network: "n1", ContainerID: "c", IfName: "eth0"}
+	o := tag.Owner{Network: "n1", ContainerID: "c", IfName: "eth0"}
 	if err := m.AddPod(added("10.100.0.0/16"), o, []netip.Addr{netip.MustParseAddr("10.100.1.2")}); err != nil {
 		t.Fatal(err)
 	}

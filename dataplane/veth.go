@@ -13,7 +13,7 @@ import (
 type Veth struct {
 	HostName  string
 	HostMAC   net.HardwareAddr
-	HostAlias string // see Owner.Alias
+	HostAlias string // see tag.Owner.Alias
 	PeerName  string // CNI_IFNAME
 	PeerMAC   net.HardwareAddr
 	// PeerNSFd is an open descriptor of the container's namespace.

@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/dataplane/tag"
 )
 
 // Names of the maps and sets of the table. The digit is the IP family of
@@ -55,7 +55,7 @@ type Entry struct {
 	// Owner is the attachment the element belongs to, stored as the
 	// element's comment (Owner.String), so DEL and GC can find an
 	// attachment's elements without any state of their own.
-	Owner dataplane.Owner
+	Owner tag.Owner
 }
 
 func (e Entry) is4() bool { return e.PodIP.Is4() }
@@ -126,7 +126,7 @@ func (e Entry) String() string {
 // zero Owner when the comment is not podnet's.
 func DecodeEntry(set string, key, val []byte, comment string) (Entry, error) {
 	var e Entry
-	e.Owner, _ = dataplane.ParseOwner(comment)
+	e.Owner, _ = tag.ParseOwner(comment)
 	alen := 4
 	if strings.HasSuffix(set, "6") {
 		alen = 16

@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/dataplane/tag"
 )
 
 // Want returns the entries an attachment should have: for each mapping,
 // one DNAT entry per container address family it applies to, and with
 // SNAT one SNAT entry per family that has a mapping. v4 and v6 are the
 // container's addresses (either may be the zero Addr).
-func Want(owner dataplane.Owner, c *Config, v4, v6 netip.Addr) ([]Entry, error) {
+func Want(owner tag.Owner, c *Config, v4, v6 netip.Addr) ([]Entry, error) {
 	if len(c.Mappings) == 0 {
 		return nil, nil
 	}
@@ -79,7 +79,7 @@ func (c Changes) Empty() bool { return len(c.Del) == 0 && len(c.Add) == 0 }
 //
 // Elements owner has but want does not (an ADD repeated with fewer
 // mappings) are removed.
-func Reconcile(owner dataplane.Owner, want, existing []Entry) (Changes, error) {
+func Reconcile(owner tag.Owner, want, existing []Entry) (Changes, error) {
 	type key struct{ set, key string }
 	type port struct {
 		is4   bool
@@ -157,7 +157,7 @@ func conflict(w, x Entry) error {
 			w.PodIP, x.Owner.ContainerID, x.Owner.Network, x.Owner.IfName)
 	}
 	owner := "an element podnet did not write"
-	if x.Owner != (dataplane.Owner{}) {
+	if x.Owner != (tag.Owner{}) {
 		owner = fmt.Sprintf("container %s (network %s, interface %s)", x.Owner.ContainerID, x.Owner.Network, x.Owner.IfName)
 	}
 	return errorf(ErrConflict, "host port %s/%d on %s is already taken: %s maps it on %s to %s",
@@ -165,7 +165,7 @@ func conflict(w, x Entry) error {
 }
 
 // Owned returns the entries of existing that belong to owner.
-func Owned(owner dataplane.Owner, existing []Entry) []Entry {
+func Owned(owner tag.Owner, existing []Entry) []Entry {
 	var out []Entry
 	for _, x := range existing {
 		if x.Owner == owner {
@@ -178,8 +178,8 @@ func Owned(owner dataplane.Owner, existing []Entry) []Entry {
 // Collect returns the entries of network's attachments that are not in
 // valid: what GC removes. Elements whose comment podnet did not write,
 // and those of other networks, are left alone.
-func Collect(network string, valid []dataplane.Owner, existing []Entry) []Entry {
-	keep := make(map[dataplane.Owner]bool, len(valid))
+func Collect(network string, valid []tag.Owner, existing []Entry) []Entry {
+	keep := make(map[tag.Owner]bool, len(valid))
 	for _, o := range valid {
 		keep[o] = true
 	}

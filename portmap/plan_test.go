@@ -6,12 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/dataplane/tag"
 )
 
 var (
-	ownerA = dataplane.Owner{Network: "net", ContainerID: "a", IfName: "eth0"}
-	ownerB = dataplane.Owner{Network: "net", ContainerID: "b", IfName: "eth0"}
+	ownerA = tag.Owner{Network: "net", ContainerID: "a", IfName: "eth0"}
+	ownerB = tag.Owner{Network: "net", ContainerID: "b", IfName: "eth0"}
 	podA   = netip.MustParseAddr("10.1.0.2")
 	podB   = netip.MustParseAddr("10.1.0.3")
 	podA6  = netip.MustParseAddr("fd00::2")
@@ -98,7 +98,7 @@ func TestEntryRoundTrip(t *testing.T) {
 			t.Errorf("%v: key %d bytes (set %d), data %d bytes (set %d)", e, len(e.Key()), s.KeyType.Bytes, len(e.Value()), s.DataType.Bytes)
 		}
 	}
-	if e, err := DecodeEntry(SetSNAT4, Entry{Kind: KindSNAT, PodIP: podA}.Key(), nil, "no owner"); err != nil || e.Owner != (dataplane.Owner{}) {
+	if e, err := DecodeEntry(SetSNAT4, Entry{Kind: KindSNAT, PodIP: podA}.Key(), nil, "no owner"); err != nil || e.Owner != (tag.Owner{}) {
 		t.Errorf("a two-field comment: %v, %v; want an element of no owner", e, err)
 	}
 }
@@ -140,7 +140,7 @@ func TestWant(t *testing.T) {
 	}
 }
 
-func dnat(o dataplane.Owner, hostIP netip.Addr, port uint16, pod netip.Addr, podPort uint16) Entry {
+func dnat(o tag.Owner, hostIP netip.Addr, port uint16, pod netip.Addr, podPort uint16) Entry {
 	return Entry{Kind: KindDNAT, Proto: TCP, HostIP: hostIP, HostPort: port, PodIP: pod, PodPort: podPort, Owner: o}
 }
 
@@ -195,14 +195,14 @@ func TestReconcile(t *testing.T) {
 }
 
 func TestCollect(t *testing.T) {
-	other := dataplane.Owner{Network: "other", ContainerID: "c", IfName: "eth0"}
+	other := tag.Owner{Network: "other", ContainerID: "c", IfName: "eth0"}
 	exist := []Entry{
 		dnat(ownerA, netip.Addr{}, 80, podA, 80),
 		dnat(ownerB, netip.Addr{}, 81, podB, 80),
 		dnat(other, netip.Addr{}, 82, podB, 80),
-		dnat(dataplane.Owner{}, netip.Addr{}, 83, podB, 80),
+		dnat(tag.Owner{}, netip.Addr{}, 83, podB, 80),
 	}
-	got := Collect("net", []dataplane.Owner{ownerA}, exist)
+	got := Collect("net", []tag.Owner{ownerA}, exist)
 	if len(got) != 1 || got[0].Owner != ownerB {
 		t.Fatalf("collected %v", got)
 	}

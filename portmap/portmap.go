@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/dataplane/tag"
 )
 
 // Container is where an attachment's mappings lead. A CNI plugin reads
@@ -21,7 +21,7 @@ type Container struct {
 
 // Request is one attachment's ADD, DEL or CHECK.
 type Request struct {
-	Owner  dataplane.Owner
+	Owner  tag.Owner
 	Config *Config
 	// Container is nil when it is not known (no prevResult). ADD and
 	// CHECK need it when there are mappings; DEL uses it only to skip the
@@ -190,7 +190,7 @@ func Check(r *Request) error {
 // GC removes the elements of network whose attachment is not in valid.
 // When the table is left without any element, GC removes the table too,
 // so a host without published ports has no podnet-portmap state at all.
-func GC(network string, valid []dataplane.Owner, lockPath string) error {
+func GC(network string, valid []tag.Owner, lockPath string) error {
 	if lockPath == "" {
 		lockPath = DefaultLockPath
 	}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/cni/skel"
-	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/dataplane/tag"
 	"github.com/podnet/podnet/portmap"
 	"github.com/podnet/podnet/portmap/portmapcni"
 )
@@ -31,8 +31,8 @@ func plugin() *skel.Plugin {
 // lockPath is the lock file; tests leave it as it is.
 var lockPath = portmap.DefaultLockPath
 
-func owner(args *skel.CmdArgs) dataplane.Owner {
-	return dataplane.Owner{Network: args.NetConf.Name, ContainerID: args.ContainerID, IfName: args.IfName}
+func owner(args *skel.CmdArgs) tag.Owner {
+	return tag.Owner{Network: args.NetConf.Name, ContainerID: args.ContainerID, IfName: args.IfName}
 }
 
 func request(args *skel.CmdArgs) (*portmap.Request, error) {
@@ -95,9 +95,9 @@ func cmdCheck(args *skel.CmdArgs) error {
 }
 
 func cmdGC(args *skel.CmdArgs) error {
-	valid := make([]dataplane.Owner, 0, len(args.NetConf.ValidAttachments))
+	valid := make([]tag.Owner, 0, len(args.NetConf.ValidAttachments))
 	for _, a := range args.NetConf.ValidAttachments {
-		valid = append(valid, dataplane.Owner{Network: args.NetConf.Name, ContainerID: a.ContainerID, IfName: a.IfName})
+		valid = append(valid, tag.Owner{Network: args.NetConf.Name, ContainerID: a.ContainerID, IfName: a.IfName})
 	}
 	return portmap.GC(args.NetConf.Name, valid, lockPath)
 }

@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/podnet/podnet/cni"
-	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/dataplane/tag"
 	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/netns"
 	"github.com/podnet/podnet/portmap"
@@ -327,7 +327,7 @@ func (tp *topo) dropTable() {
 
 func (tp *topo) owned(p *pod) []portmap.Entry {
 	es, _ := tp.entries()
-	return portmap.Owned(dataplane.Owner{Network: netName, ContainerID: p.id, IfName: "eth0"}, es)
+	return portmap.Owned(tag.Owner{Network: netName, ContainerID: p.id, IfName: "eth0"}, es)
 }
 
 // serveTCP listens on port in ns and answers each connection with

@@ -14,6 +14,7 @@ import (
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/cni/skel"
 	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/dataplane/tag"
 )
 
 // attachment is one pod interface on one network: everything that ADD,
@@ -21,7 +22,7 @@ import (
 type attachment struct {
 	conf     *conf
 	args     *skel.CmdArgs
-	owner    dataplane.Owner
+	owner    tag.Owner
 	hostName string
 	hostMAC  net.HardwareAddr
 	ctrMAC   net.HardwareAddr
@@ -37,7 +38,7 @@ func newAttachment(c *conf, args *skel.CmdArgs) (*attachment, error) {
 	a := &attachment{
 		conf:     c,
 		args:     args,
-		owner:    dataplane.Owner{Network: c.Name, ContainerID: args.ContainerID, IfName: args.IfName},
+		owner:    tag.Owner{Network: c.Name, ContainerID: args.ContainerID, IfName: args.IfName},
 		hostName: dataplane.HostVethName(args.ContainerID, args.IfName),
 		hh:       hh,
 	}

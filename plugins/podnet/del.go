@@ -11,6 +11,7 @@ import (
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/cni/skel"
 	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/dataplane/tag"
 	"github.com/podnet/podnet/portmap"
 )
 
@@ -188,6 +189,6 @@ func (a *attachment) ownsLink(l netlink.Link) bool {
 	if alias == "" {
 		return true
 	}
-	o, ok := dataplane.ParseAlias(alias)
+	o, ok := tag.ParseAlias(alias)
 	return ok && o == a.owner
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/dataplane/tag"
 	"github.com/podnet/podnet/netns"
 )
 
@@ -82,7 +83,7 @@ func (a *attachment) existing() (*cni.Result, error) {
 	if err != nil || link == nil {
 		return nil, err
 	}
-	if owner, ok := dataplane.ParseAlias(link.Attrs().Alias); ok && owner != a.owner {
+	if owner, ok := tag.ParseAlias(link.Attrs().Alias); ok && owner != a.owner {
 		return nil, cni.Errorf(cni.CodeAddressConflict, "host interface %s exists and belongs to network %s, container %s, interface %s",
 			a.hostName, owner.Network, owner.ContainerID, owner.IfName)
 	}

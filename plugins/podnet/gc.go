@@ -9,6 +9,7 @@ import (
 
 	"github.com/podnet/podnet/cni/skel"
 	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/dataplane/tag"
 )
 
 // cmdStatus reports the IPAM's status: podnet itself needs nothing that
@@ -42,9 +43,9 @@ func cmdGC(args *skel.CmdArgs) error {
 		return err
 	}
 	defer hh.Close()
-	valid := map[dataplane.Owner]bool{}
+	valid := map[tag.Owner]bool{}
 	for _, va := range args.NetConf.ValidAttachments {
-		valid[dataplane.Owner{Network: c.Name, ContainerID: va.ContainerID, IfName: va.IfName}] = true
+		valid[tag.Owner{Network: c.Name, ContainerID: va.ContainerID, IfName: va.IfName}] = true
 	}
 	var errs []error
 	links, err := hh.LinkList()
@@ -62,7 +63,7 @@ func cmdGC(args *skel.CmdArgs) error {
 		if !dataplane.IsHostVethName(l.Attrs().Name) {
 			continue
 		}
-		o, ok := dataplane.ParseAlias(l.Attrs().Alias)
+		o, ok := tag.ParseAlias(l.Attrs().Alias)
 		if !ok || o.Network != c.Name || valid[o] {
 			continue
 		}
@@ -94,7 +95,7 @@ func cmdGC(args *skel.CmdArgs) error {
 
 // gcMasq removes set elements whose owner is not a valid attachment,
 // including elements without a readable owner.
-func gcMasq(m *dataplane.Masq, network string, valid map[dataplane.Owner]bool) error {
+func gcMasq(m *dataplane.Masq, network string, valid map[tag.Owner]bool) error {
 	members, err := m.Members(network)
 	if err != nil {
 		return err

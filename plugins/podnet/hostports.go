@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/podnet/podnet/cni"
-	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/dataplane/tag"
 	"github.com/podnet/podnet/portmap"
 	"github.com/podnet/podnet/portmap/portmapcni"
 )
@@ -85,6 +85,6 @@ func (a *attachment) checkHostPorts(prev *cni.Result) error {
 
 // gcHostPorts drops the host ports of this network's attachments that are
 // not valid.
-func gcHostPorts(network string, valid []dataplane.Owner) error {
+func gcHostPorts(network string, valid []tag.Owner) error {
 	return portmap.GC(network, valid, portmap.DefaultLockPath)
 }
