@@ -119,7 +119,7 @@ func TestProgramReconcile(t *testing.T) {
 		"10.103.0.64/26": "via 198.18.6.12 dev podnet.vxlan onlink",
 	})
 	checkPeers(t, n.h, vx.Attrs().Index, map[string]string{"198.18.6.12": VTEPMAC("b").String()})
-	if ok, err := dataplane.HasRoute(n.h, n.ul.Attrs().Index, dataplane.Route{Dst: pfx("10.103.9.0/26"), GW: netip.MustParseAddr("198.18.0.99")}); err != nil || !ok {
+	if ok, err := dataplane.HasRoute(n.h, n.ul.Attrs().Index, dataplane.LinkRoute{Dst: pfx("10.103.9.0/26"), GW: netip.MustParseAddr("198.18.0.99")}); err != nil || !ok {
 		t.Fatalf("foreign route gone: %v %v", ok, err)
 	}
 	// host-gw: the device goes, with it its entries.

@@ -27,8 +27,10 @@ func LinkLocalOf(mac net.HardwareAddr) netip.Addr {
 	return netip.AddrFrom16(b)
 }
 
-// Route is a route on one link, in the main table.
-type Route struct {
+// LinkRoute is a kernel route through one link, in the main table: one
+// that ADD adds or CHECK reads back. (cni.Route is a result's route;
+// agent.Route one the agent owns between nodes.)
+type LinkRoute struct {
 	Dst netip.Prefix
 	GW  netip.Addr // zero: directly connected
 	// LinkScope asks for scope link (a directly connected destination);
@@ -36,14 +38,14 @@ type Route struct {
 	LinkScope bool
 }
 
-func (r Route) String() string {
+func (r LinkRoute) String() string {
 	if r.GW.IsValid() {
 		return fmt.Sprintf("%s via %s", r.Dst, r.GW)
 	}
 	return r.Dst.String()
 }
 
-func (r Route) netlink(index int) *netlink.Route {
+func (r LinkRoute) netlink(index int) *netlink.Route {
 	nr := &netlink.Route{LinkIndex: index, Dst: IPNet(r.Dst.Masked()), Table: unix.RT_TABLE_MAIN}
 	if r.GW.IsValid() {
 		nr.Gw = r.GW.AsSlice()
@@ -56,7 +58,7 @@ func (r Route) netlink(index int) *netlink.Route {
 
 // AddRoute adds r through the link with index. An identical route that
 // is already there is fine.
-func AddRoute(h *netlink.Handle, index int, r Route) error {
+func AddRoute(h *netlink.Handle, index int, r LinkRoute) error {
 	if err := h.RouteAdd(r.netlink(index)); err != nil {
 		if isExist(err) {
 			if ok, lerr := hasRoute(h, index, r); lerr == nil && ok {
@@ -69,9 +71,9 @@ func AddRoute(h *netlink.Handle, index int, r Route) error {
 }
 
 // HasRoute reports whether r is in the main table through the link.
-func HasRoute(h *netlink.Handle, index int, r Route) (bool, error) { return hasRoute(h, index, r) }
+func HasRoute(h *netlink.Handle, index int, r LinkRoute) (bool, error) { return hasRoute(h, index, r) }
 
-func hasRoute(h *netlink.Handle, index int, r Route) (bool, error) {
+func hasRoute(h *netlink.Handle, index int, r LinkRoute) (bool, error) {
 	routes, err := routesTo(h, r.Dst)
 	if err != nil {
 		return false, err
@@ -113,7 +115,7 @@ func routesTo(h *netlink.Handle, dst netip.Prefix) ([]netlink.Route, error) {
 // IP, which is reported as ErrConflict naming that interface, never
 // silently overwritten.
 func AddHostRoute(h *netlink.Handle, index int, ip netip.Addr) error {
-	r := Route{Dst: HostPrefix(ip), LinkScope: true}
+	r := LinkRoute{Dst: HostPrefix(ip), LinkScope: true}
 	err := h.RouteAdd(r.netlink(index))
 	if err == nil {
 		return nil
@@ -176,8 +178,8 @@ func SetNeigh(h *netlink.Handle, index int, ip netip.Addr, mac net.HardwareAddr)
 
 // GatewayRoutes lists the main-table routes through the link that have
 // a gateway: in a pod, the routes a CNI result reports.
-func GatewayRoutes(h *netlink.Handle, index int) ([]Route, error) {
-	var out []Route
+func GatewayRoutes(h *netlink.Handle, index int) ([]LinkRoute, error) {
+	var out []LinkRoute
 	for _, family := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		routes, err := h.RouteListFiltered(family, &netlink.Route{LinkIndex: index, Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_OIF|netlink.RT_FILTER_TABLE)
 		if err != nil {
@@ -195,7 +197,7 @@ func GatewayRoutes(h *netlink.Handle, index int) ([]Route, error) {
 			if p, ok := PrefixOf(r.Dst); ok {
 				dst = p
 			}
-			out = append(out, Route{Dst: dst, GW: gw.Unmap()})
+			out = append(out, LinkRoute{Dst: dst, GW: gw.Unmap()})
 		}
 	}
 	return out, nil

@@ -273,7 +273,7 @@ func setupContainer(s *containerSpec) error {
 // result describes the attachment. Interfaces: the bridge (bridge mode),
 // the host veth, the container's interface; addresses and routes belong
 // to the last.
-func (a *attachment) result(addrs []netip.Prefix, gws map[bool]netip.Addr, routes []dataplane.Route, br *bridgeInfo) *cni.Result {
+func (a *attachment) result(addrs []netip.Prefix, gws map[bool]netip.Addr, routes []dataplane.LinkRoute, br *bridgeInfo) *cni.Result {
 	res := &cni.Result{CNIVersion: cni.CurrentVersion}
 	if br != nil {
 		res.Interfaces = append(res.Interfaces, &cni.Interface{Name: br.name, Mac: br.mac.String()})

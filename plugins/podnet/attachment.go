@@ -122,14 +122,14 @@ type containerSpec struct {
 	neighs  []neigh
 	// routes in the order they are added (a gateway's link route before
 	// the routes via it); those with a gateway are the result's.
-	routes []dataplane.Route
+	routes []dataplane.LinkRoute
 }
 
 // plannedRoutes adds, per family, the default route and the IPAM's
 // routes via gw (an IPAM route's own gateway wins), without duplicates.
-func plannedRoutes(gws map[bool]netip.Addr, ipamRoutes []*cni.Route, withDefault bool) []dataplane.Route {
-	var out []dataplane.Route
-	add := func(r dataplane.Route) {
+func plannedRoutes(gws map[bool]netip.Addr, ipamRoutes []*cni.Route, withDefault bool) []dataplane.LinkRoute {
+	var out []dataplane.LinkRoute
+	add := func(r dataplane.LinkRoute) {
 		for _, o := range out {
 			if o.Dst == r.Dst {
 				return
@@ -147,7 +147,7 @@ func plannedRoutes(gws map[bool]netip.Addr, ipamRoutes []*cni.Route, withDefault
 			if is4 {
 				def = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
 			}
-			add(dataplane.Route{Dst: def, GW: gw})
+			add(dataplane.LinkRoute{Dst: def, GW: gw})
 		}
 		for _, r := range ipamRoutes {
 			if r.Dst.Addr().Is4() != is4 {
@@ -157,14 +157,14 @@ func plannedRoutes(gws map[bool]netip.Addr, ipamRoutes []*cni.Route, withDefault
 			if r.GW.IsValid() {
 				via = r.GW
 			}
-			add(dataplane.Route{Dst: r.Dst.Masked(), GW: via})
+			add(dataplane.LinkRoute{Dst: r.Dst.Masked(), GW: via})
 		}
 	}
 	return out
 }
 
 // resultRoutes are the routes of a result: those with a gateway.
-func resultRoutes(routes []dataplane.Route) []*cni.Route {
+func resultRoutes(routes []dataplane.LinkRoute) []*cni.Route {
 	var out []*cni.Route
 	for _, r := range routes {
 		if r.GW.IsValid() {

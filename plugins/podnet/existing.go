@@ -22,7 +22,7 @@ type observed struct {
 	mac     string
 	mtu     int
 	addrs   []netip.Prefix
-	routes  []dataplane.Route // those with a gateway
+	routes  []dataplane.LinkRoute // those with a gateway
 }
 
 // observe reads the container's interface, in its namespace.
@@ -58,7 +58,7 @@ func (a *attachment) observe(host netlink.Link) (*observed, error) {
 }
 
 // hasDefault reports whether routes hold a default route of the family.
-func hasDefault(routes []dataplane.Route, is4 bool) bool {
+func hasDefault(routes []dataplane.LinkRoute, is4 bool) bool {
 	for _, r := range routes {
 		if r.Dst.Bits() == 0 && r.Dst.Addr().Is4() == is4 {
 			return true

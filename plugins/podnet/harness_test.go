@@ -136,10 +136,10 @@ func (e *env) wireUplink() {
 				return err
 			}
 		}
-		if err := dataplane.AddRoute(h, veth.Index, dataplane.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), GW: netip.MustParseAddr(uplinkAddr)}); err != nil {
+		if err := dataplane.AddRoute(h, veth.Index, dataplane.LinkRoute{Dst: netip.MustParsePrefix("0.0.0.0/0"), GW: netip.MustParseAddr(uplinkAddr)}); err != nil {
 			return err
 		}
-		return dataplane.AddRoute(h, veth.Index, dataplane.Route{Dst: netip.MustParsePrefix("::/0"), GW: netip.MustParseAddr(uplinkAddr6)})
+		return dataplane.AddRoute(h, veth.Index, dataplane.LinkRoute{Dst: netip.MustParsePrefix("::/0"), GW: netip.MustParseAddr(uplinkAddr6)})
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -138,19 +138,19 @@ func (e *env) remotePod(a4, a6 netip.Addr) {
 			return err
 		}
 		// The other node's way back to this node's pods.
-		if err := dataplane.AddRoute(h, l.Attrs().Index, dataplane.Route{Dst: netip.PrefixFrom(a4, 16).Masked(), GW: netip.MustParseAddr(nodeAddr)}); err != nil {
+		if err := dataplane.AddRoute(h, l.Attrs().Index, dataplane.LinkRoute{Dst: netip.PrefixFrom(a4, 16).Masked(), GW: netip.MustParseAddr(nodeAddr)}); err != nil {
 			return err
 		}
-		return dataplane.AddRoute(h, l.Attrs().Index, dataplane.Route{Dst: netip.PrefixFrom(a6, 64).Masked(), GW: netip.MustParseAddr(nodeAddr6)})
+		return dataplane.AddRoute(h, l.Attrs().Index, dataplane.LinkRoute{Dst: netip.PrefixFrom(a6, 64).Masked(), GW: netip.MustParseAddr(nodeAddr6)})
 	})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	err = onLink(e.host, "up0", func(h *netlink.Handle, l netlink.Link) error {
-		if err := dataplane.AddRoute(h, l.Attrs().Index, dataplane.Route{Dst: netip.PrefixFrom(a4, 26).Masked(), GW: netip.MustParseAddr(uplinkAddr)}); err != nil {
+		if err := dataplane.AddRoute(h, l.Attrs().Index, dataplane.LinkRoute{Dst: netip.PrefixFrom(a4, 26).Masked(), GW: netip.MustParseAddr(uplinkAddr)}); err != nil {
 			return err
 		}
-		return dataplane.AddRoute(h, l.Attrs().Index, dataplane.Route{Dst: netip.PrefixFrom(a6, 122).Masked(), GW: netip.MustParseAddr(uplinkAddr6)})
+		return dataplane.AddRoute(h, l.Attrs().Index, dataplane.LinkRoute{Dst: netip.PrefixFrom(a6, 122).Masked(), GW: netip.MustParseAddr(uplinkAddr6)})
 	})
 	if err != nil {
 		e.t.Fatal(err)

@@ -136,7 +136,7 @@ func TestDuplicateIP(t *testing.T) {
 	conf := e.conf(`"ipMasq":true`)
 	err := onLink(e.host, "up0", func(h *netlink.Handle, l netlink.Link) error {
 		// The test IPAM hands out .2 first.
-		return dataplane.AddRoute(h, l.Attrs().Index, dataplane.Route{Dst: netip.MustParsePrefix("10.100.0.2/32"), LinkScope: true})
+		return dataplane.AddRoute(h, l.Attrs().Index, dataplane.LinkRoute{Dst: netip.MustParsePrefix("10.100.0.2/32"), LinkScope: true})
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -79,7 +79,7 @@ func (a *attachment) routedSpec(ips []podIP, v4, v6 bool) *containerSpec {
 	}
 	if v4 {
 		s.neighs = append(s.neighs, neigh{dataplane.RoutedGateway4, dataplane.RoutedHostMAC})
-		s.routes = append(s.routes, dataplane.Route{Dst: dataplane.HostPrefix(dataplane.RoutedGateway4), LinkScope: true})
+		s.routes = append(s.routes, dataplane.LinkRoute{Dst: dataplane.HostPrefix(dataplane.RoutedGateway4), LinkScope: true})
 	}
 	if v6 {
 		s.neighs = append(s.neighs, neigh{dataplane.RoutedGateway6, dataplane.RoutedHostMAC})
