@@ -360,68 +360,77 @@ func (s *Store) Watch(ctx context.Context, prefix string, fromRev int64) (<-chan
 		return nil, fmt.Errorf("etcd watch %s: %w", prefix, decodeAnswer(ctx, resp.status, data, nil))
 	}
 	out := make(chan ipam.WatchResponse, 16)
-	go func() {
-		defer close(out)
-		defer resp.body.Close()
-		dec := json.NewDecoder(resp.body)
-		send := func(r ipam.WatchResponse) bool {
-			select {
-			case out <- r:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
-		for {
-			var msg struct {
-				Result *struct {
-					CompactRevision int64s `json:"compact_revision"`
-					Canceled        bool   `json:"canceled"`
-					CancelReason    string `json:"cancel_reason"`
-					Events          []struct {
-						Type string `json:"type"` // omitted for PUT
-						Kv   kvJSON `json:"kv"`
-					} `json:"events"`
-				} `json:"result"`
-				Error *gatewayError `json:"error"`
-			}
-			if err := dec.Decode(&msg); err != nil {
-				if ctx.Err() == nil {
-					send(ipam.WatchResponse{Err: fmt.Errorf("etcd watch %s: %w", prefix, unavailable(ctx, err))})
-				}
-				return
-			}
-			if msg.Error != nil {
-				send(ipam.WatchResponse{Err: fmt.Errorf("etcd watch %s: %s", prefix, msg.Error.Message)})
-				return
-			}
-			r := msg.Result
-			if r == nil {
-				continue
-			}
-			if r.CompactRevision != 0 {
-				send(ipam.WatchResponse{Err: fmt.Errorf("watch %s from %d: compacted at %d: %w", prefix, fromRev, r.CompactRevision, ipam.ErrCompacted)})
-				return
-			}
-			if r.Canceled {
-				send(ipam.WatchResponse{Err: fmt.Errorf("etcd watch %s canceled: %s: %w", prefix, r.CancelReason, ipam.ErrUnavailable)})
-				return
-			}
-			if len(r.Events) == 0 {
-				continue // created or progress notification
-			}
-			var wr ipam.WatchResponse
-			for _, ev := range r.Events {
-				e := ipam.Event{KV: ev.Kv.toKV()}
-				if ev.Type == "DELETE" {
-					e.Type = ipam.EventDelete
-				}
-				wr.Events = append(wr.Events, e)
-			}
-			if !send(wr) {
-				return
-			}
-		}
-	}()
+	go streamWatch(ctx, resp.body, out, prefix, fromRev)
 	return out, nil
+}
+
+// streamWatch decodes the watch stream into out until ctx ends or the
+// stream does; an error is the last response, and out is closed after it.
+func streamWatch(ctx context.Context, body io.ReadCloser, out chan<- ipam.WatchResponse, prefix string, fromRev int64) {
+	defer close(out)
+	defer body.Close()
+	send := func(r ipam.WatchResponse) bool {
+		select {
+		case out <- r:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	dec := json.NewDecoder(body)
+	for {
+		var msg watchMessage
+		if err := dec.Decode(&msg); err != nil {
+			if ctx.Err() == nil {
+				send(ipam.WatchResponse{Err: fmt.Errorf("etcd watch %s: %w", prefix, unavailable(ctx, err))})
+			}
+			return
+		}
+		wr := msg.response(prefix, fromRev)
+		if wr.Err == nil && len(wr.Events) == 0 {
+			continue // created, or a progress notification
+		}
+		if !send(wr) || wr.Err != nil {
+			return
+		}
+	}
+}
+
+// watchMessage is one message of the gateway's watch stream.
+type watchMessage struct {
+	Result *struct {
+		CompactRevision int64s `json:"compact_revision"`
+		Canceled        bool   `json:"canceled"`
+		CancelReason    string `json:"cancel_reason"`
+		Events          []struct {
+			Type string `json:"type"` // omitted for PUT
+			Kv   kvJSON `json:"kv"`
+		} `json:"events"`
+	} `json:"result"`
+	Error *gatewayError `json:"error"`
+}
+
+// response is what the watcher gets for m: its events, or the error that
+// ends the watch; neither for a message that carries nothing.
+func (m *watchMessage) response(prefix string, fromRev int64) ipam.WatchResponse {
+	r := m.Result
+	switch {
+	case m.Error != nil:
+		return ipam.WatchResponse{Err: fmt.Errorf("etcd watch %s: %s", prefix, m.Error.Message)}
+	case r == nil:
+		return ipam.WatchResponse{}
+	case r.CompactRevision != 0:
+		return ipam.WatchResponse{Err: fmt.Errorf("watch %s from %d: compacted at %d: %w", prefix, fromRev, r.CompactRevision, ipam.ErrCompacted)}
+	case r.Canceled:
+		return ipam.WatchResponse{Err: fmt.Errorf("etcd watch %s canceled: %s: %w", prefix, r.CancelReason, ipam.ErrUnavailable)}
+	}
+	var wr ipam.WatchResponse
+	for _, ev := range r.Events {
+		e := ipam.Event{KV: ev.Kv.toKV()}
+		if ev.Type == "DELETE" {
+			e.Type = ipam.EventDelete
+		}
+		wr.Events = append(wr.Events, e)
+	}
+	return wr
 }

@@ -3,8 +3,10 @@ package etcdgw
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -65,33 +67,7 @@ func serve(t *testing.T, perConn int, announce bool, body string) (endpoint, *at
 				return
 			}
 			conns.Add(1)
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for i := range perConn {
-					n := 0
-					for {
-						line, err := br.ReadString('\n')
-						if err != nil {
-							return
-						}
-						if v, ok := strings.CutPrefix(line, "Content-Length: "); ok {
-							n, _ = strconv.Atoi(strings.TrimSpace(v))
-						}
-						if line == "\r\n" {
-							break
-						}
-					}
-					if _, err := io.CopyN(io.Discard, br, int64(n)); err != nil {
-						return
-					}
-					closing := ""
-					if announce && i == perConn-1 {
-						closing = "Connection: close\r\n"
-					}
-					io.WriteString(c, "HTTP/1.1 200 OK\r\n"+closing+"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
-				}
-			}()
+			go answer(c, perConn, announce, body)
 		}
 	}()
 	ep, err := parseEndpoint("http://" + l.Addr().String())
@@ -99,6 +75,58 @@ func serve(t *testing.T, perConn int, announce bool, body string) (endpoint, *at
 		t.Fatal(err)
 	}
 	return ep, &conns
+}
+
+// answer answers perConn requests on c with body, then closes c.
+func answer(c net.Conn, perConn int, announce bool, body string) {
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for i := range perConn {
+		if skipRequest(br) != nil {
+			return
+		}
+		closing := ""
+		if announce && i == perConn-1 {
+			closing = "Connection: close\r\n"
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\n"+closing+"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+	}
+}
+
+// skipRequest reads one request, head and body.
+func skipRequest(br *bufio.Reader) error {
+	n := 0
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return err
+		}
+		if v, ok := strings.CutPrefix(line, "Content-Length: "); ok {
+			n, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+		if line == "\r\n" {
+			break
+		}
+	}
+	_, err := io.CopyN(io.Discard, br, int64(n))
+	return err
+}
+
+// waitClosed blocks until the close of every idle connection of c to ep
+// has arrived: a read that ends in EOF. Nothing is read, since a closed
+// connection has nothing to give.
+func waitClosed(t *testing.T, c *httpClient, ep endpoint) {
+	t.Helper()
+	c.mu.Lock()
+	idle := slices.Clone(c.idle[ep.hostPort])
+	c.mu.Unlock()
+	for _, hc := range idle {
+		hc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := hc.br.Peek(1); !errors.Is(err, io.EOF) {
+			t.Fatalf("idle connection: %v, want the server's close (EOF)", err)
+		}
+		hc.SetReadDeadline(time.Time{})
+	}
 }
 
 func post(t *testing.T, c *httpClient, ep endpoint) string {
@@ -125,8 +153,7 @@ func TestConnectionReuse(t *testing.T) {
 		ep, conns := serve(t, 3, announce, `{"ok":true}`)
 		for i := range 7 {
 			if !announce && i%3 == 0 && i > 0 {
-				// Time for the server's close to arrive.
-				time.Sleep(50 * time.Millisecond)
+				waitClosed(t, c, ep) // the unannounced close has arrived
 			}
 			if got := post(t, c, ep); got != `{"ok":true}` {
 				t.Fatalf("announce=%v: answer %d: %q", announce, i, got)
