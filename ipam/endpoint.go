@@ -12,9 +12,9 @@ import (
 	"time"
 )
 
-// Workload endpoints (Calico's steps 2.2.3 and 2.2.6.5): the record of one
-// pod interface, under workloads/<node>/<namespace>/<pod>/<ifname>, naming
-// the container that holds it now and the handle of its addresses.
+// Workload endpoints (what Calico calls a WorkloadEndpoint): the record of
+// one pod interface, under workloads/<node>/<namespace>/<pod>/<ifname>,
+// naming the container that holds it now and the handle of its addresses.
 //
 // The endpoint is written in the allocation's own transaction
 // (AutoAssignArgs.Endpoint), so an allocation made for an endpoint never
