@@ -98,74 +98,22 @@ func (d Desired) SortedRoutes() []Route {
 // Compute derives the desired state from a snapshot. It is pure: the same
 // input always gives the same output, and it does no I/O.
 func Compute(p Params, s *Snapshot) Desired {
-	d := Desired{Routes: map[netip.Prefix]Route{}, Peers: map[string]Peer{}, VXLAN: p.Mode != ModeHostGW}
-	// transport is how a remote node's pods of one family are reached; ok
-	// is false for a node that cannot be routed (unregistered, or a
-	// record without the addresses its transport needs). The underlay
-	// is IPv4 either way: IPv6 pods go via the node's underlay link-local
-	// address in host-gw, and over the same VXLAN tunnel otherwise.
-	transport := func(node string, v6 bool) (Route, bool) {
-		rec, ok := s.Nodes[node]
-		if !ok || !rec.Address.Is4() {
-			return Route{}, false
-		}
-		kind := RouteVXLAN
-		switch p.Mode {
-		case ModeHostGW:
-			kind = RouteHostGW
-		case ModeAuto:
-			if onLink(rec.Address, p.LocalSubnets) {
-				kind = RouteHostGW
-			}
-		}
-		if kind == RouteHostGW && v6 && !rec.LinkLocal6.IsLinkLocalUnicast() {
-			// No IPv6 next hop on the underlay: in auto mode the tunnel
-			// carries the node's IPv6 pods; in host-gw nothing can.
-			if p.Mode != ModeAuto {
-				return Route{}, false
-			}
-			kind = RouteVXLAN
-		}
-		if kind == RouteHostGW {
-			via := rec.Address
-			if v6 {
-				via = rec.LinkLocal6
-			}
-			return Route{Kind: RouteHostGW, Via: via, Node: node}, true
-		}
-		mac, err := net.ParseMAC(rec.VTEPMAC)
-		if !rec.VTEPIP.Is4() || err != nil {
-			return Route{}, false
-		}
-		peer, seen := d.Peers[node]
-		if !seen {
-			peer = Peer{Node: node, VTEPIP: rec.VTEPIP, MAC: rec.VTEPMAC, Underlay: rec.Address}
-		}
-		via := rec.VTEPIP
-		if v6 {
-			// Only a node with IPv6 pods gets the IPv6 neighbour, so a
-			// cluster without IPv6 never needs it on the device.
-			peer.VTEPIP6 = VTEPLinkLocal6(mac)
-			via = peer.VTEPIP6
-		}
-		d.Peers[node] = peer
-		return Route{Kind: RouteVXLAN, Via: via, Node: node}, true
-	}
+	c := &computation{p: p, s: s, d: Desired{Routes: map[netip.Prefix]Route{}, Peers: map[string]Peer{}, VXLAN: p.Mode != ModeHostGW}}
 	// Every reachable remote node is a peer in VXLAN, blocks or not: a
 	// block confirmed a moment later then needs only its route.
 	for name := range s.Nodes {
 		if name != p.Self {
-			transport(name, false)
+			c.transport(name, false)
 		}
 	}
 	for cidr, node := range s.Blocks {
 		if node == p.Self {
-			d.Routes[cidr] = Route{Dst: cidr, Kind: RouteBlackhole, Node: node}
+			c.d.Routes[cidr] = Route{Dst: cidr, Kind: RouteBlackhole, Node: node}
 			continue
 		}
-		if r, ok := transport(node, cidr.Addr().Is6()); ok {
+		if r, ok := c.transport(node, cidr.Addr().Is6()); ok {
 			r.Dst = cidr
-			d.Routes[cidr] = r
+			c.d.Routes[cidr] = r
 		}
 	}
 	for addr, node := range s.Borrowed {
@@ -174,12 +122,87 @@ func Compute(p Params, s *Snapshot) Desired {
 			// veth, made by the plugin.
 			continue
 		}
-		if r, ok := transport(node, addr.Is6()); ok {
+		if r, ok := c.transport(node, addr.Is6()); ok {
 			r.Dst = netip.PrefixFrom(addr, addr.BitLen())
-			d.Routes[r.Dst] = r
+			c.d.Routes[r.Dst] = r
 		}
 	}
-	return d
+	return c.d
+}
+
+// computation is one Compute: its input, and the state it builds.
+type computation struct {
+	p Params
+	s *Snapshot
+	d Desired
+}
+
+// transport is how a remote node's pods of one family are reached; ok is
+// false for a node that cannot be routed (unregistered, or a record
+// without the addresses its transport needs). The underlay is IPv4
+// either way: IPv6 pods go via the node's underlay link-local address in
+// host-gw, and over the same VXLAN tunnel otherwise. A node reached over
+// VXLAN becomes a peer.
+func (c *computation) transport(node string, v6 bool) (Route, bool) {
+	rec, ok := c.s.Nodes[node]
+	if !ok || !rec.Address.Is4() {
+		return Route{}, false
+	}
+	kind, ok := c.kind(rec, v6)
+	switch {
+	case !ok:
+		return Route{}, false
+	case kind == RouteHostGW && v6:
+		return Route{Kind: RouteHostGW, Via: rec.LinkLocal6, Node: node}, true
+	case kind == RouteHostGW:
+		return Route{Kind: RouteHostGW, Via: rec.Address, Node: node}, true
+	}
+	return c.vxlanRoute(node, rec, v6)
+}
+
+// kind is the route kind to a node for one family under the mode; ok is
+// false when the node cannot be reached that way at all.
+func (c *computation) kind(rec NodeRecord, v6 bool) (kind RouteKind, ok bool) {
+	kind = RouteVXLAN
+	switch c.p.Mode {
+	case ModeHostGW:
+		kind = RouteHostGW
+	case ModeAuto:
+		if onLink(rec.Address, c.p.LocalSubnets) {
+			kind = RouteHostGW
+		}
+	}
+	if kind == RouteHostGW && v6 && !rec.LinkLocal6.IsLinkLocalUnicast() {
+		// No IPv6 next hop on the underlay: in auto mode the tunnel
+		// carries the node's IPv6 pods; in host-gw nothing can.
+		if c.p.Mode != ModeAuto {
+			return 0, false
+		}
+		kind = RouteVXLAN
+	}
+	return kind, true
+}
+
+// vxlanRoute is the route to a node over VXLAN, and makes the node a
+// peer; ok is false for a record without a usable VTEP.
+func (c *computation) vxlanRoute(node string, rec NodeRecord, v6 bool) (Route, bool) {
+	mac, err := net.ParseMAC(rec.VTEPMAC)
+	if !rec.VTEPIP.Is4() || err != nil {
+		return Route{}, false
+	}
+	peer, seen := c.d.Peers[node]
+	if !seen {
+		peer = Peer{Node: node, VTEPIP: rec.VTEPIP, MAC: rec.VTEPMAC, Underlay: rec.Address}
+	}
+	via := rec.VTEPIP
+	if v6 {
+		// Only a node with IPv6 pods gets the IPv6 neighbour, so a
+		// cluster without IPv6 never needs it on the device.
+		peer.VTEPIP6 = VTEPLinkLocal6(mac)
+		via = peer.VTEPIP6
+	}
+	c.d.Peers[node] = peer
+	return Route{Kind: RouteVXLAN, Via: via, Node: node}, true
 }
 
 func onLink(a netip.Addr, subnets []netip.Prefix) bool {

@@ -111,77 +111,112 @@ func (p *Programmer) deleteVXLAN() error {
 // podnet.vxlan so that they match peers. Every entry on the device is the
 // agent's.
 func (p *Programmer) syncPeers(index int, peers []Peer, add bool) error {
-	wantNeigh := map[netip.Addr]string{}
-	wantFDB := map[string]netip.Addr{}
+	want := peerEntries(peers)
+	neighs, fdb, err := p.listVXLANEntries(index)
+	if err != nil {
+		return err
+	}
+	if add {
+		return p.addPeerEntries(index, want, neighs, fdb)
+	}
+	return p.delStaleEntries(want, neighs, fdb)
+}
+
+// vxlanEntries are neighbour (VTEP address to MAC) and FDB (MAC to
+// underlay address) entries of podnet.vxlan.
+type vxlanEntries struct {
+	neigh map[netip.Addr]string
+	fdb   map[string]netip.Addr
+}
+
+// peerEntries are the entries that reach peers. A peer with an
+// unreadable MAC gets none.
+func peerEntries(peers []Peer) vxlanEntries {
+	want := vxlanEntries{neigh: map[netip.Addr]string{}, fdb: map[string]netip.Addr{}}
 	for _, peer := range peers {
 		mac, err := net.ParseMAC(peer.MAC)
 		if err != nil {
 			continue
 		}
-		wantNeigh[peer.VTEPIP] = mac.String()
+		want.neigh[peer.VTEPIP] = mac.String()
 		if peer.VTEPIP6.IsValid() {
-			wantNeigh[peer.VTEPIP6] = mac.String()
+			want.neigh[peer.VTEPIP6] = mac.String()
 		}
-		wantFDB[mac.String()] = peer.Underlay
+		want.fdb[mac.String()] = peer.Underlay
 	}
-	neighs, err := p.h.NeighList(index, netlink.FAMILY_V4)
+	return want
+}
+
+// listVXLANEntries lists the neighbours (IPv4 and, where the kernel has
+// it, IPv6) and the FDB of podnet.vxlan.
+func (p *Programmer) listVXLANEntries(index int) (neighs, fdb []netlink.Neigh, err error) {
+	neighs, err = p.h.NeighList(index, netlink.FAMILY_V4)
 	if err != nil {
-		return fmt.Errorf("list neighbours of %s: %w", VXLANDevice, err)
+		return nil, nil, fmt.Errorf("list neighbours of %s: %w", VXLANDevice, err)
 	}
 	neighs6, err := p.h.NeighList(index, netlink.FAMILY_V6)
 	if err != nil && !errors.Is(err, unix.EAFNOSUPPORT) {
-		return fmt.Errorf("list IPv6 neighbours of %s: %w", VXLANDevice, err)
+		return nil, nil, fmt.Errorf("list IPv6 neighbours of %s: %w", VXLANDevice, err)
 	}
-	neighs = append(neighs, neighs6...)
-	fdb, err := p.h.NeighList(index, unix.AF_BRIDGE)
+	fdb, err = p.h.NeighList(index, unix.AF_BRIDGE)
 	if err != nil {
-		return fmt.Errorf("list FDB of %s: %w", VXLANDevice, err)
+		return nil, nil, fmt.Errorf("list FDB of %s: %w", VXLANDevice, err)
 	}
-	var errs []error
-	if add {
-		haveNeigh := map[netip.Addr]string{}
-		for _, n := range neighs {
-			ip, _ := netip.AddrFromSlice(n.IP)
-			if n.State&netlink.NUD_PERMANENT != 0 {
-				haveNeigh[ip.Unmap()] = n.HardwareAddr.String()
-			}
-		}
-		haveFDB := map[string]netip.Addr{}
-		for _, n := range fdb {
-			ip, _ := netip.AddrFromSlice(n.IP)
-			haveFDB[n.HardwareAddr.String()] = ip.Unmap()
-		}
-		for mac, dst := range wantFDB {
-			if haveFDB[mac] == dst {
-				continue
-			}
-			hw, _ := net.ParseMAC(mac)
-			e := &netlink.Neigh{LinkIndex: index, Family: unix.AF_BRIDGE, Flags: netlink.NTF_SELF,
-				State: netlink.NUD_PERMANENT, HardwareAddr: hw, IP: dst.AsSlice()}
-			if err := p.h.NeighSet(e); err != nil {
-				errs = append(errs, fmt.Errorf("set FDB %s dst %s on %s: %w", mac, dst, VXLANDevice, err))
-			}
-		}
-		for ip, mac := range wantNeigh {
-			if haveNeigh[ip] == mac {
-				continue
-			}
-			hw, _ := net.ParseMAC(mac)
-			family := netlink.FAMILY_V4
-			if ip.Is6() {
-				family = netlink.FAMILY_V6
-			}
-			e := &netlink.Neigh{LinkIndex: index, Family: family, State: netlink.NUD_PERMANENT,
-				IP: ip.AsSlice(), HardwareAddr: hw}
-			if err := p.h.NeighSet(e); err != nil {
-				errs = append(errs, fmt.Errorf("set neighbour %s lladdr %s on %s: %w", ip, mac, VXLANDevice, err))
-			}
-		}
-		return errors.Join(errs...)
-	}
+	return append(neighs, neighs6...), fdb, nil
+}
+
+// addPeerEntries sets every wanted entry that is missing or different:
+// FDB entries first, then permanent neighbours.
+func (p *Programmer) addPeerEntries(index int, want vxlanEntries, neighs, fdb []netlink.Neigh) error {
+	haveNeigh := map[netip.Addr]string{}
 	for _, n := range neighs {
 		ip, _ := netip.AddrFromSlice(n.IP)
-		if mac, ok := wantNeigh[ip.Unmap()]; ok && mac == n.HardwareAddr.String() {
+		if n.State&netlink.NUD_PERMANENT != 0 {
+			haveNeigh[ip.Unmap()] = n.HardwareAddr.String()
+		}
+	}
+	haveFDB := map[string]netip.Addr{}
+	for _, n := range fdb {
+		ip, _ := netip.AddrFromSlice(n.IP)
+		haveFDB[n.HardwareAddr.String()] = ip.Unmap()
+	}
+	var errs []error
+	for mac, dst := range want.fdb {
+		if haveFDB[mac] == dst {
+			continue
+		}
+		hw, _ := net.ParseMAC(mac)
+		e := &netlink.Neigh{LinkIndex: index, Family: unix.AF_BRIDGE, Flags: netlink.NTF_SELF,
+			State: netlink.NUD_PERMANENT, HardwareAddr: hw, IP: dst.AsSlice()}
+		if err := p.h.NeighSet(e); err != nil {
+			errs = append(errs, fmt.Errorf("set FDB %s dst %s on %s: %w", mac, dst, VXLANDevice, err))
+		}
+	}
+	for ip, mac := range want.neigh {
+		if haveNeigh[ip] == mac {
+			continue
+		}
+		hw, _ := net.ParseMAC(mac)
+		family := netlink.FAMILY_V4
+		if ip.Is6() {
+			family = netlink.FAMILY_V6
+		}
+		e := &netlink.Neigh{LinkIndex: index, Family: family, State: netlink.NUD_PERMANENT,
+			IP: ip.AsSlice(), HardwareAddr: hw}
+		if err := p.h.NeighSet(e); err != nil {
+			errs = append(errs, fmt.Errorf("set neighbour %s lladdr %s on %s: %w", ip, mac, VXLANDevice, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// delStaleEntries deletes every neighbour and FDB entry that is not
+// wanted as it is.
+func (p *Programmer) delStaleEntries(want vxlanEntries, neighs, fdb []netlink.Neigh) error {
+	var errs []error
+	for _, n := range neighs {
+		ip, _ := netip.AddrFromSlice(n.IP)
+		if mac, ok := want.neigh[ip.Unmap()]; ok && mac == n.HardwareAddr.String() {
 			continue
 		}
 		if err := p.h.NeighDel(&n); err != nil && !dataplane.IsNotFound(err) {
@@ -190,7 +225,7 @@ func (p *Programmer) syncPeers(index int, peers []Peer, add bool) error {
 	}
 	for _, n := range fdb {
 		ip, _ := netip.AddrFromSlice(n.IP)
-		if dst, ok := wantFDB[n.HardwareAddr.String()]; ok && dst == ip.Unmap() {
+		if dst, ok := want.fdb[n.HardwareAddr.String()]; ok && dst == ip.Unmap() {
 			continue
 		}
 		n.Flags |= netlink.NTF_SELF
