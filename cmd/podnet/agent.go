@@ -16,13 +16,18 @@ import (
 	"github.com/podnet/podnet/install"
 )
 
+// agentOptions are the flags of podnet agent.
+type agentOptions struct {
+	node, storeSpec, mode, underlay, metricsAddr string
+	certFile, keyFile, caFile                    string
+	gcInterval, gcGrace, leaseTTL                time.Duration
+	// --install, and what it installs from where.
+	doInstall, uninstallOnExit bool
+	srcDir, networkConfig      string
+}
+
 func newAgentCommand(opts *globalOptions) *cobra.Command {
-	var (
-		node, storeSpec, mode, underlay, metricsAddr, srcDir, networkConfig string
-		certFile, keyFile, caFile                                           string
-		doInstall, uninstallOnExit                                          bool
-		gcInterval, gcGrace, leaseTTL                                       time.Duration
-	)
+	ao := &agentOptions{}
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the node agent: register the node, route to other nodes' pods, install the network config once ready",
@@ -37,87 +42,112 @@ that a runtime never starts pods on a node whose pod network is not ready.
 On SIGTERM it exits leaving routes in place: pods keep working while it
 restarts. It serves /metrics, /healthz and /readyz on --metrics-addr.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if node == "" {
-				h, err := os.Hostname()
-				if err != nil {
-					return fmt.Errorf("--node not set, $NODE_NAME empty, and no host name: %w", err)
-				}
-				node = h
-			}
-			m, err := agent.ParseMode(mode)
-			if err != nil {
-				return fmt.Errorf("--mode: %w", err)
-			}
-			ctx := cmd.Context()
-			store, etcdClient, err := agent.OpenStore(ctx, storeSpec, agent.StoreOptions{CertFile: certFile, KeyFile: keyFile, CAFile: caFile})
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			if etcdClient != nil {
-				defer etcdClient.Close()
-			}
-			cfg := agent.Config{
-				Node: node, Store: store, Etcd: etcdClient, Mode: m, UnderlayInterface: underlay,
-				LeaseTTL: leaseTTL, GCInterval: gcInterval, GCGrace: gcGrace, CacheDir: opts.cacheDir,
-				Logger: slog.Default(),
-			}
-			if doInstall {
-				if srcDir == "" {
-					if srcDir, err = defaultPluginDir(); err != nil {
-						return err
-					}
-				}
-				cfg.Install = &agent.InstallConfig{
-					SrcDir: srcDir, BinDir: opts.binDirs[0], ConfDir: opts.confDir, NetworkConfig: networkConfig,
-					Network: install.Network{Store: storeSpec}, UninstallOnExit: uninstallOnExit,
-				}
-			} else if uninstallOnExit {
-				slog.Warn("--uninstall-on-exit without --install: the agent installs no config, so it removes none")
-			}
-			a, err := agent.New(cfg)
-			if err != nil {
-				return err
-			}
-			var srv *http.Server
-			if metricsAddr != "" {
-				l, err := net.Listen("tcp", metricsAddr)
-				if err != nil {
-					return fmt.Errorf("--metrics-addr: %w", err)
-				}
-				srv = &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
-				go func() {
-					if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-						slog.Error("metrics server", "err", err)
-					}
-				}()
-			}
-			err = a.Run(ctx)
-			if srv != nil {
-				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = srv.Shutdown(sctx)
-			}
-			return err
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return ao.run(cmd.Context(), opts) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&node, "node", os.Getenv("NODE_NAME"), "node name (default $NODE_NAME, else the host name)")
-	f.StringVar(&storeSpec, "store", "", "IPAM store: etcd://HOST:PORT[,HOST:PORT] (or bolt:PATH for one node)")
-	f.StringVar(&certFile, "etcd-cert", "", "etcd client certificate")
-	f.StringVar(&keyFile, "etcd-key", "", "etcd client key")
-	f.StringVar(&caFile, "etcd-ca", "", "etcd CA bundle")
-	f.StringVar(&mode, "mode", string(agent.ModeAuto), "host-gw, vxlan, or auto (host-gw on the same L2, vxlan otherwise)")
-	f.StringVar(&underlay, "underlay-interface", "", "interface to other nodes (default: that of the IPv4 default route)")
-	f.StringVar(&metricsAddr, "metrics-addr", ":9603", "address for /metrics, /healthz and /readyz (empty: none)")
-	f.BoolVar(&doInstall, "install", false, "once ready, install the plugins into --bin-dir and write the network config into --conf-dir")
-	f.StringVar(&srcDir, "src-dir", "", "where the plugin binaries are (default: cni/ beside the podnet binary)")
-	f.StringVar(&networkConfig, "network-config", "", "conflist to install (default: generated for --store); its podnet-ipam gets this node's name")
-	f.BoolVar(&uninstallOnExit, "uninstall-on-exit", false, "remove the network config when the agent exits")
-	f.DurationVar(&gcInterval, "gc-interval", 5*time.Minute, "how often to release this node's leaked addresses (0: never)")
-	f.DurationVar(&gcGrace, "gc-grace", time.Minute, "how long an address's attachment must be missing before GC releases it")
-	f.DurationVar(&leaseTTL, "lease-ttl", 10*time.Second, "TTL of the node registration's etcd lease")
+	f.StringVar(&ao.node, "node", os.Getenv("NODE_NAME"), "node name (default $NODE_NAME, else the host name)")
+	f.StringVar(&ao.storeSpec, "store", "", "IPAM store: etcd://HOST:PORT[,HOST:PORT] (or bolt:PATH for one node)")
+	f.StringVar(&ao.certFile, "etcd-cert", "", "etcd client certificate")
+	f.StringVar(&ao.keyFile, "etcd-key", "", "etcd client key")
+	f.StringVar(&ao.caFile, "etcd-ca", "", "etcd CA bundle")
+	f.StringVar(&ao.mode, "mode", string(agent.ModeAuto), "host-gw, vxlan, or auto (host-gw on the same L2, vxlan otherwise)")
+	f.StringVar(&ao.underlay, "underlay-interface", "", "interface to other nodes (default: that of the IPv4 default route)")
+	f.StringVar(&ao.metricsAddr, "metrics-addr", ":9603", "address for /metrics, /healthz and /readyz (empty: none)")
+	f.BoolVar(&ao.doInstall, "install", false, "once ready, install the plugins into --bin-dir and write the network config into --conf-dir")
+	f.StringVar(&ao.srcDir, "src-dir", "", "where the plugin binaries are (default: cni/ beside the podnet binary)")
+	f.StringVar(&ao.networkConfig, "network-config", "", "conflist to install (default: generated for --store); its podnet-ipam gets this node's name")
+	f.BoolVar(&ao.uninstallOnExit, "uninstall-on-exit", false, "remove the network config when the agent exits")
+	f.DurationVar(&ao.gcInterval, "gc-interval", 5*time.Minute, "how often to release this node's leaked addresses (0: never)")
+	f.DurationVar(&ao.gcGrace, "gc-grace", time.Minute, "how long an address's attachment must be missing before GC releases it")
+	f.DurationVar(&ao.leaseTTL, "lease-ttl", 10*time.Second, "TTL of the node registration's etcd lease")
 	_ = cmd.MarkFlagRequired("store")
 	return cmd
+}
+
+// run runs the agent until ctx ends, serving its metrics meanwhile.
+func (ao *agentOptions) run(ctx context.Context, opts *globalOptions) error {
+	cfg, err := ao.config(opts)
+	if err != nil {
+		return err
+	}
+	store, etcdClient, err := agent.OpenStore(ctx, ao.storeSpec, agent.StoreOptions{CertFile: ao.certFile, KeyFile: ao.keyFile, CAFile: ao.caFile})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if etcdClient != nil {
+		defer etcdClient.Close()
+	}
+	cfg.Store, cfg.Etcd = store, etcdClient
+	a, err := agent.New(cfg)
+	if err != nil {
+		return err
+	}
+	stop, err := ao.serveMetrics(a.Handler())
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return a.Run(ctx)
+}
+
+// config is the agent's configuration from the flags, checked before
+// anything is opened; the caller adds the store.
+func (ao *agentOptions) config(opts *globalOptions) (agent.Config, error) {
+	node := ao.node
+	if node == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return agent.Config{}, fmt.Errorf("--node not set, $NODE_NAME empty, and no host name: %w", err)
+		}
+		node = h
+	}
+	m, err := agent.ParseMode(ao.mode)
+	if err != nil {
+		return agent.Config{}, fmt.Errorf("--mode: %w", err)
+	}
+	cfg := agent.Config{
+		Node: node, Mode: m, UnderlayInterface: ao.underlay,
+		LeaseTTL: ao.leaseTTL, GCInterval: ao.gcInterval, GCGrace: ao.gcGrace, CacheDir: opts.cacheDir,
+		Logger: slog.Default(),
+	}
+	if !ao.doInstall {
+		if ao.uninstallOnExit {
+			slog.Warn("--uninstall-on-exit without --install: the agent installs no config, so it removes none")
+		}
+		return cfg, nil
+	}
+	srcDir := ao.srcDir
+	if srcDir == "" {
+		if srcDir, err = defaultPluginDir(); err != nil {
+			return agent.Config{}, err
+		}
+	}
+	cfg.Install = &agent.InstallConfig{
+		SrcDir: srcDir, BinDir: opts.binDirs[0], ConfDir: opts.confDir, NetworkConfig: ao.networkConfig,
+		Network: install.Network{Store: ao.storeSpec}, UninstallOnExit: ao.uninstallOnExit,
+	}
+	return cfg, nil
+}
+
+// serveMetrics serves h on --metrics-addr, if set, until stop.
+func (ao *agentOptions) serveMetrics(h http.Handler) (stop func(), err error) {
+	if ao.metricsAddr == "" {
+		return func() {}, nil
+	}
+	l, err := net.Listen("tcp", ao.metricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			slog.Error("metrics server", "err", err)
+		}
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }

@@ -84,6 +84,21 @@ func (bo *benchOptions) run(cmd *cobra.Command, opts *globalOptions) error {
 		return err
 	}
 	defer os.RemoveAll(work)
+	chains, err := bo.chains(opts, work)
+	if err != nil {
+		return err
+	}
+	results, err := bo.measure(cmd, chains)
+	if err != nil {
+		return err
+	}
+	bo.report(cmd.OutOrStdout(), opts, results)
+	return nil
+}
+
+// chains are podnet's network and, with --compare-bin, the reference
+// chain, written into work.
+func (bo *benchOptions) chains(opts *globalOptions, work string) ([]benchChain, error) {
 	hostPorts := 20000
 	if bo.noPorts {
 		hostPorts = 0
@@ -93,23 +108,28 @@ func (bo *benchOptions) run(cmd *cobra.Command, opts *globalOptions) error {
 		Pods: bo.pods, Parallel: bo.parallel, HostPortBase: hostPorts,
 		Loopback: netplugin.LoopbackMode(opts.loopback),
 	}}}
-	if bo.compareBin != "" {
-		refConf := filepath.Join(work, "ref-net.d")
-		if err := os.MkdirAll(refConf, 0o755); err != nil {
-			return err
-		}
-		doc := fmt.Sprintf(referenceChain, filepath.Join(work, "ref-ipam"))
-		if err := os.WriteFile(filepath.Join(refConf, "10-reference.conflist"), []byte(doc), 0o644); err != nil {
-			return err
-		}
-		chains = append(chains, benchChain{"reference", bench.Options{
-			ConfDir: refConf, BinDirs: []string{bo.compareBin}, CacheDir: filepath.Join(work, "cache-ref"),
-			Pods: bo.pods, Parallel: bo.parallel, HostPortBase: hostPorts,
-			// The upstream way: the reference loopback plugin, exec'd.
-			Loopback: netplugin.LoopbackPlugin,
-		}})
+	if bo.compareBin == "" {
+		return chains, nil
 	}
-	// results[c][r] are chain c's phases in round r.
+	refConf := filepath.Join(work, "ref-net.d")
+	if err := os.MkdirAll(refConf, 0o755); err != nil {
+		return nil, err
+	}
+	doc := fmt.Sprintf(referenceChain, filepath.Join(work, "ref-ipam"))
+	if err := os.WriteFile(filepath.Join(refConf, "10-reference.conflist"), []byte(doc), 0o644); err != nil {
+		return nil, err
+	}
+	return append(chains, benchChain{"reference", bench.Options{
+		ConfDir: refConf, BinDirs: []string{bo.compareBin}, CacheDir: filepath.Join(work, "cache-ref"),
+		Pods: bo.pods, Parallel: bo.parallel, HostPortBase: hostPorts,
+		// The upstream way: the reference loopback plugin, exec'd.
+		Loopback: netplugin.LoopbackPlugin,
+	}}), nil
+}
+
+// measure runs every round, the chains taking turns; results[c][r] are
+// chain c's phases in round r.
+func (bo *benchOptions) measure(cmd *cobra.Command, chains []benchChain) ([][][]bench.Phase, error) {
 	results := make([][][]bench.Phase, len(chains))
 	for r := range bo.rounds {
 		for c, ch := range chains {
@@ -120,22 +140,26 @@ func (bo *benchOptions) run(cmd *cobra.Command, opts *globalOptions) error {
 			fmt.Fprintf(cmd.ErrOrStderr(), "podnet bench: %s%s: %d pods sequentially, then %d at a time...\n", ch.name, round, bo.pods, bo.parallel)
 			phases, err := bench.Run(cmd.Context(), ch.opts)
 			if err != nil {
-				return fmt.Errorf("%s: %w", ch.name, err)
+				return nil, fmt.Errorf("%s: %w", ch.name, err)
 			}
 			results[c] = append(results[c], phases)
 		}
 	}
-	out := cmd.OutOrStdout()
-	summary := make([][]bench.Phase, len(chains))
-	for c := range chains {
+	return results, nil
+}
+
+// report prints the rounds (when there are several) and the medians.
+func (bo *benchOptions) report(out io.Writer, opts *globalOptions, results [][][]bench.Phase) {
+	summary := make([][]bench.Phase, len(results))
+	for c := range results {
 		summary[c] = bench.MedianOf(results[c])
 	}
 	var ref []bench.Phase
-	if len(chains) > 1 {
+	if len(results) > 1 {
 		ref = summary[1]
 	}
 	fmt.Fprintf(out, "lo: podnet %s", opts.loopback)
-	if len(chains) > 1 {
+	if len(results) > 1 {
 		fmt.Fprintf(out, ", reference %s", netplugin.LoopbackPlugin)
 	}
 	fmt.Fprintln(out)
@@ -144,7 +168,6 @@ func (bo *benchOptions) run(cmd *cobra.Command, opts *globalOptions) error {
 		fmt.Fprintf(out, "\nmedian of %d rounds:\n", bo.rounds)
 	}
 	printBench(out, summary[0], ref)
-	return nil
 }
 
 // printRounds prints the ADD and DEL medians of every round, one line per

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"sort"
@@ -91,47 +92,58 @@ func (o *ipamOptions) showCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				sum := ipamSummary{}
-				for _, p := range pools {
-					ps := poolSummary{Pool: p}
-					for _, b := range bs {
-						if b.Pool == p.Name {
-							ps.Blocks++
-							ps.Allocated += b.Allocated
-							ps.Capacity += b.Size
-						}
-					}
-					sum.Allocated += ps.Allocated
-					sum.Pools = append(sum.Pools, ps)
-				}
+				sum := summarize(pools, bs)
 				if blocks {
 					sum.Blocks = bs
 				}
 				if output == "json" {
 					return printJSON(cmd, sum)
 				}
-				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "POOL\tCIDR\tBLOCK SIZE\tBLOCKS\tALLOCATED\tIN BLOCKS\tSELECTOR\tSTATE")
-				for _, p := range sum.Pools {
-					state := "enabled"
-					if p.Disabled {
-						state = "disabled"
-					}
-					fmt.Fprintf(w, "%s\t%s\t/%d\t%d\t%d\t%d\t%s\t%s\n", p.Name, p.CIDR, p.BlockSize, p.Blocks, p.Allocated, p.Capacity, orDash(p.NodeSelector), state)
-				}
-				if blocks {
-					fmt.Fprintln(w, "\nBLOCK\tNODE\tPOOL\tALLOCATED\tSIZE")
-					for _, b := range bs {
-						fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\n", b.CIDR, orDash(b.Node), orDash(b.Pool), b.Allocated, b.Size)
-					}
-				}
-				return w.Flush()
+				return printSummary(cmd.OutOrStdout(), sum, blocks)
 			})
 		},
 	}
 	cmd.Flags().BoolVar(&blocks, "blocks", false, "list every block with its node and use")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	return cmd
+}
+
+// summarize counts each pool's blocks and addresses.
+func summarize(pools []ipam.Pool, blocks []ipam.BlockInfo) ipamSummary {
+	sum := ipamSummary{}
+	for _, p := range pools {
+		ps := poolSummary{Pool: p}
+		for _, b := range blocks {
+			if b.Pool == p.Name {
+				ps.Blocks++
+				ps.Allocated += b.Allocated
+				ps.Capacity += b.Size
+			}
+		}
+		sum.Allocated += ps.Allocated
+		sum.Pools = append(sum.Pools, ps)
+	}
+	return sum
+}
+
+// printSummary prints the pools, and with blocks the summary's blocks.
+func printSummary(out io.Writer, sum ipamSummary, blocks bool) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "POOL\tCIDR\tBLOCK SIZE\tBLOCKS\tALLOCATED\tIN BLOCKS\tSELECTOR\tSTATE")
+	for _, p := range sum.Pools {
+		state := "enabled"
+		if p.Disabled {
+			state = "disabled"
+		}
+		fmt.Fprintf(w, "%s\t%s\t/%d\t%d\t%d\t%d\t%s\t%s\n", p.Name, p.CIDR, p.BlockSize, p.Blocks, p.Allocated, p.Capacity, orDash(p.NodeSelector), state)
+	}
+	if blocks {
+		fmt.Fprintln(w, "\nBLOCK\tNODE\tPOOL\tALLOCATED\tSIZE")
+		for _, b := range sum.Blocks {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\n", b.CIDR, orDash(b.Node), orDash(b.Pool), b.Allocated, b.Size)
+		}
+	}
+	return w.Flush()
 }
 
 func (o *ipamOptions) checkCommand(opts *globalOptions) *cobra.Command {

@@ -17,12 +17,6 @@ import (
 	"github.com/podnet/podnet/sandbox"
 )
 
-const (
-	defaultConfDir = "/etc/cni/net.d"
-	defaultBinDir  = "/opt/cni/bin"
-	defaultIfName  = "eth0"
-)
-
 // globalOptions are the flags every command shares. Their defaults come
 // from cnitool's environment, so scripts written for cnitool work as they
 // are.
@@ -38,8 +32,8 @@ type globalOptions struct {
 
 func (o *globalOptions) register(cmd *cobra.Command) {
 	f := cmd.PersistentFlags()
-	f.StringVar(&o.confDir, "conf-dir", envOr("NETCONFPATH", defaultConfDir), "directory of network configs ($NETCONFPATH)")
-	f.StringArrayVar(&o.binDirs, "bin-dir", splitPath(envOr("CNI_PATH", defaultBinDir)), "plugin directory, repeatable ($CNI_PATH)")
+	f.StringVar(&o.confDir, "conf-dir", envOr("NETCONFPATH", netplugin.DefaultConfDir), "directory of network configs ($NETCONFPATH)")
+	f.StringArrayVar(&o.binDirs, "bin-dir", splitPath(envOr("CNI_PATH", netplugin.DefaultBinDir)), "plugin directory, repeatable ($CNI_PATH)")
 	f.StringVar(&o.cacheDir, "cache-dir", cni.DefaultCacheDir, "result cache directory")
 	f.StringVar(&o.stateDir, "state-dir", sandbox.DefaultStateDir, "where podnet keeps the records of the sandboxes it creates")
 	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "deadline for the whole operation")

@@ -10,75 +10,95 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/netplugin"
 )
 
 type podOptions struct {
+	global      *globalOptions
 	ifName      string
 	containerID string
 }
 
 func newPodCommand(opts *globalOptions) *cobra.Command {
-	po := &podOptions{}
+	po := &podOptions{global: opts}
 	cmd := &cobra.Command{Use: "pod", Short: "Attach network namespaces to networks and detach them"}
-	cmd.PersistentFlags().StringVar(&po.ifName, "ifname", envOr("CNI_IFNAME", defaultIfName), "interface name in the namespace ($CNI_IFNAME)")
+	cmd.PersistentFlags().StringVar(&po.ifName, "ifname", envOr("CNI_IFNAME", netplugin.DefaultInterfaceName), "interface name in the namespace ($CNI_IFNAME)")
 	cmd.PersistentFlags().StringVar(&po.containerID, "container-id", "", "container ID (default: derived from the namespace path)")
+	cmd.AddCommand(
+		po.verbCommand("add", "Attach a namespace to a network and print the result", po.add),
+		po.verbCommand("check", "Check that an attachment is still as ADD left it", po.check),
+		po.verbCommand("del", "Detach a namespace from a network (idempotent)", po.del),
+		po.statusCommand(),
+		newPodGCCommand(opts), newPodLsCommand(opts), newPodRmCommand(opts))
+	return cmd
+}
 
-	verb := func(use, short string, run func(cmd *cobra.Command, rt *cni.Runtime, list *cni.NetworkConfigList, conf *cni.RuntimeConf) error) *cobra.Command {
-		return &cobra.Command{
-			Use:   use + " NETWORK NETNS",
-			Short: short,
-			Args:  cobra.ExactArgs(2),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				list, err := opts.network(args[0])
-				if err != nil {
-					return err
-				}
-				conf, err := po.runtimeConf(netnsPath(args[1]))
-				if err != nil {
-					return err
-				}
-				return run(cmd, opts.runtime(), list, conf)
-			},
+// attachmentVerb runs one verb on the attachment that NETWORK NETNS name.
+type attachmentVerb func(cmd *cobra.Command, rt *cni.Runtime, list *cni.NetworkConfigList, conf *cni.RuntimeConf) error
+
+// verbCommand is `pod <use> NETWORK NETNS`.
+func (po *podOptions) verbCommand(use, short string, run attachmentVerb) *cobra.Command {
+	return &cobra.Command{
+		Use:   use + " NETWORK NETNS",
+		Short: short,
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			list, err := po.global.network(args[0])
+			if err != nil {
+				return err
+			}
+			conf, err := po.runtimeConf(netnsPath(args[1]))
+			if err != nil {
+				return err
+			}
+			return run(cmd, po.global.runtime(), list, conf)
+		},
+	}
+}
+
+func (po *podOptions) add(cmd *cobra.Command, rt *cni.Runtime, list *cni.NetworkConfigList, conf *cni.RuntimeConf) error {
+	ctx, cancel := po.global.context(cmd)
+	defer cancel()
+	res, err := rt.AddNetworkList(ctx, list, conf)
+	if err != nil {
+		return err
+	}
+	return printJSON(cmd, res)
+}
+
+func (po *podOptions) check(cmd *cobra.Command, rt *cni.Runtime, list *cni.NetworkConfigList, conf *cni.RuntimeConf) error {
+	ctx, cancel := po.global.context(cmd)
+	defer cancel()
+	return rt.CheckNetworkList(ctx, list, conf)
+}
+
+func (po *podOptions) del(cmd *cobra.Command, rt *cni.Runtime, list *cni.NetworkConfigList, conf *cni.RuntimeConf) error {
+	ctx, cancel := po.global.context(cmd)
+	defer cancel()
+	// DEL of an attachment uses the configuration it was added with,
+	// when the cache has it: today's file may have changed since.
+	if a, err := rt.CachedAttachment(list.Name, conf); err == nil && a != nil {
+		if cached, err := a.CachedNetworkConfigList(); err == nil {
+			list = cached
 		}
 	}
-	cmd.AddCommand(verb("add", "Attach a namespace to a network and print the result", func(cmd *cobra.Command, rt *cni.Runtime, list *cni.NetworkConfigList, conf *cni.RuntimeConf) error {
-		ctx, cancel := opts.context(cmd)
-		defer cancel()
-		res, err := rt.AddNetworkList(ctx, list, conf)
-		if err != nil {
-			return err
-		}
-		return printJSON(cmd, res)
-	}))
-	cmd.AddCommand(verb("check", "Check that an attachment is still as ADD left it", func(cmd *cobra.Command, rt *cni.Runtime, list *cni.NetworkConfigList, conf *cni.RuntimeConf) error {
-		ctx, cancel := opts.context(cmd)
-		defer cancel()
-		return rt.CheckNetworkList(ctx, list, conf)
-	}))
-	cmd.AddCommand(verb("del", "Detach a namespace from a network (idempotent)", func(cmd *cobra.Command, rt *cni.Runtime, list *cni.NetworkConfigList, conf *cni.RuntimeConf) error {
-		ctx, cancel := opts.context(cmd)
-		defer cancel()
-		// DEL of an attachment uses the configuration it was added with,
-		// when the cache has it: today's file may have changed since.
-		if a, err := rt.CachedAttachment(list.Name, conf); err == nil && a != nil {
-			if cached, err := a.CachedNetworkConfigList(); err == nil {
-				list = cached
-			}
-		}
-		return rt.DelNetworkList(ctx, list, conf)
-	}))
-	cmd.AddCommand(&cobra.Command{
+	return rt.DelNetworkList(ctx, list, conf)
+}
+
+// statusCommand is `pod status NETWORK [NETNS]`.
+func (po *podOptions) statusCommand() *cobra.Command {
+	return &cobra.Command{
 		Use:   "status NETWORK [NETNS]",
 		Short: "Ask the network's plugins whether they are ready; with NETNS, print the cached attachment too",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := opts.context(cmd)
+			ctx, cancel := po.global.context(cmd)
 			defer cancel()
-			list, err := opts.network(args[0])
+			list, err := po.global.network(args[0])
 			if err != nil {
 				return err
 			}
-			rt := opts.runtime()
+			rt := po.global.runtime()
 			if err := rt.StatusNetworkList(ctx, list); err != nil {
 				return err
 			}
@@ -86,22 +106,26 @@ func newPodCommand(opts *globalOptions) *cobra.Command {
 			if len(args) == 1 {
 				return nil
 			}
-			conf, err := po.runtimeConf(netnsPath(args[1]))
-			if err != nil {
-				return err
-			}
-			a, err := rt.CachedAttachment(list.Name, conf)
-			if err != nil {
-				return err
-			}
-			if a == nil || a.Result == nil {
-				return cni.Errorf(cni.CodeUnknownContainer, "no cached attachment of container %q interface %q to network %q", conf.ContainerID, conf.IfName, list.Name)
-			}
-			return printJSON(cmd, a.Result)
+			return po.printCached(cmd, rt, list, netnsPath(args[1]))
 		},
-	})
-	cmd.AddCommand(newPodGCCommand(opts), newPodLsCommand(opts), newPodRmCommand(opts))
-	return cmd
+	}
+}
+
+// printCached prints the cached result of the attachment of the namespace
+// at netns to list.
+func (po *podOptions) printCached(cmd *cobra.Command, rt *cni.Runtime, list *cni.NetworkConfigList, netns string) error {
+	conf, err := po.runtimeConf(netns)
+	if err != nil {
+		return err
+	}
+	a, err := rt.CachedAttachment(list.Name, conf)
+	if err != nil {
+		return err
+	}
+	if a == nil || a.Result == nil {
+		return cni.Errorf(cni.CodeUnknownContainer, "no cached attachment of container %q interface %q to network %q", conf.ContainerID, conf.IfName, list.Name)
+	}
+	return printJSON(cmd, a.Result)
 }
 
 // runtimeConf builds the attachment's identity from flags and cnitool's
