@@ -32,64 +32,95 @@ func testEndpoints(e env) {
 	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "plain", Node: "n1", Num4: 1}); err != nil {
 		t.Fatal(err)
 	}
-	add := func(cid string) netip.Prefix {
-		t.Helper()
-		before := a.Txns()
-		got, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "net." + cid, Node: "n1", Num4: 1, Endpoint: podEndpoint("n1", "web", cid)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n := a.Txns() - before; n != 1 {
-			t.Fatalf("ADD of %s with its endpoint took %d transactions, want 1", cid, n)
-		}
-		return got.IPv4[0]
-	}
-	del := func(cid string) {
-		t.Helper()
-		before := a.Txns()
-		if err := a.ReleaseAttachment(ctxT(t), "net."+cid, endpointID("n1", "web"), cid); err != nil {
-			t.Fatal(err)
-		}
-		if n := a.Txns() - before; n > 1 {
-			t.Fatalf("DEL of %s took %d transactions, want at most 1", cid, n)
-		}
-	}
-	endpointIs := func(cid string) {
-		t.Helper()
-		ep, err := a.GetEndpoint(ctxT(t), endpointID("n1", "web"))
-		if cid == "" {
-			if ipam.KindOf(err) != ipam.KindNotFound {
-				t.Fatalf("endpoint after the last DEL: %+v, %v", ep, err)
-			}
-			return
-		}
-		if err != nil || ep.ContainerID != cid || ep.Handle != "net."+cid || ep.HostInterface != "pn"+cid || ep.Created.IsZero() {
-			t.Fatalf("endpoint = %+v, %v; want container %s", ep, err, cid)
-		}
-	}
-	leaked := func(want ...string) {
-		t.Helper()
-		rep, err := a.CheckWithEndpoints(ctxT(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, l := range rep.Leaked {
-			got = append(got, l.Handle)
-		}
-		rep.Leaked = nil
-		if !slices.Equal(got, want) || !rep.Clean() {
-			t.Fatalf("CheckWithEndpoints: leaked %v, want %v; report %+v", got, want, rep)
-		}
-	}
+	x := &endpointRun{env: e, a: a}
+	c1 := x.firstAdd()
+	x.newSandboxFirst(c1)
+	x.oldDelFirst()
+	x.deletedBehindTheBack()
+	x.badArguments()
+}
 
-	c1 := add("c1")
+// endpointRun is testEndpoints' allocator with its ADD, DEL and checks,
+// all for the pod n1/ns/web/eth0.
+type endpointRun struct {
+	env
+	a *ipam.Allocator
+}
+
+// add is an ADD of container cid: one transaction, address and endpoint.
+func (x *endpointRun) add(cid string) netip.Prefix {
+	t := x.t
+	t.Helper()
+	before := x.a.Txns()
+	got, err := x.a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "net." + cid, Node: "n1", Num4: 1, Endpoint: podEndpoint("n1", "web", cid)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := x.a.Txns() - before; n != 1 {
+		t.Fatalf("ADD of %s with its endpoint took %d transactions, want 1", cid, n)
+	}
+	return got.IPv4[0]
+}
+
+// del is a DEL of container cid: at most one transaction.
+func (x *endpointRun) del(cid string) {
+	t := x.t
+	t.Helper()
+	before := x.a.Txns()
+	if err := x.a.ReleaseAttachment(ctxT(t), "net."+cid, endpointID("n1", "web"), cid); err != nil {
+		t.Fatal(err)
+	}
+	if n := x.a.Txns() - before; n > 1 {
+		t.Fatalf("DEL of %s took %d transactions, want at most 1", cid, n)
+	}
+}
+
+// endpointIs checks that the endpoint names container cid, or that
+// there is none when cid is empty.
+func (x *endpointRun) endpointIs(cid string) {
+	t := x.t
+	t.Helper()
+	ep, err := x.a.GetEndpoint(ctxT(t), endpointID("n1", "web"))
+	if cid == "" {
+		if ipam.KindOf(err) != ipam.KindNotFound {
+			t.Fatalf("endpoint after the last DEL: %+v, %v", ep, err)
+		}
+		return
+	}
+	if err != nil || ep.ContainerID != cid || ep.Handle != "net."+cid || ep.HostInterface != "pn"+cid || ep.Created.IsZero() {
+		t.Fatalf("endpoint = %+v, %v; want container %s", ep, err, cid)
+	}
+}
+
+// leaked checks that Check with endpoints finds exactly the handles
+// want leaked, and nothing else.
+func (x *endpointRun) leaked(want ...string) {
+	t := x.t
+	t.Helper()
+	rep, err := x.a.CheckWithEndpoints(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range rep.Leaked {
+		got = append(got, l.Handle)
+	}
+	rep.Leaked = nil
+	if !slices.Equal(got, want) || !rep.Clean() {
+		t.Fatalf("CheckWithEndpoints: leaked %v, want %v; report %+v", got, want, rep)
+	}
+}
+
+// firstAdd: the endpoint holds the address; a repeated ADD gives the
+// same address and writes nothing.
+func (x *endpointRun) firstAdd() netip.Prefix {
+	t, a := x.t, x.a
+	c1 := x.add("c1")
 	ep, err := a.GetEndpoint(ctxT(t), endpointID("n1", "web"))
 	if err != nil || !slices.Equal(ep.IPs, []netip.Prefix{netip.PrefixFrom(c1.Addr(), 32)}) || ep.Network != "net" || ep.MAC == "" {
 		t.Fatalf("endpoint = %+v, %v; want %s", ep, err, c1.Addr())
 	}
-	leaked()
-	// A repeated ADD: the same address, nothing written.
+	x.leaked()
 	before := a.Txns()
 	again, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "net.c1", Node: "n1", Num4: 1, Endpoint: podEndpoint("n1", "web", "c1")})
 	if err != nil || again.IPv4[0] != c1 || a.Txns() != before {
@@ -98,44 +129,57 @@ func testEndpoints(e env) {
 	if ep2, _ := a.GetEndpoint(ctxT(t), endpointID("n1", "web")); !ep2.Created.Equal(ep.Created) {
 		t.Fatalf("repeated ADD rewrote the endpoint: %v -> %v", ep.Created, ep2.Created)
 	}
+	return c1
+}
 
-	// The new sandbox's ADD comes before the old one's DEL.
-	c2 := add("c2")
+// newSandboxFirst: the new sandbox's ADD comes before the old one's DEL
+// (c1, at address c1).
+func (x *endpointRun) newSandboxFirst(c1 netip.Prefix) {
+	t := x.t
+	c2 := x.add("c2")
 	if c2 == c1 {
 		t.Fatalf("new sandbox got the old one's address %s", c1)
 	}
-	endpointIs("c2")
-	leaked("net.c1")
-	del("c1")
-	endpointIs("c2")
-	if held, _ := a.IPsByHandle(ctxT(t), "net.c2"); !slices.Equal(held, []netip.Prefix{c2}) {
+	x.endpointIs("c2")
+	x.leaked("net.c1")
+	x.del("c1")
+	x.endpointIs("c2")
+	if held, _ := x.a.IPsByHandle(ctxT(t), "net.c2"); !slices.Equal(held, []netip.Prefix{c2}) {
 		t.Fatalf("old sandbox's DEL touched the new one: %v", held)
 	}
-	leaked()
+	x.leaked()
+}
 
-	// The old sandbox's DEL comes first.
-	del("c2")
-	endpointIs("")
-	add("c3")
-	endpointIs("c3")
-	del("c3")
-	endpointIs("")
-	del("c3") // DEL is idempotent
-	leaked()
+// oldDelFirst: the old sandbox's DEL comes first; DEL is idempotent.
+func (x *endpointRun) oldDelFirst() {
+	x.del("c2")
+	x.endpointIs("")
+	x.add("c3")
+	x.endpointIs("c3")
+	x.del("c3")
+	x.endpointIs("")
+	x.del("c3")
+	x.leaked()
+}
 
-	// An endpoint deleted behind the allocator's back leaves a leak that
-	// Check reports and GC releases.
-	add("c4")
-	if _, err := e.store.Txn(ctxT(t), nil, []ipam.Op{ipam.Del(e.keys.Workload(endpointID("n1", "web")))}); err != nil {
+// deletedBehindTheBack: an endpoint deleted behind the allocator's back
+// leaves a leak that Check reports and GC releases.
+func (x *endpointRun) deletedBehindTheBack() {
+	t := x.t
+	x.add("c4")
+	if _, err := x.store.Txn(ctxT(t), nil, []ipam.Op{ipam.Del(x.keys.Workload(endpointID("n1", "web")))}); err != nil {
 		t.Fatal(err)
 	}
-	leaked("net.c4")
-	if rel, err := a.GC(ctxT(t), "n1", []string{"plain"}); err != nil || len(rel) != 1 {
+	x.leaked("net.c4")
+	if rel, err := x.a.GC(ctxT(t), "n1", []string{"plain"}); err != nil || len(rel) != 1 {
 		t.Fatalf("GC = %v, %v", rel, err)
 	}
-	leaked()
+	x.leaked()
+}
 
-	// Endpoint arguments are checked.
+// badArguments: endpoint arguments are checked.
+func (x *endpointRun) badArguments() {
+	t, a := x.t, x.a
 	bad := podEndpoint("n2", "web", "c5")
 	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "net.c5", Node: "n1", Num4: 1, Endpoint: bad}); ipam.KindOf(err) != ipam.KindInvalid {
 		t.Fatalf("endpoint of another node: %v", err)
