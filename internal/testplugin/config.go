@@ -14,21 +14,21 @@ import (
 
 // config is the plugin's configuration; see the package documentation.
 type config struct {
-	CNIVersion       string              `json:"cniVersion"`
-	Record           string              `json:"record"`
-	Result           json.RawMessage     `json:"result"`
-	PrevResult       json.RawMessage     `json:"prevResult"`
-	IfName           string              `json:"ifname"`
-	IP               string              `json:"ip"`
-	Fail             map[string]failSpec `json:"fail"`
-	Sleep            json.RawMessage     `json:"sleep"`
-	Crash            verbs               `json:"crash"`
-	Garbage          verbs               `json:"garbage"`
-	Null             bool                `json:"null"`
-	SpawnChild       bool                `json:"spawnChild"`
-	ChildSleep       string              `json:"childSleep"`
-	ChildHoldsOutput bool                `json:"childHoldsOutput"`
-	IgnoreTerm       bool                `json:"ignoreTerm"`
+	CNIVersion       string                `json:"cniVersion"`
+	Record           string                `json:"record"`
+	Result           json.RawMessage       `json:"result"`
+	PrevResult       json.RawMessage       `json:"prevResult"`
+	IfName           string                `json:"ifname"`
+	IP               string                `json:"ip"`
+	Fail             map[cni.Verb]failSpec `json:"fail"`
+	Sleep            json.RawMessage       `json:"sleep"`
+	Crash            verbs                 `json:"crash"`
+	Garbage          verbs                 `json:"garbage"`
+	Null             bool                  `json:"null"`
+	SpawnChild       bool                  `json:"spawnChild"`
+	ChildSleep       string                `json:"childSleep"`
+	ChildHoldsOutput bool                  `json:"childHoldsOutput"`
+	IgnoreTerm       bool                  `json:"ignoreTerm"`
 }
 
 type failSpec struct {
@@ -38,15 +38,15 @@ type failSpec struct {
 }
 
 // verbs is a verb, a list of verbs, or "*".
-type verbs []string
+type verbs []cni.Verb
 
 func (v *verbs) UnmarshalJSON(b []byte) error {
-	var one string
+	var one cni.Verb
 	if err := json.Unmarshal(b, &one); err == nil {
 		*v = verbs{one}
 		return nil
 	}
-	var many []string
+	var many []cni.Verb
 	if err := json.Unmarshal(b, &many); err != nil {
 		return err
 	}
@@ -54,7 +54,7 @@ func (v *verbs) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-func (v verbs) has(cmd string) bool { return slices.Contains(v, cmd) || slices.Contains(v, "*") }
+func (v verbs) has(cmd cni.Verb) bool { return slices.Contains(v, cmd) || slices.Contains(v, "*") }
 
 // parseConfig decodes stdin. The record dir is wanted even from a
 // configuration that is otherwise broken, so a partial config is
@@ -74,13 +74,13 @@ func parseConfig(stdin []byte) (*config, *cni.Error) {
 	return &c, nil
 }
 
-func (c *config) sleepFor(cmd string) time.Duration {
+func (c *config) sleepFor(cmd cni.Verb) time.Duration {
 	if len(c.Sleep) == 0 {
 		return 0
 	}
 	var s string
 	if json.Unmarshal(c.Sleep, &s) != nil {
-		var per map[string]string
+		var per map[cni.Verb]string
 		_ = json.Unmarshal(c.Sleep, &per)
 		s = per[cmd]
 	}

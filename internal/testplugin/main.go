@@ -38,7 +38,7 @@ func main() {
 }
 
 func run() int {
-	cmd := os.Getenv("CNI_COMMAND")
+	cmd := cni.Verb(os.Getenv("CNI_COMMAND"))
 	stdin, err := io.ReadAll(os.Stdin)
 	if err != nil {
 		return fail(&cni.Error{Code: cni.CodeIOFailure, Msg: "read stdin: " + err.Error()})
@@ -55,28 +55,14 @@ func run() int {
 		}
 	}
 	versions := supportedVersions()
-	if cmd == "VERSION" {
+	if cmd == cni.VerbVersion {
 		return printJSON(&cni.VersionInfo{CNIVersion: newest(versions), SupportedVersions: versions})
 	}
 	if confErr != nil {
 		return fail(confErr)
 	}
-	if conf.IgnoreTerm {
-		// Before the child starts, so that no SIGTERM sent to the group
-		// can find the plugin still unprotected.
-		signal.Ignore(syscall.SIGTERM)
-	}
-	if conf.SpawnChild {
-		if err := spawnChild(conf, dir); err != nil {
-			return fail(&cni.Error{Code: cni.CodeInternal, Msg: "spawn child: " + err.Error()})
-		}
-	}
-	if d := conf.sleepFor(cmd); d > 0 {
-		time.Sleep(d)
-	}
-	if conf.Crash.has(cmd) {
-		fmt.Fprintf(os.Stderr, "testplugin: crashing on %s as configured\n", cmd)
-		return 2
+	if code, exit := misbehave(conf, cmd, dir); exit {
+		return code
 	}
 	if !slices.Contains(versions, conf.CNIVersion) {
 		return fail(cni.Errorf(cni.CodeIncompatibleVersion, "testplugin: cniVersion %q not in %s", conf.CNIVersion, strings.Join(versions, ",")))
@@ -88,8 +74,37 @@ func run() int {
 		fmt.Println("this is not JSON {")
 		return 0
 	}
+	return answer(conf, cmd)
+}
+
+// misbehave does what the configuration says the plugin does before it
+// answers: ignore SIGTERM, leave a child behind, take its time, or crash
+// (exit is then true, with the exit status).
+func misbehave(conf *config, cmd cni.Verb, dir string) (code int, exit bool) {
+	if conf.IgnoreTerm {
+		// Before the child starts, so that no SIGTERM sent to the group
+		// can find the plugin still unprotected.
+		signal.Ignore(syscall.SIGTERM)
+	}
+	if conf.SpawnChild {
+		if err := spawnChild(conf, dir); err != nil {
+			return fail(&cni.Error{Code: cni.CodeInternal, Msg: "spawn child: " + err.Error()}), true
+		}
+	}
+	if d := conf.sleepFor(cmd); d > 0 {
+		time.Sleep(d)
+	}
+	if conf.Crash.has(cmd) {
+		fmt.Fprintf(os.Stderr, "testplugin: crashing on %s as configured\n", cmd)
+		return 2, true
+	}
+	return 0, false
+}
+
+// answer is the plugin's answer to a verb it serves.
+func answer(conf *config, cmd cni.Verb) int {
 	switch cmd {
-	case "ADD":
+	case cni.VerbAdd:
 		if conf.Null {
 			fmt.Println("null")
 			return 0
@@ -103,7 +118,7 @@ func run() int {
 			return fail(cni.AsError(err, cni.CodeInternal))
 		}
 		return printJSON(r)
-	case "DEL", "CHECK", "STATUS", "GC":
+	case cni.VerbDel, cni.VerbCheck, cni.VerbStatus, cni.VerbGC:
 		return 0
 	}
 	return fail(cni.Errorf(cni.CodeInvalidEnvironment, "testplugin: unknown CNI_COMMAND %q", cmd))
@@ -126,8 +141,8 @@ func newest(versions []string) string {
 	return best
 }
 
-func writeRecord(dir, cmd string, stdin []byte) error {
-	r := &record.Record{Command: cmd, Env: map[string]string{}, Stdin: string(stdin), PID: os.Getpid(), PGID: unix.Getpgrp()}
+func writeRecord(dir string, cmd cni.Verb, stdin []byte) error {
+	r := &record.Record{Command: string(cmd), Env: map[string]string{}, Stdin: string(stdin), PID: os.Getpid(), PGID: unix.Getpgrp()}
 	r.NetNS, _ = os.Readlink("/proc/self/ns/net")
 	for _, kv := range os.Environ() {
 		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "CNI_") {
