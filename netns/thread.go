@@ -36,10 +36,6 @@ func (p *PanicError) Error() string {
 // locked (and must stay where it is), and a thread we may have to kill
 // must not be the caller's.
 func onFreshThread(body func() error) error {
-	type outcome struct {
-		err   error
-		panic *PanicError
-	}
 	done := make(chan outcome, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -54,18 +50,7 @@ func onFreshThread(body func() error) error {
 		}
 		defer orig.Close()
 
-		func() {
-			defer func() {
-				if p := recover(); p != nil {
-					if pe, ok := p.(*PanicError); ok { // a nested Do's
-						o.panic = pe
-						return
-					}
-					o.panic = &PanicError{Value: p, Stack: debug.Stack()}
-				}
-			}()
-			o.err = body()
-		}()
+		o = runCatching(body)
 
 		// Switch back even when body failed or did not switch: it may
 		// have failed half way, and the check costs one system call.
@@ -81,4 +66,29 @@ func onFreshThread(body func() error) error {
 		panic(o.panic)
 	}
 	return o.err
+}
+
+// outcome is how body ended: its error, or its panic.
+type outcome struct {
+	err   error
+	panic *PanicError
+}
+
+// runCatching runs body, turning a panic into the outcome's PanicError
+// with the stack where it happened; a nested Do's PanicError is kept as
+// it is, so the stack stays the original one.
+func runCatching(body func() error) (o outcome) {
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		if pe, ok := p.(*PanicError); ok {
+			o.panic = pe
+			return
+		}
+		o.panic = &PanicError{Value: p, Stack: debug.Stack()}
+	}()
+	o.err = body()
+	return o
 }
