@@ -3,6 +3,8 @@ package ipam
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -145,93 +147,124 @@ func TestBlockFilter(t *testing.T) {
 func TestBlockModel(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	cidrs := []string{"10.0.0.0/29", "10.0.0.64/26", "fd00::/122", "fd00::8/125", "10.9.0.0/32"}
+	handles := []string{"h0", "h1", "h2", "h3", "h4"}
 	for run := range 400 {
-		cidr := netip.MustParsePrefix(cidrs[run%len(cidrs)])
-		b := NewBlock(cidr, "host:n1")
-		owner := map[netip.Addr]string{} // model: address -> handle
-		var queue []netip.Addr           // model: free addresses, FIFO
-		for i := range b.Size() {
-			queue = append(queue, b.Addr(i))
-		}
-		handles := []string{"h0", "h1", "h2", "h3", "h4"}
+		m := newBlockModel(netip.MustParsePrefix(cidrs[run%len(cidrs)]))
 		for step := range 60 {
 			h := handles[r.IntN(len(handles))]
+			var err error
 			switch op := r.IntN(5); op {
-			case 0, 1: // auto allocate
-				n := r.IntN(4) + 1
-				got := b.AutoAllocate(n, attrs(h), nil)
-				want := queue[:min(n, len(queue))]
-				if !slices.Equal(got, want) {
-					t.Fatalf("run %d step %d: AutoAllocate(%d) = %v, want %v", run, step, n, got, want)
-				}
-				for _, a := range want {
-					owner[a] = h
-				}
-				queue = slices.Clone(queue[len(want):])
-			case 2: // allocate one address
-				a := b.Addr(r.IntN(b.Size()))
-				err := b.AllocateAddr(a, attrs(h))
-				prev, taken := owner[a]
-				switch {
-				case taken && prev != h:
-					if err == nil {
-						t.Fatalf("run %d step %d: %s taken by %s, given to %s", run, step, a, prev, h)
-					}
-				case err != nil:
-					t.Fatalf("run %d step %d: AllocateAddr(%s): %v", run, step, a, err)
-				case !taken:
-					owner[a] = h
-					i := slices.Index(queue, a)
-					queue = slices.Delete(queue, i, i+1)
-				}
-			case 3: // release some addresses, some of them free
+			case 0, 1:
+				err = m.autoAllocate(r.IntN(4)+1, h)
+			case 2:
+				err = m.allocateAddr(m.b.Addr(r.IntN(m.b.Size())), h)
+			case 3: // some of them free
 				var addrs []netip.Addr
 				for range r.IntN(4) + 1 {
-					addrs = append(addrs, b.Addr(r.IntN(b.Size())))
+					addrs = append(addrs, m.b.Addr(r.IntN(m.b.Size())))
 				}
-				lost := b.Release(addrs)
-				wantLost := map[string]int{}
-				for _, a := range addrs {
-					if o, ok := owner[a]; ok {
-						wantLost[o]++
-						delete(owner, a)
-						queue = append(queue, a)
-					}
-				}
-				if len(lost) != len(wantLost) {
-					t.Fatalf("run %d step %d: Release lost %v, want %v", run, step, lost, wantLost)
-				}
-				for k, v := range wantLost {
-					if lost[k] != v {
-						t.Fatalf("run %d step %d: Release lost %v, want %v", run, step, lost, wantLost)
-					}
-				}
-			case 4: // release a handle
-				got := b.ReleaseHandle(h)
-				var want []netip.Addr
-				for i := range b.Size() {
-					if a := b.Addr(i); owner[a] == h {
-						want = append(want, a)
-						delete(owner, a)
-					}
-				}
-				queue = append(queue, want...)
-				if !slices.Equal(got, want) {
-					t.Fatalf("run %d step %d: ReleaseHandle = %v, want %v", run, step, got, want)
-				}
+				err = m.release(addrs)
+			case 4:
+				err = m.releaseHandle(h)
+			}
+			if err != nil {
+				t.Fatalf("run %d step %d: %v", run, step, err)
 			}
 			if r.IntN(8) == 0 {
-				raw, err := json.Marshal(b)
-				if err != nil {
-					t.Fatal(err)
-				}
-				b = new(Block)
-				if err := json.Unmarshal(raw, b); err != nil {
-					t.Fatal(err)
-				}
+				m.roundTrip(t)
 			}
-			checkModel(t, b, owner, queue)
+			checkModel(t, m.b, m.owner, m.queue)
 		}
+	}
+}
+
+// blockModel is a block beside what it must behave like.
+type blockModel struct {
+	b     *Block
+	owner map[netip.Addr]string // address -> handle
+	queue []netip.Addr          // free addresses, FIFO
+}
+
+func newBlockModel(cidr netip.Prefix) *blockModel {
+	m := &blockModel{b: NewBlock(cidr, "host:n1"), owner: map[netip.Addr]string{}}
+	for i := range m.b.Size() {
+		m.queue = append(m.queue, m.b.Addr(i))
+	}
+	return m
+}
+
+func (m *blockModel) autoAllocate(n int, h string) error {
+	got := m.b.AutoAllocate(n, attrs(h), nil)
+	want := m.queue[:min(n, len(m.queue))]
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("AutoAllocate(%d) = %v, want %v", n, got, want)
+	}
+	for _, a := range want {
+		m.owner[a] = h
+	}
+	m.queue = slices.Clone(m.queue[len(want):])
+	return nil
+}
+
+func (m *blockModel) allocateAddr(a netip.Addr, h string) error {
+	err := m.b.AllocateAddr(a, attrs(h))
+	prev, taken := m.owner[a]
+	switch {
+	case taken && prev != h:
+		if err == nil {
+			return fmt.Errorf("%s taken by %s, given to %s", a, prev, h)
+		}
+	case err != nil:
+		return fmt.Errorf("AllocateAddr(%s): %v", a, err)
+	case !taken:
+		m.owner[a] = h
+		i := slices.Index(m.queue, a)
+		m.queue = slices.Delete(m.queue, i, i+1)
+	}
+	return nil
+}
+
+func (m *blockModel) release(addrs []netip.Addr) error {
+	lost := m.b.Release(addrs)
+	wantLost := map[string]int{}
+	for _, a := range addrs {
+		if o, ok := m.owner[a]; ok {
+			wantLost[o]++
+			delete(m.owner, a)
+			m.queue = append(m.queue, a)
+		}
+	}
+	if !maps.Equal(lost, wantLost) {
+		return fmt.Errorf("Release lost %v, want %v", lost, wantLost)
+	}
+	return nil
+}
+
+func (m *blockModel) releaseHandle(h string) error {
+	got := m.b.ReleaseHandle(h)
+	var want []netip.Addr
+	for i := range m.b.Size() {
+		if a := m.b.Addr(i); m.owner[a] == h {
+			want = append(want, a)
+			delete(m.owner, a)
+		}
+	}
+	m.queue = append(m.queue, want...)
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("ReleaseHandle = %v, want %v", got, want)
+	}
+	return nil
+}
+
+// roundTrip replaces the block with its JSON round trip.
+func (m *blockModel) roundTrip(t *testing.T) {
+	raw, err := json.Marshal(m.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.b = new(Block)
+	if err := json.Unmarshal(raw, m.b); err != nil {
+		t.Fatal(err)
 	}
 }
 
