@@ -84,17 +84,7 @@ var (
 // NewRuleset describes the table. Nothing here talks to the kernel.
 func NewRuleset() *Ruleset {
 	t := &nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}
-	rs := &Ruleset{Table: t, Sets: map[string]*nftables.Set{}, Rules: map[string][]*nftables.Rule{}}
-
-	mapOf := func(name string, key, data nftables.SetDatatype) {
-		rs.Sets[name] = &nftables.Set{Table: t, Name: name, IsMap: true, Concatenation: true, KeyType: key, DataType: data}
-	}
-	mapOf(SetDNAT4, keyPort, dataDest4)
-	mapOf(SetHostIP4, keyHost4, dataDest4)
-	mapOf(SetDNAT6, keyPort, dataDest6)
-	mapOf(SetHostIP6, keyHost6, dataDest6)
-	rs.Sets[SetSNAT4] = &nftables.Set{Table: t, Name: SetSNAT4, Concatenation: true, KeyType: keyPair4}
-	rs.Sets[SetSNAT6] = &nftables.Set{Table: t, Name: SetSNAT6, Concatenation: true, KeyType: keyPair6}
+	rs := &Ruleset{Table: t, Sets: newSets(t), Rules: map[string][]*nftables.Rule{}}
 
 	accept := nftables.ChainPolicyAccept
 	prerouting := &nftables.Chain{Name: ChainPrerouting, Table: t, Type: nftables.ChainTypeNAT,
@@ -109,24 +99,50 @@ func NewRuleset() *Ruleset {
 	// hostports first: the base chains jump to it.
 	rs.Chains = []*nftables.Chain{hostports, prerouting, output, postrouting, input}
 
-	rule := func(c *nftables.Chain, exprs ...[]expr.Any) {
-		var all []expr.Any
-		for _, e := range exprs {
-			all = append(all, e...)
-		}
-		rs.Rules[c.Name] = append(rs.Rules[c.Name], &nftables.Rule{Table: t, Chain: c, Exprs: all})
-	}
-	ex := func(e ...expr.Any) []expr.Any { return e }
-
 	// Only traffic to an address of this host is a host port.
 	toLocal := ex(
 		&expr.Fib{Register: reg1, FlagDADDR: true, ResultADDRTYPE: true},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)},
 		&expr.Verdict{Kind: expr.VerdictGoto, Chain: ChainHostports},
 	)
-	rule(prerouting, toLocal)
-	rule(output, toLocal)
+	rs.rule(prerouting, toLocal)
+	rs.rule(output, toLocal)
+	rs.hostportsRules(hostports)
+	rs.postroutingRules(postrouting)
+	rs.rule(input, nfproto(unix.NFPROTO_IPV4), localnetGuard())
+	return rs
+}
 
+// newSets describes the maps and sets of table t, by name.
+func newSets(t *nftables.Table) map[string]*nftables.Set {
+	sets := map[string]*nftables.Set{}
+	mapOf := func(name string, key, data nftables.SetDatatype) {
+		sets[name] = &nftables.Set{Table: t, Name: name, IsMap: true, Concatenation: true, KeyType: key, DataType: data}
+	}
+	mapOf(SetDNAT4, keyPort, dataDest4)
+	mapOf(SetHostIP4, keyHost4, dataDest4)
+	mapOf(SetDNAT6, keyPort, dataDest6)
+	mapOf(SetHostIP6, keyHost6, dataDest6)
+	sets[SetSNAT4] = &nftables.Set{Table: t, Name: SetSNAT4, Concatenation: true, KeyType: keyPair4}
+	sets[SetSNAT6] = &nftables.Set{Table: t, Name: SetSNAT6, Concatenation: true, KeyType: keyPair6}
+	return sets
+}
+
+// rule appends to chain c a rule made of the expressions of exprs, in
+// order.
+func (rs *Ruleset) rule(c *nftables.Chain, exprs ...[]expr.Any) {
+	var all []expr.Any
+	for _, e := range exprs {
+		all = append(all, e...)
+	}
+	rs.Rules[c.Name] = append(rs.Rules[c.Name], &nftables.Rule{Table: rs.Table, Chain: c, Exprs: all})
+}
+
+func ex(e ...expr.Any) []expr.Any { return e }
+
+// hostportsRules DNATs through the maps, a specific host address before
+// any address.
+func (rs *Ruleset) hostportsRules(hostports *nftables.Chain) {
 	// dnat to <lookup result>: address in the first register, port in
 	// the 4-byte register after the address.
 	dnat := func(fam uint32, set string, portReg uint32) []expr.Any {
@@ -135,41 +151,46 @@ func NewRuleset() *Ruleset {
 			&expr.NAT{Type: expr.NATTypeDestNAT, Family: fam, RegAddrMin: reg1, RegProtoMin: portReg, Specified: true},
 		)
 	}
-	// A specific host address wins over any address.
-	rule(hostports, nfproto(unix.NFPROTO_IPV4),
+	rs.rule(hostports, nfproto(unix.NFPROTO_IPV4),
 		ex(load(ip4Daddr, reg1), l4proto(reg32n+1), load(thDport, reg32n+2)),
 		dnat(unix.NFPROTO_IPV4, SetHostIP4, reg32n+1))
-	rule(hostports, nfproto(unix.NFPROTO_IPV4),
+	rs.rule(hostports, nfproto(unix.NFPROTO_IPV4),
 		ex(l4proto(reg1), load(thDport, reg32n+1)),
 		dnat(unix.NFPROTO_IPV4, SetDNAT4, reg32n+1))
-	rule(hostports, nfproto(unix.NFPROTO_IPV6),
+	rs.rule(hostports, nfproto(unix.NFPROTO_IPV6),
 		ex(load(ip6Daddr, reg1), l4proto(reg32n+4), load(thDport, reg32n+5)),
 		dnat(unix.NFPROTO_IPV6, SetHostIP6, reg32n+4))
-	rule(hostports, nfproto(unix.NFPROTO_IPV6),
+	rs.rule(hostports, nfproto(unix.NFPROTO_IPV6),
 		ex(l4proto(reg1), load(thDport, reg32n+1)),
 		dnat(unix.NFPROTO_IPV6, SetDNAT6, reg32n+4))
+}
 
+// postroutingRules masquerade the DNATed traffic the SNAT sets name.
+func (rs *Ruleset) postroutingRules(postrouting *nftables.Chain) {
 	masq := ex(&expr.Masq{})
 	lookup := func(set string) expr.Any { return &expr.Lookup{SourceRegister: reg1, SetName: set} }
 	// Hairpin: the container reached its own host port; without SNAT it
 	// would answer itself directly and drop the reply.
-	rule(postrouting, nfproto(unix.NFPROTO_IPV4), ctDNAT(),
+	rs.rule(postrouting, nfproto(unix.NFPROTO_IPV4), ctDNAT(),
 		ex(load(ip4Saddr, reg1), load(ip4Daddr, reg32n+1), lookup(SetSNAT4)), masq)
 	// 127.0.0.1:hostPort from the host: the container cannot answer
 	// 127.0.0.1. The key is daddr . daddr, the container's own element.
-	rule(postrouting, nfproto(unix.NFPROTO_IPV4), ctDNAT(),
+	rs.rule(postrouting, nfproto(unix.NFPROTO_IPV4), ctDNAT(),
 		ex(load(ip4Saddr, reg1),
 			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: []byte{255, 0, 0, 0}, Xor: make([]byte, 4)},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{127, 0, 0, 0}},
 			load(ip4Daddr, reg1), load(ip4Daddr, reg32n+1), lookup(SetSNAT4)), masq)
-	rule(postrouting, nfproto(unix.NFPROTO_IPV6), ctDNAT(),
+	rs.rule(postrouting, nfproto(unix.NFPROTO_IPV6), ctDNAT(),
 		ex(load(ip6Saddr, reg1), load(ip6Daddr, reg2), lookup(SetSNAT6)), masq)
+}
 
-	// route_localnet, which 127.0.0.1:hostPort needs on the interface
-	// towards the container, also lets packets for 127.0.0.0/8 in from
-	// that interface (CVE-2020-8558). Drop them, except replies of the
-	// connections this table translated.
-	rule(input, nfproto(unix.NFPROTO_IPV4), ex(
+// localnetGuard is the IPv4 input rule that makes route_localnet safe.
+// route_localnet, which 127.0.0.1:hostPort needs on the interface
+// towards the container, also lets packets for 127.0.0.0/8 in from that
+// interface (CVE-2020-8558). The rule drops them, except replies of the
+// connections this table translated.
+func localnetGuard() []expr.Any {
+	return ex(
 		&expr.Meta{Key: expr.MetaKeyIIF, Register: reg1},
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: binaryutil.NativeEndian.PutUint32(1)}, // lo is always ifindex 1
 		load(ip4Daddr, reg1),
@@ -180,6 +201,5 @@ func NewRuleset() *Ruleset {
 			Mask: binaryutil.NativeEndian.PutUint32(0x20 /* IPS_DST_NAT */), Xor: make([]byte, 4)},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: make([]byte, 4)},
 		&expr.Verdict{Kind: expr.VerdictDrop},
-	))
-	return rs
+	)
 }

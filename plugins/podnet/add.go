@@ -74,11 +74,20 @@ func cmdAdd(args *skel.CmdArgs) (*cni.Result, error) {
 	return res, nil
 }
 
-// hostSide is what the mode-specific host half of ADD hands on.
+// hostSide is what the host half of ADD hands on.
 type hostSide struct {
+	ips      []podIP // the IPAM's addresses, validated
 	spec     *containerSpec
 	gateways map[bool]netip.Addr // by "is IPv4"
 	bridge   *bridgeInfo         // bridge mode only
+}
+
+// linked is what the first half of ADD hands on: the host end of the
+// pod's link and the IPAM's result.
+type linked struct {
+	idx  int
+	br   *netlink.Bridge // bridge mode only
+	ipam *cni.Result
 }
 
 type ipamOutcome struct {
@@ -86,28 +95,47 @@ type ipamOutcome struct {
 	err error
 }
 
-// add is ADD after the checks: everything it creates is pushed on u.
-//
-// The veth pair (and in bridge mode the bridge port) depends on nothing
-// the IPAM returns, its names and MACs being derived from the container
-// ID and ifname. So it is made while the IPAM allocates. The in-process
-// IPAM returns before its commit is on disk, and the rest is wired while
-// it syncs; cmdAdd waits for it (ipamClient.Finish).
+// add is ADD after the checks: everything it creates is pushed on u. It
+// runs in three steps, each with what the one before found: the address
+// and the link, made at the same time; the host side, which needs the
+// address; the pod's side, the masquerade entry and the host ports, made
+// side by side. The in-process IPAM returns before its commit is on disk,
+// and the rest is wired while it syncs; cmdAdd waits for it
+// (ipamClient.Finish).
 func (a *attachment) add(ipam ipamClient, ns *netns.NetNS, peerFd int, u *undo) (*cni.Result, error) {
+	l, err := a.allocateAndLink(ipam, peerFd, u)
+	if err != nil {
+		return nil, err
+	}
+	h, err := a.addHost(l)
+	if err != nil {
+		return nil, err
+	}
+	res := a.plannedResult(h, l.ipam)
+	if err := a.addPod(ns, h, res, u); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// allocateAndLink runs the IPAM's ADD and, meanwhile, creates the veth
+// pair (in bridge mode also the bridge port): the pair depends on nothing
+// the IPAM returns, its names and MACs being derived from the container
+// ID and ifname.
+func (a *attachment) allocateAndLink(ipam ipamClient, peerFd int, u *undo) (linked, error) {
 	ipamDone := make(chan ipamOutcome, 1)
 	go func() {
 		res, err := ipam.Add()
 		ipamDone <- ipamOutcome{res, err}
 	}()
 	var (
-		idx     int
-		br      *netlink.Bridge
+		l       linked
 		linkErr error
 	)
 	if a.conf.Mode == modeRouted {
-		idx, linkErr = a.createRoutedLink(peerFd, u)
+		l.idx, linkErr = a.createRoutedLink(peerFd, u)
 	} else {
-		idx, br, linkErr = a.createBridgeLink(peerFd, u)
+		l.idx, l.br, linkErr = a.createBridgeLink(peerFd, u)
 	}
 	if linkErr == nil {
 		faultPoint(stepVeth, a.args.Netns)
@@ -116,51 +144,66 @@ func (a *attachment) add(ipam ipamClient, ns *netns.NetNS, peerFd int, u *undo) 
 	if out.err != nil {
 		// The IPAM's own failure: nothing to release. The link, if made,
 		// is undone.
-		return nil, out.err
+		return linked{}, out.err
 	}
 	// Undone last: the address is released only after everything that
 	// uses it is gone.
 	u.pushFirst("IPAM ADD", ipam.Del)
 	if linkErr != nil {
-		return nil, linkErr
+		return linked{}, linkErr
 	}
 	faultPoint(stepIPAM, a.args.Netns)
+	l.ipam = out.res
+	return l, nil
+}
 
-	ipamRes := out.res
-	ips, err := podIPs(ipamRes)
+// addHost checks the IPAM's addresses and makes the host side of the
+// mode (addRoutedHost, addBridgeHost).
+func (a *attachment) addHost(l linked) (hostSide, error) {
+	ips, err := podIPs(l.ipam)
 	if err != nil {
-		return nil, err
+		return hostSide{}, err
 	}
 	v4, v6 := families(ips)
 	if v6 && a.conf.MTU != 0 && a.conf.MTU < 1280 {
-		return nil, confErr("mtu", "%d is below IPv6's minimum of 1280, and the pod has an IPv6 address", a.conf.MTU)
+		return hostSide{}, confErr("mtu", "%d is below IPv6's minimum of 1280, and the pod has an IPv6 address", a.conf.MTU)
 	}
 	var h hostSide
 	if a.conf.Mode == modeRouted {
-		h, err = a.addRoutedHost(idx, ips, v4, v6)
+		h, err = a.addRoutedHost(l.idx, ips, v4, v6)
 	} else {
-		h, err = a.addBridgeHost(br, ips, v4, v6)
+		h, err = a.addBridgeHost(l.br, ips, v4, v6)
 	}
 	if err != nil {
-		return nil, err
+		return hostSide{}, err
 	}
 	faultPoint(stepHost, a.args.Netns)
+	h.ips = ips
+	return h, nil
+}
 
-	spec := h.spec
+// plannedResult adds the default route and the IPAM's routes to the
+// pod's side and describes the attachment as ADD reports it. DNS is the
+// configuration's, else the IPAM's.
+func (a *attachment) plannedResult(h hostSide, ipamRes *cni.Result) *cni.Result {
 	withDefault := a.conf.Mode == modeRouted || a.conf.DefaultGW
-	spec.routes = append(spec.routes, plannedRoutes(h.gateways, ipamRes.Routes, withDefault)...)
-	res := a.result(spec.addrs, h.gateways, spec.routes, h.bridge)
+	h.spec.routes = append(h.spec.routes, plannedRoutes(h.gateways, ipamRes.Routes, withDefault)...)
+	res := a.result(h.spec.addrs, h.gateways, h.spec.routes, h.bridge)
 	if len(res.DNS.Nameservers) == 0 && len(res.DNS.Search) == 0 && res.DNS.Domain == "" {
 		res.DNS = ipamRes.DNS
 	}
+	return res
+}
+
+// addPod makes the container's side, the masquerade entry and the host
+// ports. They need nothing of one another, so they are made side by
+// side. Their undo steps go on first, so that whatever part of them
+// happened is undone.
+func (a *attachment) addPod(ns *netns.NetNS, h hostSide, res *cni.Result, u *undo) error {
 	pr, err := a.hostPortRequest(res)
 	if err != nil {
-		return nil, err
+		return err
 	}
-
-	// The container's side, the masquerade entry and the host ports need
-	// nothing of one another: they are made side by side. Their undo
-	// steps go on first, so that whatever part of them happened is undone.
 	if a.conf.IPMasq {
 		u.push("masquerade", a.removeMasq)
 	}
@@ -169,7 +212,7 @@ func (a *attachment) add(ipam ipamClient, ns *netns.NetNS, peerFd int, u *undo) 
 	}
 	containerDone := make(chan error, 1)
 	go func() {
-		err := ns.Do(func() error { return setupContainer(spec) })
+		err := ns.Do(func() error { return setupContainer(h.spec) })
 		if err != nil {
 			err = fmt.Errorf("configure %s in %s: %w", a.args.IfName, a.args.Netns, err)
 		} else {
@@ -179,7 +222,7 @@ func (a *attachment) add(ipam ipamClient, ns *netns.NetNS, peerFd int, u *undo) 
 	}()
 	masqDone := make(chan error, 1)
 	go func() {
-		err := a.addMasq(ips)
+		err := a.addMasq(h.ips)
 		if err == nil {
 			faultPoint(stepMasq, a.args.Netns)
 		}
@@ -190,10 +233,7 @@ func (a *attachment) add(ipam ipamClient, ns *netns.NetNS, peerFd int, u *undo) 
 		portsErr = portmap.Add(pr)
 	}
 	// In this order, so that the code is the first failure's.
-	if err := errors.Join(<-containerDone, <-masqDone, portsErr); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return errors.Join(<-containerDone, <-masqDone, portsErr)
 }
 
 // addMasq puts the pod's addresses in the network's masquerade sets.

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/cni/skel"
 	"github.com/podnet/podnet/dataplane"
@@ -54,57 +56,15 @@ func cmdCheck(args *skel.CmdArgs) error {
 	return nil
 }
 
-// check lists the differences between the attachment and prev.
+// check lists the differences between the attachment and prev: the
+// host side, the container's side, and the masquerade entries.
 func (a *attachment) check(prev *cni.Result) ([]string, error) {
-	var diffs []string
-	diff := func(format string, args ...any) { diffs = append(diffs, fmt.Sprintf(format, args...)) }
-
-	// The container's interface and addresses, as prev has them.
-	ctrIdx := slices.IndexFunc(prev.Interfaces, func(i *cni.Interface) bool { return i.Name == a.args.IfName && i.Sandbox != "" })
-	if ctrIdx < 0 {
-		diff("prevResult has no interface %s in a sandbox", a.args.IfName)
-	}
-	var want []netip.Prefix
-	var v4, v6 bool
-	for _, ip := range prev.IPs {
-		if ip.Interface != nil && *ip.Interface == ctrIdx {
-			want = append(want, ip.Address)
-			v4, v6 = v4 || ip.Address.Addr().Is4(), v6 || ip.Address.Addr().Is6()
-		}
-	}
-	if len(want) == 0 {
-		diff("prevResult has no address on %s", a.args.IfName)
-	}
-
+	want, v4, v6, diffs := a.prevAddrs(prev)
 	host, err := dataplane.LinkByName(a.hh, a.hostName)
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case host == nil:
-		diff("host interface %s does not exist", a.hostName)
-	case host.Type() != "veth":
-		diff("host interface %s is a %s, not a veth", a.hostName, host.Type())
-	default:
-		ha := host.Attrs()
-		if ha.Alias != a.owner.Alias() {
-			diff("host interface %s has alias %q, want %q", a.hostName, ha.Alias, a.owner.Alias())
-		}
-		if ha.Flags&net.FlagUp == 0 {
-			diff("host interface %s is down", a.hostName)
-		}
-		if ha.HardwareAddr.String() != a.hostMAC.String() {
-			diff("host interface %s has MAC %s, want %s", a.hostName, ha.HardwareAddr, a.hostMAC)
-		}
-		if a.conf.MTU != 0 && ha.MTU != a.conf.MTU {
-			diff("host interface %s has MTU %d, want %d", a.hostName, ha.MTU, a.conf.MTU)
-		}
-		if a.conf.Mode == modeRouted {
-			diffs = append(diffs, a.checkRoutedHost(host.Attrs().Index, want, v4, v6)...)
-		} else {
-			diffs = append(diffs, a.checkBridgeHost(host.Attrs().Index, host.Attrs().MasterIndex, prev, want, v4, v6)...)
-		}
-	}
+	diffs = append(diffs, a.checkHost(host, prev, want, v4, v6)...)
 
 	obs, err := a.observe(host)
 	if err != nil {
@@ -131,6 +91,55 @@ func (a *attachment) check(prev *cni.Result) ([]string, error) {
 		diffs = append(diffs, d...)
 	}
 	return diffs, nil
+}
+
+// prevAddrs reads the addresses of the container's interface as prev
+// has them, and their families. diffs says what prev lacks.
+func (a *attachment) prevAddrs(prev *cni.Result) (want []netip.Prefix, v4, v6 bool, diffs []string) {
+	ctrIdx := slices.IndexFunc(prev.Interfaces, func(i *cni.Interface) bool { return i.Name == a.args.IfName && i.Sandbox != "" })
+	if ctrIdx < 0 {
+		diffs = append(diffs, fmt.Sprintf("prevResult has no interface %s in a sandbox", a.args.IfName))
+	}
+	for _, ip := range prev.IPs {
+		if ip.Interface != nil && *ip.Interface == ctrIdx {
+			want = append(want, ip.Address)
+			v4, v6 = v4 || ip.Address.Addr().Is4(), v6 || ip.Address.Addr().Is6()
+		}
+	}
+	if len(want) == 0 {
+		diffs = append(diffs, fmt.Sprintf("prevResult has no address on %s", a.args.IfName))
+	}
+	return want, v4, v6, diffs
+}
+
+// checkHost compares the host veth (nil when there is none) with what
+// ADD made of it, then the host side of the mode.
+func (a *attachment) checkHost(host netlink.Link, prev *cni.Result, want []netip.Prefix, v4, v6 bool) []string {
+	switch {
+	case host == nil:
+		return []string{fmt.Sprintf("host interface %s does not exist", a.hostName)}
+	case host.Type() != "veth":
+		return []string{fmt.Sprintf("host interface %s is a %s, not a veth", a.hostName, host.Type())}
+	}
+	var diffs []string
+	diff := func(format string, args ...any) { diffs = append(diffs, fmt.Sprintf(format, args...)) }
+	ha := host.Attrs()
+	if ha.Alias != a.owner.Alias() {
+		diff("host interface %s has alias %q, want %q", a.hostName, ha.Alias, a.owner.Alias())
+	}
+	if ha.Flags&net.FlagUp == 0 {
+		diff("host interface %s is down", a.hostName)
+	}
+	if ha.HardwareAddr.String() != a.hostMAC.String() {
+		diff("host interface %s has MAC %s, want %s", a.hostName, ha.HardwareAddr, a.hostMAC)
+	}
+	if a.conf.MTU != 0 && ha.MTU != a.conf.MTU {
+		diff("host interface %s has MTU %d, want %d", a.hostName, ha.MTU, a.conf.MTU)
+	}
+	if a.conf.Mode == modeRouted {
+		return append(diffs, a.checkRoutedHost(ha.Index, want, v4, v6)...)
+	}
+	return append(diffs, a.checkBridgeHost(ha.Index, ha.MasterIndex, prev, want, v4, v6)...)
 }
 
 func prefixAll(p string, list []string) []string {

@@ -90,54 +90,78 @@ func validate(nc *skel.NetConf, raw *rawConf) (*conf, error) {
 	if c.MTU != 0 && (c.MTU < 68 || c.MTU > 65535) {
 		return nil, confErr("mtu", "%d is outside 68-65535", c.MTU)
 	}
-	bridgeOnly := map[string]bool{
-		"bridge":           raw.Bridge != nil,
-		"hairpinMode":      raw.HairpinMode != nil,
-		"isDefaultGateway": raw.IsDefaultGateway != nil,
-		"promiscMode":      raw.PromiscMode != nil,
+	for _, set := range []func(*rawConf) error{c.setBridge, c.setMasq, c.setIPAM} {
+		if err := set(raw); err != nil {
+			return nil, err
+		}
 	}
+	return c, nil
+}
+
+// setBridge validates the fields of bridge mode, which a routed
+// configuration must not set.
+func (c *conf) setBridge(raw *rawConf) error {
 	if c.Mode == modeRouted {
-		for _, f := range []string{"bridge", "hairpinMode", "isDefaultGateway", "promiscMode"} {
-			if bridgeOnly[f] {
-				return nil, confErr(f, "applies to mode %q only, and the mode is %q", modeBridge, modeRouted)
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{
+			{"bridge", raw.Bridge != nil},
+			{"hairpinMode", raw.HairpinMode != nil},
+			{"isDefaultGateway", raw.IsDefaultGateway != nil},
+			{"promiscMode", raw.PromiscMode != nil},
+		} {
+			if f.set {
+				return confErr(f.name, "applies to mode %q only, and the mode is %q", modeBridge, modeRouted)
 			}
 		}
-	} else {
-		c.Bridge = defaultBridge
-		if raw.Bridge != nil {
-			c.Bridge = *raw.Bridge
-		}
-		if err := dataplane.ValidIfName(c.Bridge); err != nil {
-			return nil, confErr("bridge", "%v", err)
-		}
-		if strings.HasPrefix(c.Bridge, dataplane.HostVethPrefix) && dataplane.IsHostVethName(c.Bridge) {
-			return nil, confErr("bridge", "%q has the shape of podnet's host veth names", c.Bridge)
-		}
-		c.Hairpin = raw.HairpinMode != nil && *raw.HairpinMode
-		c.Promisc = raw.PromiscMode != nil && *raw.PromiscMode
-		// podnet's default, unlike the reference bridge plugin's: a pod
-		// on a bridge with no default route is rarely what anyone wants.
-		c.DefaultGW = raw.IsDefaultGateway == nil || *raw.IsDefaultGateway
+		return nil
 	}
+	c.Bridge = defaultBridge
+	if raw.Bridge != nil {
+		c.Bridge = *raw.Bridge
+	}
+	if err := dataplane.ValidIfName(c.Bridge); err != nil {
+		return confErr("bridge", "%v", err)
+	}
+	if strings.HasPrefix(c.Bridge, dataplane.HostVethPrefix) && dataplane.IsHostVethName(c.Bridge) {
+		return confErr("bridge", "%q has the shape of podnet's host veth names", c.Bridge)
+	}
+	c.Hairpin = raw.HairpinMode != nil && *raw.HairpinMode
+	c.Promisc = raw.PromiscMode != nil && *raw.PromiscMode
+	// podnet's default, unlike the reference bridge plugin's: a pod on a
+	// bridge with no default route is rarely what anyone wants.
+	c.DefaultGW = raw.IsDefaultGateway == nil || *raw.IsDefaultGateway
+	return nil
+}
+
+// setMasq validates masqExclude.
+func (c *conf) setMasq(raw *rawConf) error {
 	for i, s := range raw.MasqExclude {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return nil, confErr(fmt.Sprintf("masqExclude[%d]", i), "%q is not a CIDR", s)
+			return confErr(fmt.Sprintf("masqExclude[%d]", i), "%q is not a CIDR", s)
 		}
 		c.MasqExclude = append(c.MasqExclude, p.Masked())
 	}
 	if len(c.MasqExclude) > 0 && !c.IPMasq {
-		return nil, confErr("masqExclude", "is set but ipMasq is not")
+		return confErr("masqExclude", "is set but ipMasq is not")
 	}
+	return nil
+}
+
+// setIPAM validates the IPAM's type and, for podnet-ipam, keeps its
+// pools.
+func (c *conf) setIPAM(raw *rawConf) error {
 	if raw.IPAM == nil {
-		return nil, confErr("ipam", "is missing: podnet needs an IPAM plugin for the pod's addresses")
+		return confErr("ipam", "is missing: podnet needs an IPAM plugin for the pod's addresses")
 	}
 	c.IPAMType = raw.IPAM.Type
 	if c.IPAMType == "" {
-		return nil, confErr("ipam.type", "is missing")
+		return confErr("ipam.type", "is missing")
 	}
 	if !validIPAMType(c.IPAMType) {
-		return nil, confErr("ipam.type", "%q is not a plugin name", c.IPAMType)
+		return confErr("ipam.type", "%q is not a plugin name", c.IPAMType)
 	}
 	if c.IPAMType == "podnet-ipam" {
 		// A pool that does not parse is podnet-ipam's to report, with
@@ -148,7 +172,7 @@ func validate(nc *skel.NetConf, raw *rawConf) (*conf, error) {
 			}
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // validIPAMType reports whether t can name a plugin binary.
