@@ -18,7 +18,6 @@ type metrics struct {
 	watchRestarts   prometheus.Counter
 	gcReleased      prometheus.Counter
 	gcErrors        prometheus.Counter
-	registered      prometheus.Gauge
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
