@@ -10,6 +10,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/podnet/podnet/ipam"
 )
@@ -124,7 +125,7 @@ func (s *Store) open(ctx context.Context) (*fileLock, *bolt.DB, error) {
 	db, err := bolt.Open(s.opts.Path, 0o600, &bolt.Options{Timeout: time.Second, NoSync: s.opts.NoSync})
 	if err != nil {
 		l.unlock()
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, nil, fmt.Errorf("open %s: %w", s.opts.Path, ipam.ErrUnavailable)
 		}
 		return nil, nil, fmt.Errorf("open %s: %w", s.opts.Path, err)
