@@ -132,9 +132,10 @@ func AddHostRoute(h *netlink.Handle, index int, ip netip.Addr) error {
 			return nil // ours already: a repeated ADD
 		}
 	}
-	for _, got := range routes {
-		name := fmt.Sprintf("link %d", got.LinkIndex)
-		if l, err := h.LinkByIndex(got.LinkIndex); err == nil {
+	if len(routes) > 0 {
+		// Another link has it: name the first one.
+		name := fmt.Sprintf("link %d", routes[0].LinkIndex)
+		if l, err := h.LinkByIndex(routes[0].LinkIndex); err == nil {
 			name = l.Attrs().Name
 		}
 		return errorf(ErrConflict, "address %s is already routed to %s: duplicate IP", ip, name)
