@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -30,7 +31,7 @@ const (
 
 var addSteps = []string{stepVeth, stepIPAM, stepHost, stepContainer, stepMasq}
 
-func cmdAdd(args *skel.CmdArgs) (*cni.Result, error) {
+func cmdAdd(ctx context.Context, args *skel.CmdArgs) (*cni.Result, error) {
 	c, err := parseConf(args)
 	if err != nil {
 		return nil, err
@@ -60,12 +61,12 @@ func cmdAdd(args *skel.CmdArgs) (*cni.Result, error) {
 	defer fd.Close()
 
 	var u undo
-	res, err := a.add(ipam, ns, int(fd.Fd()), &u)
+	res, err := a.add(ctx, ipam, ns, int(fd.Fd()), &u)
 	// The allocation may still be on its way to disk while the pod is
 	// wired (in-process IPAM): the result goes out only once it is
 	// durable, and the undo, which may release it, runs only after the
 	// store is let go.
-	if ferr := ipam.Finish(); err == nil {
+	if ferr := ipam.Finish(ctx); err == nil {
 		err = ferr
 	}
 	if err != nil {
@@ -102,8 +103,8 @@ type ipamOutcome struct {
 // side by side. The in-process IPAM returns before its commit is on disk,
 // and the rest is wired while it syncs; cmdAdd waits for it
 // (ipamClient.Finish).
-func (a *attachment) add(ipam ipamClient, ns *netns.NetNS, peerFd int, u *undo) (*cni.Result, error) {
-	l, err := a.allocateAndLink(ipam, peerFd, u)
+func (a *attachment) add(ctx context.Context, ipam ipamClient, ns *netns.NetNS, peerFd int, u *undo) (*cni.Result, error) {
+	l, err := a.allocateAndLink(ctx, ipam, peerFd, u)
 	if err != nil {
 		return nil, err
 	}
@@ -122,10 +123,10 @@ func (a *attachment) add(ipam ipamClient, ns *netns.NetNS, peerFd int, u *undo) 
 // pair (in bridge mode also the bridge port): the pair depends on nothing
 // the IPAM returns, its names and MACs being derived from the container
 // ID and ifname.
-func (a *attachment) allocateAndLink(ipam ipamClient, peerFd int, u *undo) (linked, error) {
+func (a *attachment) allocateAndLink(ctx context.Context, ipam ipamClient, peerFd int, u *undo) (linked, error) {
 	ipamDone := make(chan ipamOutcome, 1)
 	go func() {
-		res, err := ipam.Add()
+		res, err := ipam.Add(ctx)
 		ipamDone <- ipamOutcome{res, err}
 	}()
 	var (
@@ -147,8 +148,8 @@ func (a *attachment) allocateAndLink(ipam ipamClient, peerFd int, u *undo) (link
 		return linked{}, out.err
 	}
 	// Undone last: the address is released only after everything that
-	// uses it is gone.
-	u.pushFirst("IPAM ADD", ipam.Del)
+	// uses it is gone; and also when the verb's context has ended.
+	u.pushFirst("IPAM ADD", func() error { return ipam.Del(context.WithoutCancel(ctx)) })
 	if linkErr != nil {
 		return linked{}, linkErr
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -20,7 +21,7 @@ import (
 // addresses and routes, host routes (routed) or the bridge port
 // (bridge), sysctls on both sides, and masquerade membership. Every
 // difference is reported, not only the first.
-func cmdCheck(args *skel.CmdArgs) error {
+func cmdCheck(ctx context.Context, args *skel.CmdArgs) error {
 	c, err := parseConf(args)
 	if err != nil {
 		return err
@@ -33,7 +34,7 @@ func cmdCheck(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if err := ipam.Check(); err != nil {
+	if err := ipam.Check(ctx); err != nil {
 		return err
 	}
 	a, err := newAttachment(c, args)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,23 +20,11 @@ import (
 // pair (deleting the host end deletes the pair, its host routes and
 // neighbours), then the IPAM's DEL, exactly once. It needs neither the
 // namespace nor a prevResult: the host veth's name and alias and the set
-// elements' comments say what belongs to the attachment.
-//
-// The kernel makes both kinds of removal wait for RCU, after they are in
-// effect: a deleted link in rcu_barrier after it is unregistered, and
-// removed set elements in the close of the nftables socket, which waits
-// for the synchronize_rcu of the batch's deferred release (holding the
-// nftables commit mutex meanwhile). So DEL removes the set elements of
-// both masquerade and host ports in one batch (one grace period, not
-// two in a row), deletes the link at the same time, releases the address
-// as soon as both are in effect, and closes the nftables socket last,
-// when the link's wait is over and the grace period with it: the close
-// then finds nothing left to wait for.
-//
-// When the dataplane cannot be cleaned, the IPAM is not called: an
-// address released while its route or entries still exist would be
-// handed to the next pod with them.
-func cmdDel(args *skel.CmdArgs) error {
+// elements' comments say what belongs to the attachment. Why the steps
+// run side by side and in this order, and why the IPAM is not called
+// when the dataplane cannot be cleaned: docs/architecture.md, "What ADD
+// and DEL wait for, and what runs side by side".
+func cmdDel(ctx context.Context, args *skel.CmdArgs) error {
 	c := confForDel(args)
 	a, err := newAttachment(c, args)
 	if err != nil {
@@ -72,8 +61,9 @@ func cmdDel(args *skel.CmdArgs) error {
 		}
 	}
 	n := <-nft
-	defer n.close() // last: see above
+	defer n.close() // last, when the link's RCU wait is over
 	if n.err != nil {
+		// The dataplane is not clean: no release.
 		if host != nil {
 			<-linkDone
 		}
@@ -87,7 +77,7 @@ func cmdDel(args *skel.CmdArgs) error {
 		if err != nil {
 			return err
 		}
-		return ipam.Del()
+		return ipam.Del(ctx)
 	}()
 	var linkErr error
 	if host != nil {

@@ -12,15 +12,18 @@
 //     With podnet-ipam that mask is the pool's: bridge mode is one node's.
 //
 // Both are dual-stack, turn the node's forwarding on (it is the pods'
-// gateway), optionally masquerade traffic leaving the cluster's pods (one
-// nftables rule set per network, a set of pod addresses), and delegate
-// address management to an IPAM through the ipamClient seam: podnet-ipam
-// in this process, any other IPAM plugin exec'd.
+// gateway), optionally masquerade the pods' traffic to anything but the
+// cluster's pods (per network a chain in nftables table "podnet" and sets
+// of pod addresses and exclusions), and delegate address management to
+// an IPAM through the ipamClient seam: podnet-ipam in this process, any
+// other IPAM plugin exec'd. With the portMappings capability, podnet
+// publishes the pod's host ports itself, in this process, with package
+// portmap (the table and owner tags podnet-portmap uses).
 //
-// Configuration (besides name, type, cniVersion, dns):
+// Configuration (besides name, type, cniVersion, dns, capabilities):
 //
 //	mode              "routed" (default) or "bridge"
-//	mtu               MTU of both veth ends (and of a bridge podnet creates); 0: kernel default
+//	mtu               MTU of both veth ends (and of the bridge); 0: kernel default
 //	bridge            bridge mode: the bridge's name, default "podnet0"
 //	hairpinMode       bridge mode: hairpin on the pod's bridge port
 //	isDefaultGateway  bridge mode: default route via the bridge; default true
@@ -38,13 +41,24 @@
 //
 // A repeated ADD for the same container and ifname finds its complete
 // attachment by the host veth's name and alias, returns the result
-// rebuilt from the kernel's state, and changes nothing (the IPAM is not
-// called again). An attachment left half-made by an ADD that died is
-// removed and made afresh.
+// rebuilt from the kernel's state, and changes nothing but a missing
+// masquerade entry, which it restores (the IPAM is not called again). An
+// attachment left half-made by an ADD that died is removed and made
+// afresh.
 //
-// ADD is lean on purpose: netlink only, one netlink handle per
-// namespace, no process but the IPAM, no sleeps, and no link ever moved
-// between namespaces (the container end is created in place).
+// ADD is lean on purpose: netlink and /proc/sys only, one netlink handle
+// per namespace, no process but an exec'd IPAM, no sleeps, and no link
+// ever moved between namespaces (the container end is created in place).
+// What it and DEL do side by side, and what they wait for, is in
+// docs/architecture.md. DEL needs neither the namespace nor prevResult
+// nor a configuration that still validates. CHECK compares every part of
+// the attachment with prevResult and reports each difference; STATUS is
+// the IPAM's; GC removes the network's attachments that are not valid,
+// then passes GC on to the IPAM.
+//
+// dataplane and portmap report failures in their own terms; they get
+// their CNI codes in one place, cniError, which every verb's error
+// passes through.
 //
 // The plugin must not touch links, routes or nftables objects that are
 // not its own: everything it creates is named or tagged from the

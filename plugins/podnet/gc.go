@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,7 +15,7 @@ import (
 
 // cmdStatus reports the IPAM's status: podnet itself needs nothing that
 // can be missing at run time.
-func cmdStatus(args *skel.CmdArgs) error {
+func cmdStatus(ctx context.Context, args *skel.CmdArgs) error {
 	c, err := parseConf(args)
 	if err != nil {
 		return err
@@ -23,7 +24,7 @@ func cmdStatus(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	return ipam.Status()
+	return ipam.Status(ctx)
 }
 
 // cmdGC removes, for this network, the host veths and masquerade
@@ -33,7 +34,7 @@ func cmdStatus(args *skel.CmdArgs) error {
 // veth. A pn-named veth without an alias is left alone: nothing says
 // which network it belongs to, and a DEL with its container ID removes
 // it.
-func cmdGC(args *skel.CmdArgs) error {
+func cmdGC(ctx context.Context, args *skel.CmdArgs) error {
 	c, err := parseConf(args)
 	if err != nil {
 		return err
@@ -90,7 +91,7 @@ func cmdGC(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	return ipam.GC()
+	return ipam.GC(ctx)
 }
 
 // gcMasq removes set elements whose owner is not a valid attachment,

@@ -15,15 +15,15 @@ import (
 // same configuration and environment (execIPAM).
 type ipamClient interface {
 	// Add allocates. Its addresses may not be durable yet: see Finish.
-	Add() (*cni.Result, error)
+	Add(context.Context) (*cni.Result, error)
 	// Finish ends an Add: it returns once the allocation is durable, or
 	// why it is not, and lets go of the store. ADD calls it, whatever
 	// happened, before it reports the result and before Del may undo it.
-	Finish() error
-	Del() error
-	Check() error
-	Status() error
-	GC() error
+	Finish(context.Context) error
+	Del(context.Context) error
+	Check(context.Context) error
+	Status(context.Context) error
+	GC(context.Context) error
 }
 
 // newIPAM returns the client for the configured IPAM type: podnet-ipam
@@ -64,8 +64,8 @@ type execIPAM struct {
 	version string
 }
 
-func (e *execIPAM) Add() (*cni.Result, error) {
-	out, err := e.run("ADD")
+func (e *execIPAM) Add(ctx context.Context) (*cni.Result, error) {
+	out, err := e.run(ctx, cni.VerbAdd)
 	if err != nil {
 		return nil, err
 	}
@@ -81,29 +81,35 @@ func (e *execIPAM) Add() (*cni.Result, error) {
 
 // Finish has nothing to wait for: the delegate's ADD was complete when
 // it exited.
-func (e *execIPAM) Finish() error { return nil }
+func (e *execIPAM) Finish(context.Context) error { return nil }
 
-func (e *execIPAM) Del() error    { _, err := e.run("DEL"); return err }
-func (e *execIPAM) Check() error  { _, err := e.run("CHECK"); return err }
-func (e *execIPAM) Status() error { _, err := e.run("STATUS"); return err }
-func (e *execIPAM) GC() error     { _, err := e.run("GC"); return err }
+func (e *execIPAM) Del(ctx context.Context) error    { return e.do(ctx, cni.VerbDel) }
+func (e *execIPAM) Check(ctx context.Context) error  { return e.do(ctx, cni.VerbCheck) }
+func (e *execIPAM) Status(ctx context.Context) error { return e.do(ctx, cni.VerbStatus) }
+func (e *execIPAM) GC(ctx context.Context) error     { return e.do(ctx, cni.VerbGC) }
+
+// do runs a verb whose output, if any, says nothing more than success.
+func (e *execIPAM) do(ctx context.Context, verb cni.Verb) error {
+	_, err := e.run(ctx, verb)
+	return err
+}
 
 func (e *execIPAM) name() string { return e.path[strings.LastIndexByte(e.path, '/')+1:] }
 
-func (e *execIPAM) run(cmd string) ([]byte, error) {
+func (e *execIPAM) run(ctx context.Context, verb cni.Verb) ([]byte, error) {
 	env := make([]string, 0, 16)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "CNI_COMMAND=") {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, "CNI_COMMAND="+cmd)
+	env = append(env, "CNI_COMMAND="+string(verb))
 	// The runtime's executor, but in this plugin's process group (see
 	// SameProcessGroup); it also retries a binary being replaced.
-	out, err := (&cni.RawExec{SameProcessGroup: true}).ExecPlugin(context.Background(), e.path, e.stdin, env)
+	out, err := (&cni.RawExec{SameProcessGroup: true}).ExecPlugin(ctx, e.path, e.stdin, env)
 	if err != nil {
 		ce := cni.AsError(err, cni.CodePluginCrashed)
-		return nil, cni.Errorf(ce.Code, "IPAM %s %s: %s", e.name(), cmd, ce.Msg).WithDetails(ce.Details)
+		return nil, cni.Errorf(ce.Code, "IPAM %s %s: %s", e.name(), verb, ce.Msg).WithDetails(ce.Details)
 	}
 	return out, nil
 }

@@ -45,14 +45,13 @@ func hasResultPrefix(stdin []byte) bool {
 	return json.Unmarshal(stdin, &c) == nil && c.IPAM.ResultPrefix != ""
 }
 
-func (p *inProcessIPAM) with(fn func(context.Context, *ipamcni.IPAM) error) error {
-	ctx := context.Background()
+func (p *inProcessIPAM) with(ctx context.Context, fn func(*ipamcni.IPAM) error) error {
 	ip, err := ipamcni.Open(ctx, p.req)
 	if err != nil {
 		return err
 	}
 	defer ip.Close()
-	return fn(ctx, ip)
+	return fn(ip)
 }
 
 // attachment describes the pod interface for its workload endpoint. The
@@ -67,8 +66,7 @@ func (p *inProcessIPAM) attachment() ipamcni.Attachment {
 	}
 }
 
-func (p *inProcessIPAM) Add() (*cni.Result, error) {
-	ctx := context.Background()
+func (p *inProcessIPAM) Add(ctx context.Context) (*cni.Result, error) {
 	ip, err := ipamcni.OpenPipelined(ctx, p.req)
 	if err != nil {
 		return nil, err
@@ -77,13 +75,13 @@ func (p *inProcessIPAM) Add() (*cni.Result, error) {
 	return ip.AddAttachment(ctx, p.attachment())
 }
 
-func (p *inProcessIPAM) Finish() error {
+func (p *inProcessIPAM) Finish(ctx context.Context) error {
 	if p.added == nil {
 		return nil
 	}
 	ip := p.added
 	p.added = nil
-	err := ip.Sync(context.Background())
+	err := ip.Sync(ctx)
 	if cerr := ip.Close(); err == nil {
 		err = cerr // Close repeats a failed commit; one report is enough
 	}
@@ -92,27 +90,23 @@ func (p *inProcessIPAM) Finish() error {
 
 // Del releases the addresses and the endpoint, unless a newer sandbox of
 // the pod has taken the endpoint over.
-func (p *inProcessIPAM) Del() error {
-	return ipamcni.Release(context.Background(), p.req, p.attachment())
+func (p *inProcessIPAM) Del(ctx context.Context) error {
+	return ipamcni.Release(ctx, p.req, p.attachment())
 }
 
-func (p *inProcessIPAM) Check() error {
-	return p.with(func(ctx context.Context, ip *ipamcni.IPAM) error {
+func (p *inProcessIPAM) Check(ctx context.Context) error {
+	return p.with(ctx, func(ip *ipamcni.IPAM) error {
 		return ip.Check(ctx, p.args.ContainerID, p.args.NetConf.PrevResult)
 	})
 }
 
-func (p *inProcessIPAM) Status() error {
-	return p.with(func(ctx context.Context, ip *ipamcni.IPAM) error { return ip.Status(ctx) })
+func (p *inProcessIPAM) Status(ctx context.Context) error {
+	return p.with(ctx, func(ip *ipamcni.IPAM) error { return ip.Status(ctx) })
 }
 
-func (p *inProcessIPAM) GC() error {
-	return p.with(func(ctx context.Context, ip *ipamcni.IPAM) error {
-		valid := make([]cni.GCAttachment, len(p.args.NetConf.ValidAttachments))
-		for i, v := range p.args.NetConf.ValidAttachments {
-			valid[i] = cni.GCAttachment{ContainerID: v.ContainerID, IfName: v.IfName}
-		}
-		_, err := ip.GC(ctx, valid)
+func (p *inProcessIPAM) GC(ctx context.Context) error {
+	return p.with(ctx, func(ip *ipamcni.IPAM) error {
+		_, err := ip.GC(ctx, p.args.NetConf.ValidAttachments)
 		return err
 	})
 }
