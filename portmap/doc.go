@@ -26,12 +26,16 @@
 // attachment is not valid, and ADD refuses a host port whose element
 // belongs to another attachment (ErrConflict).
 //
-// The package is split in a pure part (config.go, entry.go, plan.go:
-// validation, the entries an attachment should have, reconciliation
-// with what exists) tested without a kernel, and the I/O part (nft.go,
-// ruleset.go, conntrack.go, sysctl.go, lock.go).
+// The package is split in a pure part (config.go, entry.go, plan.go,
+// ruleset.go: validation, the entries an attachment should have,
+// reconciliation with what exists, the table described as data) tested
+// without a kernel, and the I/O part (nft.go, conntrack.go, sysctl.go,
+// lock.go).
 //
-// It must not create processes (no nft, no iptables), must not touch
-// any table but its own, and must not change anything outside the
-// network namespace it runs in, except its lock file.
+// Failures are of portmap's own kinds (errors.go); the package knows
+// nothing of CNI, whose plugins map the kinds to codes and read a
+// request's Container from prevResult (package portmapcni). It must not
+// create processes (no nft, no iptables), must not touch any table but
+// its own, and must not change anything outside the network namespace
+// it runs in, except its lock file.
 package portmap
