@@ -10,9 +10,9 @@
 //
 // Pure logic (names, the description of rules and sysctls) is kept
 // apart from the I/O, so that it is unit-tested without root; the owner
-// tags are package tag, which portmap shares. Failures a caller acts on are of dataplane's own kinds
-// (errors.go): the package knows nothing of CNI. It must not exec
-// processes (no ip, nft or iptables), must not sleep, and must not move
-// links between namespaces: a veth is created with its peer already in
-// the container's namespace.
+// tags are package tag, which portmap shares. Failures a caller acts on
+// are of dataplane's own kinds (errors.go): the package knows nothing of
+// CNI. It must not exec processes (no ip, nft or iptables), must not
+// sleep, and must not move links between namespaces: a veth is created
+// with its peer already in the container's namespace.
 package dataplane
