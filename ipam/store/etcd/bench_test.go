@@ -6,11 +6,12 @@ import (
 
 	"github.com/podnet/podnet/ipam/ipamtest"
 	"github.com/podnet/podnet/ipam/store/etcd/etcdtest"
+	"github.com/podnet/podnet/ipam/store/etcdconf"
 )
 
 func BenchmarkAutoAssign(b *testing.B) {
 	c := etcdtest.Start(b, 1)
-	s, err := New(Options{Endpoints: c.Endpoints()})
+	s, err := New(Options{Cluster: etcdconf.Cluster{Endpoints: c.Endpoints()}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,32 +2,28 @@ package etcd
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/podnet/podnet/ipam"
+	"github.com/podnet/podnet/ipam/store/etcdconf"
 )
 
 // Options configure a Store.
 type Options struct {
-	Endpoints   []string
-	DialTimeout time.Duration // default 5s
-	// TLS: all three empty means plain HTTP; CAFile alone verifies the
-	// server; CertFile and KeyFile add a client certificate.
-	CertFile, KeyFile, CAFile string
-	Username, Password        string
-	// Logger for the etcd client; nil discards its logs.
-	Logger *zap.Logger
+	// Cluster is where the cluster is, as for the gateway store
+	// (ipam/store/etcdgw).
+	etcdconf.Cluster
+	// Logger receives the etcd client's own logs (reconnections,
+	// balancer changes); nil discards them.
+	Logger *slog.Logger
 }
 
 // Store is an ipam.Store over an etcd v3 cluster.
@@ -55,46 +51,27 @@ var _ ipam.Store = (*Store)(nil)
 
 // New connects to the cluster in opts.
 func New(opts Options) (*Store, error) {
-	if len(opts.Endpoints) == 0 {
-		return nil, errors.New("etcd store: no endpoints")
+	c, err := opts.WithDefaults()
+	if err != nil {
+		return nil, err
 	}
 	cfg := clientv3.Config{
-		Endpoints:   opts.Endpoints,
-		DialTimeout: opts.DialTimeout,
-		Username:    opts.Username,
-		Password:    opts.Password,
-		Logger:      opts.Logger,
+		Endpoints:   c.Endpoints,
+		DialTimeout: c.DialTimeout,
+		Username:    c.Username,
+		Password:    c.Password,
+		Logger:      zapLogger(opts.Logger),
 	}
-	if cfg.DialTimeout <= 0 {
-		cfg.DialTimeout = 5 * time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = zap.NewNop()
-	}
-	if opts.CertFile != "" || opts.KeyFile != "" || opts.CAFile != "" {
-		tc, err := tlsConfig(opts)
-		if err != nil {
+	if c.TLS() {
+		if cfg.TLS, err = c.TLSConfig(); err != nil {
 			return nil, err
 		}
-		cfg.TLS = tc
 	}
-	c, err := clientv3.New(cfg)
+	cli, err := clientv3.New(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("etcd store %v: %w", opts.Endpoints, err)
+		return nil, fmt.Errorf("etcd store %v: %w", c.Endpoints, err)
 	}
-	return &Store{c: c, own: true}, nil
-}
-
-func tlsConfig(opts Options) (*tls.Config, error) {
-	if (opts.CertFile == "") != (opts.KeyFile == "") {
-		return nil, fmt.Errorf("etcd store: certFile %q and keyFile %q must be set together", opts.CertFile, opts.KeyFile)
-	}
-	info := transport.TLSInfo{CertFile: opts.CertFile, KeyFile: opts.KeyFile, TrustedCAFile: opts.CAFile}
-	tc, err := info.ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("etcd store: tls (cert %q, key %q, ca %q): %w", opts.CertFile, opts.KeyFile, opts.CAFile, err)
-	}
-	return tc, nil
+	return &Store{c: cli, own: true}, nil
 }
 
 // NewFromClient wraps an existing client; Close leaves it open.

@@ -7,6 +7,7 @@ import (
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipam/ipamtest"
 	"github.com/podnet/podnet/ipam/store/etcd/etcdtest"
+	"github.com/podnet/podnet/ipam/store/etcdconf"
 	"github.com/podnet/podnet/ipam/store/storetest"
 )
 
@@ -26,7 +27,7 @@ func newStore(t *testing.T, members int) *Store {
 	if c == nil {
 		t.Fatalf("no %d-member cluster", members)
 	}
-	s, err := New(Options{Endpoints: c.Endpoints()})
+	s, err := New(Options{Cluster: etcdconf.Cluster{Endpoints: c.Endpoints()}})
 	if err != nil {
 		t.Fatal(err)
 	}

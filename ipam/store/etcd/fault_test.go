@@ -6,6 +6,7 @@ import (
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipam/ipamtest"
 	"github.com/podnet/podnet/ipam/store/etcd/etcdtest"
+	"github.com/podnet/podnet/ipam/store/etcdconf"
 )
 
 // TestQuorumFaults: one member of three stopped during allocations (the
@@ -13,7 +14,7 @@ import (
 func TestQuorumFaults(t *testing.T) {
 	c := etcdtest.Start(t, 3)
 	ipamtest.RunQuorumFaults(t, c, func(t *testing.T) ipam.Store {
-		s, err := New(Options{Endpoints: c.AllEndpoints()})
+		s, err := New(Options{Cluster: etcdconf.Cluster{Endpoints: c.AllEndpoints()}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,31 +3,22 @@ package etcdgw
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/podnet/podnet/ipam"
+	"github.com/podnet/podnet/ipam/store/etcdconf"
 )
 
-// Options configure a Store.
-type Options struct {
-	// Endpoints are host:port or URLs of etcd members' client ports.
-	Endpoints   []string
-	DialTimeout time.Duration // default 5s
-	// TLS: all empty means plain HTTP; CAFile alone verifies the server;
-	// CertFile and KeyFile add a client certificate.
-	CertFile, KeyFile, CAFile string
-	Username, Password        string
-}
+// Options configure a Store: the cluster, as for the full client's store
+// (ipam/store/etcd).
+type Options = etcdconf.Cluster
 
 // Store is an ipam.Store over the v3 gateway.
 type Store struct {
@@ -45,17 +36,14 @@ var _ ipam.Store = (*Store)(nil)
 
 // New returns a Store; it does not connect until the first request.
 func New(opts Options) (*Store, error) {
-	if len(opts.Endpoints) == 0 {
-		return nil, errors.New("etcd store: no endpoints")
+	opts, err := opts.WithDefaults()
+	if err != nil {
+		return nil, err
 	}
-	dial := opts.DialTimeout
-	if dial <= 0 {
-		dial = 5 * time.Second
-	}
-	client := &httpClient{dialTimeout: dial}
+	client := &httpClient{dialTimeout: opts.DialTimeout}
 	scheme := "http://"
-	if opts.CertFile != "" || opts.KeyFile != "" || opts.CAFile != "" {
-		tc, err := tlsConfig(opts)
+	if opts.TLS() {
+		tc, err := opts.TLSConfig()
 		if err != nil {
 			return nil, err
 		}
@@ -84,32 +72,6 @@ func New(opts Options) (*Store, error) {
 		return nil, errors.New("etcd store: no endpoints")
 	}
 	return s, nil
-}
-
-func tlsConfig(opts Options) (*tls.Config, error) {
-	if (opts.CertFile == "") != (opts.KeyFile == "") {
-		return nil, fmt.Errorf("etcd store: certFile %q and keyFile %q must be set together", opts.CertFile, opts.KeyFile)
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if opts.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(opts.CertFile, opts.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("etcd store: client certificate %q / key %q: %w", opts.CertFile, opts.KeyFile, err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	if opts.CAFile != "" {
-		pem, err := os.ReadFile(opts.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("etcd store: CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("etcd store: CA file %q holds no PEM certificate", opts.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	return tc, nil
 }
 
 // Close implements ipam.Store.
