@@ -69,4 +69,3 @@ func PKI(t testing.TB, dir string) (ca, serverCert, serverKey, clientCert, clien
 	clientCert, clientKey = leaf("client", 3, x509.ExtKeyUsageClientAuth)
 	return
 }
-
