@@ -40,11 +40,7 @@ func main() {
 		},
 		GC: func(a *skel.CmdArgs) error {
 			return with(a, func(ctx context.Context, p *ipamcni.IPAM) error {
-				valid := make([]cni.GCAttachment, len(a.NetConf.ValidAttachments))
-				for i, v := range a.NetConf.ValidAttachments {
-					valid[i] = cni.GCAttachment{ContainerID: v.ContainerID, IfName: v.IfName}
-				}
-				_, err := p.GC(ctx, valid)
+				_, err := p.GC(ctx, a.NetConf.ValidAttachments)
 				return err
 			})
 		},
