@@ -17,7 +17,7 @@ type Bridge struct {
 // EnsureBridge returns the bridge, creating it (up) when it does not
 // exist. Concurrent ADDs race to create it; the loser finds the
 // winner's. A link of that name that is not a bridge is an error
-// (ErrNotBridge), not something to delete. Returns the bridge's index
+// (of KindNotBridge), not something to delete. Returns the bridge's index
 // and MAC.
 func EnsureBridge(h *netlink.Handle, b Bridge) (*netlink.Bridge, error) {
 	for attempt := 0; attempt < 3; attempt++ {
@@ -44,7 +44,7 @@ func EnsureBridge(h *netlink.Handle, b Bridge) (*netlink.Bridge, error) {
 		}
 		br, ok := link.(*netlink.Bridge)
 		if !ok {
-			return nil, errorf(ErrNotBridge, "%s exists and is a %s, not a bridge", b.Name, link.Type())
+			return nil, errorf(KindNotBridge, "%s exists and is a %s, not a bridge", b.Name, link.Type())
 		}
 		if err := configureBridge(h, br, b); err != nil {
 			return nil, err

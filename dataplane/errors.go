@@ -1,36 +1,54 @@
 package dataplane
 
-import (
-	"errors"
-	"fmt"
+import "fmt"
+
+// Kind is what a caller needs to know of a failed dataplane operation to
+// decide what to do. It speaks of links, addresses and routes: the
+// package knows nothing of CNI, and the plugin maps each kind to a CNI
+// code (plugins/podnet's cniError), in one place. The shape is ipam's.
+type Kind uint8
+
+// The kinds of dataplane failure a caller acts on. Any other failure is
+// a plain error.
+const (
+	// KindConflict is something the call would create that is taken by
+	// what is not the caller's: a link of the same name, or the address
+	// routed through another link (a duplicate IP).
+	KindConflict Kind = iota + 1
+	// KindNotBridge is a link named as the bridge that exists and is not
+	// a bridge.
+	KindNotBridge
 )
 
-// Kinds of failure a caller can act on, for errors.Is. They speak of
-// links, addresses and routes: what a kind means to a CNI runtime is the
-// plugin's to say (plugins/podnet maps them to CNI codes), and this
-// package knows nothing of CNI.
-var (
-	// ErrConflict: what the call would create is taken by something that
-	// is not the caller's: a link of the same name, or the address routed
-	// through another link (a duplicate IP).
-	ErrConflict = errors.New("conflict")
-	// ErrNotBridge: the link named as the bridge exists and is not a
-	// bridge.
-	ErrNotBridge = errors.New("not a bridge")
-)
+func (k Kind) String() string {
+	switch k {
+	case KindConflict:
+		return "conflict"
+	case KindNotBridge:
+		return "not a bridge"
+	}
+	return fmt.Sprintf("kind %d", uint8(k))
+}
 
-// Error is a failure of one of the kinds above. errors.Is matches its
-// kind; errors.As gives its message without what wrapped it.
+// Error is a failed operation of one of the kinds, with a message naming
+// the value at fault. Callers match with errors.As, or with errors.Is
+// against an *Error that has a Kind and no message:
+//
+//	errors.Is(err, &dataplane.Error{Kind: dataplane.KindConflict})
 type Error struct {
-	Kind error // ErrConflict, ErrNotBridge
+	Kind Kind
 	Msg  string
 }
 
 func (e *Error) Error() string { return e.Msg }
 
-// Unwrap returns the kind.
-func (e *Error) Unwrap() error { return e.Kind }
+// Is reports whether target is an *Error of the same kind without a
+// message.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Kind == e.Kind && t.Msg == ""
+}
 
-func errorf(kind error, format string, args ...any) error {
+func errorf(kind Kind, format string, args ...any) error {
 	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
 }

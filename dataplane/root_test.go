@@ -80,7 +80,7 @@ func TestVethPeerInContainer(t *testing.T) {
 	}
 	// The name taken: a conflict, not a silent reuse.
 	_, err = CreateVeth(hh, Veth{HostName: name, PeerName: "eth1", PeerNSFd: nsFd(t, ctr)})
-	if !errors.Is(err, ErrConflict) {
+	if !errors.Is(err, &Error{Kind: KindConflict}) {
 		t.Fatalf("second create: %v", err)
 	}
 	if err := DeleteLink(hh, name); err != nil {
@@ -115,7 +115,7 @@ func TestHostRouteConflict(t *testing.T) {
 		}
 		err := AddHostRoute(hh, idx[1], a)
 		var de *Error
-		if !errors.As(err, &de) || de.Kind != ErrConflict {
+		if !errors.As(err, &de) || de.Kind != KindConflict {
 			t.Fatalf("%s on another link: %v", ip, err)
 		}
 		t.Logf("conflict: %v", err)
@@ -179,7 +179,7 @@ func TestEnsureBridgeConcurrent(t *testing.T) {
 	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "pndummy"}, PeerName: "pndummy1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := EnsureBridge(h, Bridge{Name: "pndummy"}); !errors.Is(err, ErrNotBridge) {
+	if _, err := EnsureBridge(h, Bridge{Name: "pndummy"}); !errors.Is(err, &Error{Kind: KindNotBridge}) {
 		t.Fatalf("a veth taken for a bridge: %v", err)
 	}
 }

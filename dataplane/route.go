@@ -112,7 +112,7 @@ func routesTo(h *netlink.Handle, dst netip.Prefix) ([]netlink.Route, error) {
 // AddHostRoute adds "<ip>/32 dev <link>" (/128 for IPv6) in the host
 // namespace: the route that takes traffic to a routed-mode pod. The
 // same address already routed through another interface is a duplicate
-// IP, which is reported as ErrConflict naming that interface, never
+// IP, which is an error of KindConflict naming that interface, never
 // silently overwritten.
 func AddHostRoute(h *netlink.Handle, index int, ip netip.Addr) error {
 	r := LinkRoute{Dst: HostPrefix(ip), LinkScope: true}
@@ -138,9 +138,9 @@ func AddHostRoute(h *netlink.Handle, index int, ip netip.Addr) error {
 		if l, err := h.LinkByIndex(routes[0].LinkIndex); err == nil {
 			name = l.Attrs().Name
 		}
-		return errorf(ErrConflict, "address %s is already routed to %s: duplicate IP", ip, name)
+		return errorf(KindConflict, "address %s is already routed to %s: duplicate IP", ip, name)
 	}
-	return errorf(ErrConflict, "address %s already has a route in the main table: duplicate IP", ip)
+	return errorf(KindConflict, "address %s already has a route in the main table: duplicate IP", ip)
 }
 
 // HostRoutes lists the single-address routes through the link: in

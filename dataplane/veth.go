@@ -27,8 +27,8 @@ type Veth struct {
 // before the peer goes up still apply. It returns the host end's index, also with an error when the pair
 // exists but could not be finished, so that the caller can remove it.
 //
-// A name already taken in either namespace is an ErrConflict: ADD
-// decides beforehand whether an existing link is its own.
+// A name already taken in either namespace is an error of KindConflict:
+// ADD decides beforehand whether an existing link is its own.
 func CreateVeth(h *netlink.Handle, v Veth) (int, error) {
 	attrs := netlink.NewLinkAttrs()
 	attrs.Name = v.HostName
@@ -43,7 +43,7 @@ func CreateVeth(h *netlink.Handle, v Veth) (int, error) {
 	}
 	if err := h.LinkAdd(link); err != nil {
 		if isExist(err) {
-			return 0, errorf(ErrConflict, "cannot create veth %s with peer %s: a link of one of these names already exists", v.HostName, v.PeerName)
+			return 0, errorf(KindConflict, "cannot create veth %s with peer %s: a link of one of these names already exists", v.HostName, v.PeerName)
 		}
 		return 0, fmt.Errorf("create veth %s (peer %s): %w", v.HostName, v.PeerName, err)
 	}

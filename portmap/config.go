@@ -82,8 +82,8 @@ func (m Mapping) String() string {
 }
 
 // ParseConfig decodes the plugin's fields from the configuration on
-// stdin. Every error is an ErrInvalidConfig naming the field, or an
-// ErrMalformed for JSON that does not decode.
+// stdin. Every error is of KindInvalid and names the field, or of
+// KindMalformed for JSON that does not decode.
 func ParseConfig(stdin []byte) (*Config, error) {
 	var raw struct {
 		SNAT          *bool `json:"snat"`
@@ -94,9 +94,9 @@ func ParseConfig(stdin []byte) (*Config, error) {
 	if err := json.Unmarshal(stdin, &raw); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return nil, errorf(ErrInvalidConfig, "config: %s: must not be a JSON %s", te.Field, te.Value)
+			return nil, errorf(KindInvalid, "config: %s: must not be a JSON %s", te.Field, te.Value)
 		}
-		return nil, errorf(ErrMalformed, "config: %v", err)
+		return nil, errorf(KindMalformed, "config: %v", err)
 	}
 	c := &Config{SNAT: raw.SNAT == nil || *raw.SNAT, MappingsGiven: raw.RuntimeConfig.PortMappings != nil}
 	if !c.MappingsGiven {
@@ -120,7 +120,7 @@ func ValidateMappings(pms []RuntimeMapping) ([]Mapping, error) {
 	for i, pm := range pms {
 		field := fmt.Sprintf("runtimeConfig.portMappings[%d]", i)
 		bad := func(format string, args ...any) error {
-			return errorf(ErrInvalidConfig, "config: %s.%s", field, fmt.Sprintf(format, args...))
+			return errorf(KindInvalid, "config: %s.%s", field, fmt.Sprintf(format, args...))
 		}
 		var m Mapping
 		if pm.HostPort <= 0 || pm.HostPort > 65535 {

@@ -24,7 +24,7 @@
 // ID> <ifname>". DEL removes exactly the elements of its attachment
 // (without needing prevResult), GC the elements of its network whose
 // attachment is not valid, and ADD refuses a host port whose element
-// belongs to another attachment (ErrConflict).
+// belongs to another attachment (KindConflict).
 //
 // The package is split in a pure part (config.go, entry.go, plan.go,
 // ruleset.go: validation, the entries an attachment should have,

@@ -32,21 +32,21 @@ func SetsOf(is4 bool) []string {
 	return []string{SetDNAT6, SetHostIP6, SetSNAT6}
 }
 
-// Kind says what an entry does.
-type Kind uint8
+// EntryKind says what an entry does.
+type EntryKind uint8
 
 const (
-	// KindDNAT sends a host port to the container: an element of dnat4,
+	// DNAT sends a host port to the container: an element of dnat4,
 	// dnat6 (any host address) or hostip4, hostip6 (one host address).
-	KindDNAT Kind = iota
-	// KindSNAT masquerades hairpin and localhost traffic to the
-	// container: an element of snat4 or snat6.
-	KindSNAT
+	DNAT EntryKind = iota
+	// SNAT masquerades hairpin and localhost traffic to the container:
+	// an element of snat4 or snat6.
+	SNAT
 )
 
 // Entry is one element of the table, described as data.
 type Entry struct {
-	Kind     Kind
+	Kind     EntryKind
 	Proto    Protocol   // DNAT only
 	HostIP   netip.Addr // DNAT only; the zero Addr for any address
 	HostPort uint16     // DNAT only
@@ -63,9 +63,9 @@ func (e Entry) is4() bool { return e.PodIP.Is4() }
 // Set is the name of the map or set that holds the entry.
 func (e Entry) Set() string {
 	switch {
-	case e.Kind == KindSNAT && e.is4():
+	case e.Kind == SNAT && e.is4():
 		return SetSNAT4
-	case e.Kind == KindSNAT:
+	case e.Kind == SNAT:
 		return SetSNAT6
 	case e.HostIP.IsValid() && e.is4():
 		return SetHostIP4
@@ -82,7 +82,7 @@ func (e Entry) Set() string {
 // addresses in network order.
 func (e Entry) Key() []byte {
 	var b []byte
-	if e.Kind == KindSNAT {
+	if e.Kind == SNAT {
 		b = append(b, e.PodIP.AsSlice()...)
 		return append(b, e.PodIP.AsSlice()...)
 	}
@@ -97,7 +97,7 @@ func (e Entry) Key() []byte {
 // Value is the element's data: the container address and port, or nil
 // for a set element.
 func (e Entry) Value() []byte {
-	if e.Kind == KindSNAT {
+	if e.Kind == SNAT {
 		return nil
 	}
 	b := e.PodIP.AsSlice()
@@ -112,7 +112,7 @@ func (e Entry) SameElement(o Entry) bool {
 }
 
 func (e Entry) String() string {
-	if e.Kind == KindSNAT {
+	if e.Kind == SNAT {
 		return fmt.Sprintf("%s %s (%s)", e.Set(), e.PodIP, e.Owner)
 	}
 	host := "*"
@@ -143,7 +143,7 @@ func DecodeEntry(set string, key, val []byte, comment string) (Entry, error) {
 		if len(key) != 2*alen || !bytes.Equal(key[:alen], key[alen:]) {
 			return bad()
 		}
-		e.Kind, e.PodIP = KindSNAT, addr(key[:alen])
+		e.Kind, e.PodIP = SNAT, addr(key[:alen])
 		return e, nil
 	case SetHostIP4, SetHostIP6:
 		if len(key) < alen {
@@ -157,7 +157,7 @@ func DecodeEntry(set string, key, val []byte, comment string) (Entry, error) {
 	if len(key) != 8 || len(val) != alen+4 {
 		return bad()
 	}
-	e.Kind = KindDNAT
+	e.Kind = DNAT
 	e.Proto = Protocol(key[0])
 	e.HostPort = binary.BigEndian.Uint16(key[4:6])
 	e.PodIP = addr(val[:alen])

@@ -1,43 +1,66 @@
 package portmap
 
-import (
-	"errors"
-	"fmt"
-)
+import "fmt"
 
-// Kinds of failure, for errors.Is. They speak of mappings, host ports and
-// the table: a CNI plugin maps them to its codes (portmapcni.Error), and
-// this package knows nothing of CNI. An error of no kind is unexpected (a
+// Kind is what a caller needs to know of a failed portmap operation to
+// decide what to do. It speaks of mappings, host ports and the table:
+// the package knows nothing of CNI, and portmapcni maps each kind to a
+// CNI code, in one place. The shape is ipam's.
+type Kind uint8
+
+// The kinds of portmap failure. An error of no kind is unexpected (a
 // bug).
-var (
-	// ErrMalformed: the configuration is not JSON that decodes.
-	ErrMalformed = errors.New("malformed configuration")
-	// ErrInvalidConfig: a field of the configuration is wrong, or the
-	// container has no address a mapping can lead to.
-	ErrInvalidConfig = errors.New("invalid configuration")
-	// ErrConflict: a host port, or the container's address, belongs to
-	// another attachment.
-	ErrConflict = errors.New("conflict")
-	// ErrIO: the kernel or the lock file failed (nftables, conntrack,
-	// /proc/sys, the flock).
-	ErrIO = errors.New("I/O failure")
-	// ErrMissing: CHECK found the table or the attachment's elements not
-	// as ADD left them.
-	ErrMissing = errors.New("not as ADD left it")
+const (
+	// KindMalformed is a configuration that is not JSON that decodes.
+	KindMalformed Kind = iota + 1
+	// KindInvalid is a field of the configuration that is wrong, or a
+	// container without an address a mapping can lead to.
+	KindInvalid
+	// KindConflict is a host port, or the container's address, that
+	// belongs to another attachment.
+	KindConflict
+	// KindIO is a failure of the kernel or of the lock file (nftables,
+	// conntrack, /proc/sys, the flock).
+	KindIO
+	// KindMissing is CHECK finding the table or the attachment's
+	// elements not as ADD left them.
+	KindMissing
 )
 
-// Error is a failure of one of the kinds above. errors.Is matches its
-// kind; errors.As gives its message without what wrapped it.
+var kindNames = [...]string{
+	KindMalformed: "malformed configuration",
+	KindInvalid:   "invalid configuration",
+	KindConflict:  "conflict",
+	KindIO:        "I/O failure",
+	KindMissing:   "not as ADD left it",
+}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) && kindNames[k] != "" {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind %d", uint8(k))
+}
+
+// Error is a failed operation of one of the kinds, with a message naming
+// the value at fault. Callers match with errors.As, or with errors.Is
+// against an *Error that has a Kind and no message:
+//
+//	errors.Is(err, &portmap.Error{Kind: portmap.KindConflict})
 type Error struct {
-	Kind error // ErrMalformed, ErrInvalidConfig, ErrConflict, ErrIO, ErrMissing
+	Kind Kind
 	Msg  string
 }
 
 func (e *Error) Error() string { return e.Msg }
 
-// Unwrap returns the kind.
-func (e *Error) Unwrap() error { return e.Kind }
+// Is reports whether target is an *Error of the same kind without a
+// message.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Kind == e.Kind && t.Msg == ""
+}
 
-func errorf(kind error, format string, args ...any) error {
+func errorf(kind Kind, format string, args ...any) error {
 	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
 }

@@ -26,7 +26,7 @@ func OnConn(c *nftables.Conn) *NFT { return &NFT{conn: c, rs: NewRuleset()} }
 func OpenNFT() (*NFT, error) {
 	c, err := nftables.New(nftables.AsLasting())
 	if err != nil {
-		return nil, errorf(ErrIO, "portmap: nftables netlink socket: %v", err)
+		return nil, errorf(KindIO, "portmap: nftables netlink socket: %v", err)
 	}
 	return &NFT{conn: c, rs: NewRuleset()}, nil
 }
@@ -47,7 +47,7 @@ func (n *NFT) List(sets []string) (entries []Entry, missing bool, err error) {
 				missing = true
 				continue
 			}
-			return nil, false, errorf(ErrIO, "portmap: list elements of %s in table inet %s: %v", name, TableName, err)
+			return nil, false, errorf(KindIO, "portmap: list elements of %s in table inet %s: %v", name, TableName, err)
 		}
 		for _, el := range elems {
 			e, err := DecodeEntry(name, el.Key, el.Val, el.Comment)
@@ -86,9 +86,9 @@ func (n *NFT) Commit() error {
 		if errors.Is(err, unix.EEXIST) {
 			// Reconcile saw no holder: one appeared since (a writer
 			// that does not take the lock).
-			return errorf(ErrConflict, "portmap: a host port was taken by another container during this ADD: %v", err)
+			return errorf(KindConflict, "portmap: a host port was taken by another container during this ADD: %v", err)
 		}
-		return errorf(ErrIO, "portmap: update table inet %s: %v", TableName, err)
+		return errorf(KindIO, "portmap: update table inet %s: %v", TableName, err)
 	}
 	return nil
 }

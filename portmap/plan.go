@@ -17,7 +17,7 @@ func Want(owner tag.Owner, c *Config, v4, v6 netip.Addr) ([]Entry, error) {
 		return nil, nil
 	}
 	if !v4.IsValid() && !v6.IsValid() {
-		return nil, errorf(ErrInvalidConfig, "config: prevResult: no container address to map ports to")
+		return nil, errorf(KindInvalid, "config: prevResult: no container address to map ports to")
 	}
 	var out []Entry
 	var fam4, fam6 bool
@@ -27,7 +27,7 @@ func Want(owner tag.Owner, c *Config, v4, v6 netip.Addr) ([]Entry, error) {
 			if !pod.IsValid() || !m.Applies(pod.Is4()) {
 				continue
 			}
-			e := Entry{Kind: KindDNAT, Proto: m.Proto, HostPort: m.HostPort, PodIP: pod, PodPort: m.ContainerPort, Owner: owner}
+			e := Entry{Kind: DNAT, Proto: m.Proto, HostPort: m.HostPort, PodIP: pod, PodPort: m.ContainerPort, Owner: owner}
 			if !m.Any() {
 				e.HostIP = m.HostIP
 			}
@@ -36,16 +36,16 @@ func Want(owner tag.Owner, c *Config, v4, v6 netip.Addr) ([]Entry, error) {
 			n++
 		}
 		if n == 0 {
-			return nil, errorf(ErrInvalidConfig,
+			return nil, errorf(KindInvalid,
 				"config: runtimeConfig.portMappings[%d].hostIP: %s is IPv%s but the container has no IPv%s address", i, m.HostIP, family(m.HostIP), family(m.HostIP))
 		}
 	}
 	if c.SNAT {
 		if fam4 {
-			out = append(out, Entry{Kind: KindSNAT, PodIP: v4, Owner: owner})
+			out = append(out, Entry{Kind: SNAT, PodIP: v4, Owner: owner})
 		}
 		if fam6 {
-			out = append(out, Entry{Kind: KindSNAT, PodIP: v6, Owner: owner})
+			out = append(out, Entry{Kind: SNAT, PodIP: v6, Owner: owner})
 		}
 	}
 	return out, nil
@@ -90,7 +90,7 @@ func Reconcile(owner tag.Owner, want, existing []Entry) (Changes, error) {
 	byPort := make(map[port][]Entry)
 	for _, x := range existing {
 		byKey[key{x.Set(), string(x.Key())}] = x
-		if x.Kind == KindDNAT {
+		if x.Kind == DNAT {
 			p := port{x.is4(), x.Proto, x.HostPort}
 			byPort[p] = append(byPort[p], x)
 		}
@@ -121,7 +121,7 @@ func Reconcile(owner tag.Owner, want, existing []Entry) (Changes, error) {
 		default:
 			return Changes{}, conflict(w, x)
 		}
-		if w.Kind != KindDNAT {
+		if w.Kind != DNAT {
 			continue
 		}
 		for _, x := range byPort[port{w.is4(), w.Proto, w.HostPort}] {
@@ -152,15 +152,15 @@ func conflict(w, x Entry) error {
 		}
 		return "any host address"
 	}
-	if w.Kind == KindSNAT {
-		return errorf(ErrConflict, "container address %s is already in use by container %s (network %s, interface %s)",
+	if w.Kind == SNAT {
+		return errorf(KindConflict, "container address %s is already in use by container %s (network %s, interface %s)",
 			w.PodIP, x.Owner.ContainerID, x.Owner.Network, x.Owner.IfName)
 	}
 	owner := "an element podnet did not write"
 	if x.Owner != (tag.Owner{}) {
 		owner = fmt.Sprintf("container %s (network %s, interface %s)", x.Owner.ContainerID, x.Owner.Network, x.Owner.IfName)
 	}
-	return errorf(ErrConflict, "host port %s/%d on %s is already taken: %s maps it on %s to %s",
+	return errorf(KindConflict, "host port %s/%d on %s is already taken: %s maps it on %s to %s",
 		w.Proto, w.HostPort, host(w), owner, host(x), netip.AddrPortFrom(x.PodIP, x.PodPort))
 }
 
@@ -214,7 +214,7 @@ func Missing(want, existing []Entry) []Entry {
 // the conntrack entries to flush.
 func UDPPorts(es []Entry) (v4, v6 []uint16) {
 	for _, e := range es {
-		if e.Kind != KindDNAT || e.Proto != UDP {
+		if e.Kind != DNAT || e.Proto != UDP {
 			continue
 		}
 		if e.is4() {

@@ -42,8 +42,8 @@ func TestValidateMappings(t *testing.T) {
 			}
 			continue
 		}
-		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%+v: error %v, want ErrInvalidConfig naming %s", tt.in, err, tt.want)
+		if !errors.Is(err, &Error{Kind: KindInvalid}) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: error %v, want KindInvalid naming %s", tt.in, err, tt.want)
 		}
 	}
 	ms, _ := ValidateMappings([]RuntimeMapping{{HostPort: 1, ContainerPort: 1, HostIP: "::ffff:1.2.3.4"}})
@@ -73,19 +73,19 @@ func TestParseConfig(t *testing.T) {
 			t.Errorf("%s: %+v %v, want MappingsGiven %v", stdin, c, err, given)
 		}
 	}
-	if _, err := ParseConfig([]byte(`{"runtimeConfig":{"portMappings":[{"hostPort":"80"}]}}`)); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := ParseConfig([]byte(`{"runtimeConfig":{"portMappings":[{"hostPort":"80"}]}}`)); !errors.Is(err, &Error{Kind: KindInvalid}) {
 		t.Fatalf("hostPort as a string: %v", err)
 	}
 }
 
 func TestEntryRoundTrip(t *testing.T) {
 	for _, e := range []Entry{
-		{Kind: KindDNAT, Proto: TCP, HostPort: 80, PodIP: podA, PodPort: 8080, Owner: ownerA},
-		{Kind: KindDNAT, Proto: UDP, HostIP: host, HostPort: 53, PodIP: podA, PodPort: 5353, Owner: ownerA},
-		{Kind: KindDNAT, Proto: SCTP, HostPort: 9, PodIP: podA6, PodPort: 9, Owner: ownerA},
-		{Kind: KindDNAT, Proto: TCP, HostIP: netip.MustParseAddr("fd00::1"), HostPort: 65535, PodIP: podA6, PodPort: 1, Owner: ownerA},
-		{Kind: KindSNAT, PodIP: podA, Owner: ownerA},
-		{Kind: KindSNAT, PodIP: podA6, Owner: ownerA},
+		{Kind: DNAT, Proto: TCP, HostPort: 80, PodIP: podA, PodPort: 8080, Owner: ownerA},
+		{Kind: DNAT, Proto: UDP, HostIP: host, HostPort: 53, PodIP: podA, PodPort: 5353, Owner: ownerA},
+		{Kind: DNAT, Proto: SCTP, HostPort: 9, PodIP: podA6, PodPort: 9, Owner: ownerA},
+		{Kind: DNAT, Proto: TCP, HostIP: netip.MustParseAddr("fd00::1"), HostPort: 65535, PodIP: podA6, PodPort: 1, Owner: ownerA},
+		{Kind: SNAT, PodIP: podA, Owner: ownerA},
+		{Kind: SNAT, PodIP: podA6, Owner: ownerA},
 	} {
 		got, err := DecodeEntry(e.Set(), e.Key(), e.Value(), e.Owner.String())
 		if err != nil || got != e {
@@ -98,7 +98,7 @@ func TestEntryRoundTrip(t *testing.T) {
 			t.Errorf("%v: key %d bytes (set %d), data %d bytes (set %d)", e, len(e.Key()), s.KeyType.Bytes, len(e.Value()), s.DataType.Bytes)
 		}
 	}
-	if e, err := DecodeEntry(SetSNAT4, Entry{Kind: KindSNAT, PodIP: podA}.Key(), nil, "no owner"); err != nil || e.Owner != (tag.Owner{}) {
+	if e, err := DecodeEntry(SetSNAT4, Entry{Kind: SNAT, PodIP: podA}.Key(), nil, "no owner"); err != nil || e.Owner != (tag.Owner{}) {
 		t.Errorf("a two-field comment: %v, %v; want an element of no owner", e, err)
 	}
 }
@@ -128,10 +128,10 @@ func TestWant(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if _, err := Want(ownerA, c, podA, netip.Addr{}); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := Want(ownerA, c, podA, netip.Addr{}); !errors.Is(err, &Error{Kind: KindInvalid}) {
 		t.Fatalf("a :: mapping for a pod without IPv6: %v", err)
 	}
-	if _, err := Want(ownerA, c, netip.Addr{}, netip.Addr{}); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := Want(ownerA, c, netip.Addr{}, netip.Addr{}); !errors.Is(err, &Error{Kind: KindInvalid}) {
 		t.Fatalf("no pod address: %v", err)
 	}
 	es, _ = Want(ownerA, &Config{Mappings: c.Mappings[:1]}, podA, netip.Addr{})
@@ -141,7 +141,7 @@ func TestWant(t *testing.T) {
 }
 
 func dnat(o tag.Owner, hostIP netip.Addr, port uint16, pod netip.Addr, podPort uint16) Entry {
-	return Entry{Kind: KindDNAT, Proto: TCP, HostIP: hostIP, HostPort: port, PodIP: pod, PodPort: podPort, Owner: o}
+	return Entry{Kind: DNAT, Proto: TCP, HostIP: hostIP, HostPort: port, PodIP: pod, PodPort: podPort, Owner: o}
 }
 
 func TestReconcile(t *testing.T) {
@@ -172,17 +172,17 @@ func TestReconcile(t *testing.T) {
 		{name: "other port",
 			want: []Entry{dnat(ownerA, anyIP, 80, podA, 80)}, exist: []Entry{dnat(ownerB, anyIP, 81, podB, 80)}, add: 1},
 		{name: "other protocol",
-			want: []Entry{dnat(ownerA, anyIP, 80, podA, 80)}, exist: []Entry{{Kind: KindDNAT, Proto: UDP, HostPort: 80, PodIP: podB, PodPort: 80, Owner: ownerB}}, add: 1},
+			want: []Entry{dnat(ownerA, anyIP, 80, podA, 80)}, exist: []Entry{{Kind: DNAT, Proto: UDP, HostPort: 80, PodIP: podB, PodPort: 80, Owner: ownerB}}, add: 1},
 		{name: "other family",
 			want: []Entry{dnat(ownerA, anyIP, 80, podA, 80)}, exist: []Entry{dnat(ownerB, anyIP, 80, podA6, 80)}, add: 1},
 		{name: "snat element of a former holder of the address",
-			want: []Entry{{Kind: KindSNAT, PodIP: podA, Owner: ownerA}}, exist: []Entry{{Kind: KindSNAT, PodIP: podA, Owner: ownerB}}, add: 1, del: 1},
+			want: []Entry{{Kind: SNAT, PodIP: podA, Owner: ownerA}}, exist: []Entry{{Kind: SNAT, PodIP: podA, Owner: ownerB}}, add: 1, del: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ch, err := Reconcile(ownerA, tt.want, tt.exist)
 			if tt.conflictWith != "" {
-				if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "container "+tt.conflictWith) {
+				if !errors.Is(err, &Error{Kind: KindConflict}) || !strings.Contains(err.Error(), "container "+tt.conflictWith) {
 					t.Fatalf("error %v, want a conflict naming container %s", err, tt.conflictWith)
 				}
 				return

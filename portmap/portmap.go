@@ -43,7 +43,7 @@ func (r *Request) lockPath() string {
 
 func (r *Request) want() ([]Entry, error) {
 	if r.Container == nil {
-		return nil, errorf(ErrInvalidConfig,
+		return nil, errorf(KindInvalid,
 			"config: prevResult is missing: podnet-portmap runs chained after the plugin that gives the container its addresses")
 	}
 	return Want(r.Owner, r.Config, r.Container.V4, r.Container.V6)
@@ -68,7 +68,7 @@ func setsFor(es []Entry) []string {
 // Add publishes the request's mappings: one batch of element changes
 // (plus the table, the first time), then a flush of the UDP mapped
 // ports' conntrack entries. Repeating it is harmless; a host port that
-// another attachment holds fails it with ErrConflict and changes nothing.
+// another attachment holds fails it (KindConflict) and changes nothing.
 func Add(r *Request) error {
 	if len(r.Config.Mappings) == 0 {
 		return nil
@@ -93,9 +93,9 @@ func Add(r *Request) error {
 	}
 	// After the table exists: its input chain guards what route_localnet
 	// opens.
-	if r.Config.SNAT && slices.ContainsFunc(want, func(e Entry) bool { return e.Kind == KindSNAT && e.is4() }) {
+	if r.Config.SNAT && slices.ContainsFunc(want, func(e Entry) bool { return e.Kind == SNAT && e.is4() }) {
 		if err := EnableRouteLocalnet(r.Container.HostInterfaces); err != nil {
-			return errorf(ErrIO, "%v", err)
+			return errorf(KindIO, "%v", err)
 		}
 	}
 	return FlushUDPOf(want)
@@ -150,13 +150,13 @@ func QueueDel(n *NFT, r *Request) (owned []Entry, err error) {
 // an old entry.
 func FlushUDPOf(es []Entry) error {
 	if err := FlushUDP(UDPPorts(es)); err != nil {
-		return errorf(ErrIO, "%v", err)
+		return errorf(KindIO, "%v", err)
 	}
 	return nil
 }
 
 // Check verifies that the table is whole and holds the request's
-// elements; ErrMissing says what is not.
+// elements; an error of KindMissing says what is not.
 func Check(r *Request) error {
 	if len(r.Config.Mappings) == 0 {
 		return nil
@@ -171,7 +171,7 @@ func Check(r *Request) error {
 	}
 	defer n.Close()
 	if err := n.CheckRuleset(); err != nil {
-		return errorf(ErrMissing, "%v", err)
+		return errorf(KindMissing, "%v", err)
 	}
 	existing, _, err := n.List(setsFor(want))
 	if err != nil {
@@ -182,7 +182,7 @@ func Check(r *Request) error {
 		for _, e := range miss {
 			s = append(s, e.String())
 		}
-		return errorf(ErrMissing, "portmap: table inet %s lacks %d element(s) of %s: %s", TableName, len(miss), r.Owner.ContainerID, strings.Join(s, "; "))
+		return errorf(KindMissing, "portmap: table inet %s lacks %d element(s) of %s: %s", TableName, len(miss), r.Owner.ContainerID, strings.Join(s, "; "))
 	}
 	return nil
 }
@@ -207,7 +207,7 @@ func GC(network string, valid []tag.Owner, lockPath string) error {
 		if len(gone) == len(existing) {
 			n.conn.DelTable(n.rs.Table)
 			if err := n.conn.Flush(); err != nil {
-				return errorf(ErrIO, "portmap: delete table inet %s: %v", TableName, err)
+				return errorf(KindIO, "portmap: delete table inet %s: %v", TableName, err)
 			}
 			return nil
 		}
@@ -227,7 +227,7 @@ func Lock(path string) (unlock func(), err error) {
 	}
 	unlock, err = lock(path)
 	if err != nil {
-		return nil, errorf(ErrIO, "%v", err)
+		return nil, errorf(KindIO, "%v", err)
 	}
 	return unlock, nil
 }

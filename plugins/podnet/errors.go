@@ -22,10 +22,10 @@ func cniError(err error) error {
 		return err
 	case errors.As(err, &de):
 		switch de.Kind {
-		case dataplane.ErrNotBridge:
+		case dataplane.KindNotBridge:
 			// The bridge is the configuration's, and so is the fault.
 			return confErr("bridge", "%s", de.Msg)
-		case dataplane.ErrConflict:
+		case dataplane.KindConflict:
 			return cni.Errorf(cni.CodeAddressConflict, "%s", de.Msg)
 		}
 		return cni.Errorf(cni.CodeInternal, "%s", de.Msg)

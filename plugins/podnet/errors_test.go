@@ -19,14 +19,13 @@ func TestCNIError(t *testing.T) {
 		code cni.Code
 		msg  string
 	}{
-		{&dataplane.Error{Kind: dataplane.ErrConflict, Msg: "duplicate IP"}, cni.CodeAddressConflict, "duplicate IP"},
-		{&dataplane.Error{Kind: dataplane.ErrNotBridge, Msg: "pn0 exists and is a dummy, not a bridge"}, cni.CodeInvalidNetworkConfig,
+		{&dataplane.Error{Kind: dataplane.KindConflict, Msg: "duplicate IP"}, cni.CodeAddressConflict, "duplicate IP"},
+		{&dataplane.Error{Kind: dataplane.KindNotBridge, Msg: "pn0 exists and is a dummy, not a bridge"}, cni.CodeInvalidNetworkConfig,
 			"config: bridge: pn0 exists and is a dummy, not a bridge"},
-		{&portmap.Error{Kind: portmap.ErrConflict, Msg: "host port taken"}, cni.CodeAddressConflict, "host port taken"},
-		{&portmap.Error{Kind: portmap.ErrIO, Msg: "no socket"}, cni.CodeIOFailure, "no socket"},
-		// The first failure of a joined error decides, as ADD's
-		// concurrent strands expect; the plugin's own code wins.
-		{errors.Join(errors.New("plain"), cni.Errorf(cni.CodeUnknownContainer, "gone"), &portmap.Error{Kind: portmap.ErrIO}), cni.CodeUnknownContainer, "gone"},
+		{&portmap.Error{Kind: portmap.KindConflict, Msg: "host port taken"}, cni.CodeAddressConflict, "host port taken"},
+		{&portmap.Error{Kind: portmap.KindIO, Msg: "no socket"}, cni.CodeIOFailure, "no socket"},
+		// A CNI error (the plugin's own) wins over a kind.
+		{errors.Join(errors.New("plain"), cni.Errorf(cni.CodeUnknownContainer, "gone"), &portmap.Error{Kind: portmap.KindIO}), cni.CodeUnknownContainer, "gone"},
 	} {
 		err := cniError(fmt.Errorf("context: %w", tt.err))
 		var ce *cni.Error
@@ -34,7 +33,7 @@ func TestCNIError(t *testing.T) {
 			t.Errorf("%v: %v (code %d), want code %d and %q", tt.err, err, cni.CodeOf(err), tt.code, tt.msg)
 		}
 	}
-	if err := withUndo(&dataplane.Error{Kind: dataplane.ErrConflict, Msg: "taken"}, errors.New("veth stuck")); cni.CodeOf(err) != cni.CodeAddressConflict ||
+	if err := withUndo(&dataplane.Error{Kind: dataplane.KindConflict, Msg: "taken"}, errors.New("veth stuck")); cni.CodeOf(err) != cni.CodeAddressConflict ||
 		!strings.Contains(err.Error(), "rollback incomplete: veth stuck") {
 		t.Errorf("with undo: %v (code %d)", err, cni.CodeOf(err))
 	}

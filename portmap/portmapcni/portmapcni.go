@@ -59,18 +59,18 @@ func Error(err error) error {
 }
 
 // Code is the CNI code of one of portmap's kinds of failure.
-func Code(kind error) cni.Code {
+func Code(kind portmap.Kind) cni.Code {
 	switch kind {
-	case portmap.ErrMalformed:
+	case portmap.KindMalformed:
 		return cni.CodeDecodingFailure
-	case portmap.ErrInvalidConfig:
+	case portmap.KindInvalid:
 		return cni.CodeInvalidNetworkConfig
-	case portmap.ErrConflict:
+	case portmap.KindConflict:
 		return cni.CodeAddressConflict
-	case portmap.ErrIO:
+	case portmap.KindIO:
 		return cni.CodeIOFailure
 	}
-	// ErrMissing: no code in the specification fits "not as ADD left
+	// KindMissing: no code in the specification fits "not as ADD left
 	// it"; podnet's CHECK reports CodeInternal with what differs.
 	return cni.CodeInternal
 }

@@ -35,14 +35,14 @@ func TestContainer(t *testing.T) {
 // TestError pins the codes the plugins report for portmap's failures.
 func TestError(t *testing.T) {
 	for _, tt := range []struct {
-		kind error
+		kind portmap.Kind
 		code cni.Code
 	}{
-		{portmap.ErrMalformed, cni.CodeDecodingFailure},
-		{portmap.ErrInvalidConfig, cni.CodeInvalidNetworkConfig},
-		{portmap.ErrConflict, cni.CodeAddressConflict},
-		{portmap.ErrIO, cni.CodeIOFailure},
-		{portmap.ErrMissing, cni.CodeInternal},
+		{portmap.KindMalformed, cni.CodeDecodingFailure},
+		{portmap.KindInvalid, cni.CodeInvalidNetworkConfig},
+		{portmap.KindConflict, cni.CodeAddressConflict},
+		{portmap.KindIO, cni.CodeIOFailure},
+		{portmap.KindMissing, cni.CodeInternal},
 	} {
 		pe := &portmap.Error{Kind: tt.kind, Msg: "what failed"}
 		err := Error(fmt.Errorf("wrapped: %w", pe))
@@ -53,7 +53,7 @@ func TestError(t *testing.T) {
 	}
 	// The plugin's own CNI error wins; an error of no kind is left alone.
 	own := cni.Errorf(cni.CodeTryAgainLater, "later")
-	if err := Error(errors.Join(&portmap.Error{Kind: portmap.ErrIO}, own)); err == nil || cni.CodeOf(err) != cni.CodeTryAgainLater {
+	if err := Error(errors.Join(&portmap.Error{Kind: portmap.KindIO}, own)); err == nil || cni.CodeOf(err) != cni.CodeTryAgainLater {
 		t.Errorf("with a CNI error: %v", err)
 	}
 	plain := errors.New("plain")
