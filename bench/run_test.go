@@ -16,11 +16,11 @@ import (
 func TestRunLeavesNothing(t *testing.T) {
 	testutil.RequireRoot(t)
 	confDir, binDir, ipamDir := t.TempDir(), t.TempDir(), t.TempDir()
-	for _, p := range []string{"./plugins/loopback", "./plugins/podnet", "./plugins/podnet-portmap", "./internal/testipam"} {
+	for _, p := range []string{"./plugins/loopback", "./plugins/podnet", "./plugins/podnet-portmap", "./internal/testipamplugin"} {
 		testutil.BuildBinary(t, p, binDir)
 	}
 	conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"benchnet","plugins":[
-		{"type":"podnet","ipMasq":true,"ipam":{"type":"testipam","dataDir":%q,"ranges":["10.104.0.0/24"]}},
+		{"type":"podnet","ipMasq":true,"ipam":{"type":"testipamplugin","dataDir":%q,"ranges":["10.104.0.0/24"]}},
 		{"type":"podnet-portmap","capabilities":{"portMappings":true}}]}`, ipamDir)
 	if err := os.WriteFile(filepath.Join(confDir, "10-benchnet.conflist"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)

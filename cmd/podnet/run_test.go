@@ -32,11 +32,11 @@ func newNode(t *testing.T) *node {
 	testutil.RequireRoot(t)
 	n := &node{t: t, confDir: t.TempDir(), binDir: t.TempDir(), cacheDir: t.TempDir(), stateDir: t.TempDir(), ipam: t.TempDir()}
 	n.podnet = testutil.BuildBinary(t, "./cmd/podnet", t.TempDir())
-	for _, p := range []string{"./plugins/loopback", "./plugins/podnet", "./plugins/podnet-portmap", "./internal/testipam"} {
+	for _, p := range []string{"./plugins/loopback", "./plugins/podnet", "./plugins/podnet-portmap", "./internal/testipamplugin"} {
 		testutil.BuildBinary(t, p, n.binDir)
 	}
 	conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"runnet","plugins":[
-		{"type":"podnet","ipam":{"type":"testipam","dataDir":%q,"ranges":["10.102.0.0/24"]}},
+		{"type":"podnet","ipam":{"type":"testipamplugin","dataDir":%q,"ranges":["10.102.0.0/24"]}},
 		{"type":"podnet-portmap","capabilities":{"portMappings":true}}]}`, n.ipam)
 	if err := os.WriteFile(filepath.Join(n.confDir, "10-runnet.conflist"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
@@ -149,7 +149,7 @@ func TestRunPassesExitStatus(t *testing.T) {
 func TestRunSetupFailureLeavesNothing(t *testing.T) {
 	n := newNode(t)
 	conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"runnet","plugins":[
-		{"type":"podnet","ipam":{"type":"testipam","dataDir":%q,"ranges":["10.102.0.0/24"],"fail":{"ADD":{"code":11,"msg":"pool exhausted"}}}}]}`, n.ipam)
+		{"type":"podnet","ipam":{"type":"testipamplugin","dataDir":%q,"ranges":["10.102.0.0/24"],"fail":{"ADD":{"code":11,"msg":"pool exhausted"}}}}]}`, n.ipam)
 	if err := os.WriteFile(filepath.Join(n.confDir, "10-runnet.conflist"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}

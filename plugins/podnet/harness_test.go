@@ -92,7 +92,7 @@ func newEnv(t testing.TB, fault bool) *env {
 	} else {
 		testutil.BuildBinary(t, "./plugins/podnet", e.binDir)
 	}
-	testutil.BuildBinaryAs(t, "./internal/testipam", e.binDir, "testipam")
+	testutil.BuildBinaryAs(t, "./internal/testipamplugin", e.binDir, "testipamplugin")
 	_, e.host = testutil.NewNodeNetNS(t)
 	_, e.uplink = testutil.NewNetNS(t)
 	e.wireUplink()
@@ -181,7 +181,7 @@ func (e *env) conf(extra string) string {
 	if extra != "" {
 		extra = "," + extra
 	}
-	return fmt.Sprintf(`{"cniVersion":"1.1.0","name":"testnet","type":"podnet"%s,"ipam":{"type":"testipam","dataDir":%q,"ranges":[%q,%q]}}`,
+	return fmt.Sprintf(`{"cniVersion":"1.1.0","name":"testnet","type":"podnet"%s,"ipam":{"type":"testipamplugin","dataDir":%q,"ranges":[%q,%q]}}`,
 		extra, e.dataDir, podRange4, podRange6)
 }
 

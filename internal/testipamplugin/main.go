@@ -1,4 +1,4 @@
-// Command testipam is a small, file-backed IPAM plugin for podnet's
+// Command testipamplugin is a small, file-backed IPAM plugin for podnet's
 // tests: a realistic stand-in for host-local or podnet-ipam where the
 // main module must not depend on upstream plugins. It allocates
 // sequential addresses from each range in "ranges" (one address per
@@ -6,12 +6,14 @@
 // ID and ifname so that a repeated ADD returns the same addresses, and
 // appends every verb to dataDir/log so tests can count releases.
 //
-//	"ipam": {"type": "testipam", "dataDir": DIR,
+//	"ipam": {"type": "testipamplugin", "dataDir": DIR,
 //	         "ranges": ["10.100.0.0/24", "fd00:100::/64"],
 //	         "routes": [{"dst": "192.0.2.0/24"}],
 //	         "fail": {"ADD": {"code": 11, "msg": "..."}}}
 //
-// It is test code: it must never be installed on a real node.
+// It is test code: it must never be installed on a real node. (The
+// conformance suite for ipam.Store implementations is ipam/ipamtest,
+// which has nothing to do with this plugin.)
 package main
 
 import (
@@ -60,19 +62,19 @@ type op func(c *config, a *skel.CmdArgs, s *state) (*cni.Result, error)
 func withState(a *skel.CmdArgs, fn op) (*cni.Result, error) {
 	var c config
 	if err := json.Unmarshal(a.StdinData, &c); err != nil {
-		return nil, cni.Errorf(cni.CodeDecodingFailure, "testipam: %v", err)
+		return nil, cni.Errorf(cni.CodeDecodingFailure, "testipamplugin: %v", err)
 	}
 	dir := c.IPAM.DataDir
 	if dir == "" {
-		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "testipam: ipam.dataDir is missing")
+		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "testipamplugin: ipam.dataDir is missing")
 	}
 	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return nil, cni.Errorf(cni.CodeIOFailure, "testipam: %v", err)
+		return nil, cni.Errorf(cni.CodeIOFailure, "testipamplugin: %v", err)
 	}
 	defer lock.Close()
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		return nil, cni.Errorf(cni.CodeIOFailure, "testipam: lock: %v", err)
+		return nil, cni.Errorf(cni.CodeIOFailure, "testipamplugin: lock: %v", err)
 	}
 	logf(dir, "%s %s %s\n", a.Command, a.ContainerID, a.IfName)
 	if f, ok := c.IPAM.Fail[a.Command]; ok {
@@ -87,7 +89,7 @@ func withState(a *skel.CmdArgs, fn op) (*cni.Result, error) {
 		err = json.Unmarshal(b, &s)
 	}
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, cni.Errorf(cni.CodeIOFailure, "testipam: state: %v", err)
+		return nil, cni.Errorf(cni.CodeIOFailure, "testipamplugin: state: %v", err)
 	}
 	if s.Allocs == nil {
 		s.Allocs = map[string][]netip.Addr{}
@@ -99,10 +101,10 @@ func withState(a *skel.CmdArgs, fn op) (*cni.Result, error) {
 	b, _ = json.Marshal(&s)
 	tmp := filepath.Join(dir, ".state.tmp")
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return nil, cni.Errorf(cni.CodeIOFailure, "testipam: %v", err)
+		return nil, cni.Errorf(cni.CodeIOFailure, "testipamplugin: %v", err)
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, "state.json")); err != nil {
-		return nil, cni.Errorf(cni.CodeIOFailure, "testipam: %v", err)
+		return nil, cni.Errorf(cni.CodeIOFailure, "testipamplugin: %v", err)
 	}
 	return res, nil
 }
@@ -132,7 +134,7 @@ func add(c *config, a *skel.CmdArgs, s *state) (*cni.Result, error) {
 			for ; r.Contains(ip) && used[ip]; ip = ip.Next() {
 			}
 			if !r.Contains(ip) {
-				return nil, cni.Errorf(cni.CodeTryAgainLater, "testipam: range %s is full", r)
+				return nil, cni.Errorf(cni.CodeTryAgainLater, "testipamplugin: range %s is full", r)
 			}
 			got = append(got, ip)
 		}
@@ -153,7 +155,7 @@ func del(c *config, a *skel.CmdArgs, s *state) (*cni.Result, error) {
 
 func check(c *config, a *skel.CmdArgs, s *state) (*cni.Result, error) {
 	if _, ok := s.Allocs[key(a)]; !ok {
-		return nil, cni.Errorf(cni.CodeUnknownContainer, "testipam: nothing allocated to %s", key(a))
+		return nil, cni.Errorf(cni.CodeUnknownContainer, "testipamplugin: nothing allocated to %s", key(a))
 	}
 	return nil, nil
 }
