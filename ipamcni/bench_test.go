@@ -40,7 +40,7 @@ func benchAddDel(b *testing.B, store string) {
 		}
 	}
 	for i := 0; b.Loop(); i++ {
-		at := Attachment{ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0"}
+		at := PodInterface{ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0"}
 		op(func(p *IPAM) error { _, err := p.AddAttachment(ctx, at); return err })
 		op(func(p *IPAM) error { return p.DelAttachment(ctx, at) })
 	}

@@ -6,11 +6,11 @@ import (
 	"github.com/podnet/podnet/ipam"
 )
 
-// Attachment is what an ADD or DEL knows of the pod interface. With
+// PodInterface is what an ADD or DEL knows of the pod interface. With
 // IfName set, the IPAM keeps the pod's workload endpoint
 // (workloads/<node>/<namespace>/<pod>/<ifname>) in the store: written in
 // the allocation's transaction, removed in the release's.
-type Attachment struct {
+type PodInterface struct {
 	ContainerID string
 	IfName      string
 	Args        [][2]string // CNI_ARGS pairs: K8S_POD_NAMESPACE, K8S_POD_NAME
@@ -23,7 +23,7 @@ type Attachment struct {
 // K8S_POD_NAMESPACE and K8S_POD_NAME; a runtime that passes neither (podnet
 // run, cnitool) gets namespace "_" (ipam.NoNamespace) and the container ID
 // as the pod name, so each sandbox is its own "pod".
-func EndpointID(node string, at Attachment) ipam.EndpointID {
+func EndpointID(node string, at PodInterface) ipam.EndpointID {
 	id := ipam.EndpointID{Node: node, IfName: at.IfName}
 	for _, kv := range at.Args {
 		switch kv[0] {
@@ -40,7 +40,7 @@ func EndpointID(node string, at Attachment) ipam.EndpointID {
 }
 
 // endpoint is the endpoint to write for at, or nil when at has no IfName.
-func (p *IPAM) endpoint(at Attachment) *ipam.Endpoint {
+func (p *IPAM) endpoint(at PodInterface) *ipam.Endpoint {
 	if at.IfName == "" {
 		return nil
 	}
@@ -56,7 +56,7 @@ func (p *IPAM) endpoint(at Attachment) *ipam.Endpoint {
 // transaction, its endpoint if the endpoint still names this container:
 // the DEL of a sandbox that a newer one of the same pod replaced frees
 // only its own addresses.
-func (p *IPAM) DelAttachment(ctx context.Context, at Attachment) error {
+func (p *IPAM) DelAttachment(ctx context.Context, at PodInterface) error {
 	handle := Handle(p.req.Network, at.ContainerID)
 	if at.IfName == "" {
 		return cniError(p.alloc.ReleaseByHandle(ctx, handle))

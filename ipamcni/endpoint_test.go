@@ -11,8 +11,8 @@ import (
 
 var webArgs = [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "ns"}, {"K8S_POD_NAME", "web"}}
 
-func sandbox(cid string) Attachment {
-	return Attachment{ContainerID: cid, IfName: "eth0", Args: webArgs, MAC: "02:00:00:00:00:0" + cid[len(cid)-1:], HostInterface: "pn" + cid}
+func sandbox(cid string) PodInterface {
+	return PodInterface{ContainerID: cid, IfName: "eth0", Args: webArgs, MAC: "02:00:00:00:00:0" + cid[len(cid)-1:], HostInterface: "pn" + cid}
 }
 
 // TestEndpointLifecycle: ADD records the pod's endpoint in its one
@@ -64,7 +64,7 @@ func TestEndpointLifecycle(t *testing.T) {
 	// Steady state: another pod's ADD, endpoint included, is one
 	// transaction.
 	before := a.Txns()
-	if _, err := p.AddAttachment(ctx, Attachment{ContainerID: "other", IfName: "eth0"}); err != nil {
+	if _, err := p.AddAttachment(ctx, PodInterface{ContainerID: "other", IfName: "eth0"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := a.Txns() - before; n != 1 {
@@ -108,7 +108,7 @@ func TestEndpointLifecycle(t *testing.T) {
 		}
 	}
 	endpointIs("", nil)
-	if err := p.DelAttachment(ctx, Attachment{ContainerID: "other", IfName: "eth0"}); err != nil {
+	if err := p.DelAttachment(ctx, PodInterface{ContainerID: "other", IfName: "eth0"}); err != nil {
 		t.Fatal(err)
 	}
 	clean(0)
@@ -156,7 +156,7 @@ func TestDelWithoutPodArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := a.Txns()
-	if err := p.DelAttachment(ctx, Attachment{ContainerID: "c7", IfName: "eth0"}); err != nil {
+	if err := p.DelAttachment(ctx, PodInterface{ContainerID: "c7", IfName: "eth0"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := a.Txns() - before; n != 1 {

@@ -53,11 +53,11 @@ func TestPoolExhausted(t *testing.T) {
 	ctx := context.Background()
 	use(t, stdin, nil, func(p *IPAM) {
 		for i := range 4 {
-			if _, err := p.AddAttachment(ctx, Attachment{ContainerID: fmt.Sprint("c", i)}); err != nil {
+			if _, err := p.AddAttachment(ctx, PodInterface{ContainerID: fmt.Sprint("c", i)}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		_, err := p.AddAttachment(ctx, Attachment{ContainerID: "c4"})
+		_, err := p.AddAttachment(ctx, PodInterface{ContainerID: "c4"})
 		if cni.CodeOf(err) != cni.CodeNoFreeAddress || !strings.Contains(err.Error(), `pools "tiny"`) {
 			t.Fatalf("ADD with the pool full: code %d: %v", cni.CodeOf(err), err)
 		}

@@ -90,7 +90,7 @@ func TestKilledBetweenClaimAndConfirm(t *testing.T) {
 	st.Close()
 
 	p := open(t, conf(t, db, ""), [][2]string{{"K8S_POD_NAMESPACE", "ns"}, {"K8S_POD_NAME", "web"}})
-	res, err := p.AddAttachment(ctx, Attachment{ContainerID: "next", IfName: "eth0", Args: [][2]string{{"K8S_POD_NAMESPACE", "ns"}, {"K8S_POD_NAME", "web"}}})
+	res, err := p.AddAttachment(ctx, PodInterface{ContainerID: "next", IfName: "eth0", Args: [][2]string{{"K8S_POD_NAMESPACE", "ns"}, {"K8S_POD_NAME", "web"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,18 +51,18 @@ func TestAddIsIdempotentAndDelReleases(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ipam.db")
 	ctx := context.Background()
 	p := open(t, conf(t, db, ""), [][2]string{{"K8S_POD_NAMESPACE", "ns"}, {"K8S_POD_NAME", "web"}})
-	r1, err := p.AddAttachment(ctx, Attachment{ContainerID: "c1"})
+	r1, err := p.AddAttachment(ctx, PodInterface{ContainerID: "c1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(r1.IPs) != 2 || r1.IPs[0].Address.Bits() != 32 || r1.IPs[1].Address.Bits() != 128 || r1.IPs[0].Gateway.IsValid() {
 		t.Fatalf("result %s", r1.Bytes())
 	}
-	r2, err := p.AddAttachment(ctx, Attachment{ContainerID: "c1"})
+	r2, err := p.AddAttachment(ctx, PodInterface{ContainerID: "c1"})
 	if err != nil || string(r2.Bytes()) != string(r1.Bytes()) {
 		t.Fatalf("repeated ADD gave %s, want %s (%v)", r2.Bytes(), r1.Bytes(), err)
 	}
-	other, err := p.AddAttachment(ctx, Attachment{ContainerID: "c2"})
+	other, err := p.AddAttachment(ctx, PodInterface{ContainerID: "c2"})
 	if err != nil || other.IPs[0].Address == r1.IPs[0].Address {
 		t.Fatalf("second container: %v %v", other, err)
 	}
@@ -70,7 +70,7 @@ func TestAddIsIdempotentAndDelReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if err := p.DelAttachment(ctx, Attachment{ContainerID: "c1"}); err != nil {
+		if err := p.DelAttachment(ctx, PodInterface{ContainerID: "c1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -97,7 +97,7 @@ func TestConcurrentAddsOneHandle(t *testing.T) {
 				return
 			}
 			defer p.Close()
-			r, err := p.AddAttachment(context.Background(), Attachment{ContainerID: "same"})
+			r, err := p.AddAttachment(context.Background(), PodInterface{ContainerID: "same"})
 			if err != nil {
 				t.Error(err)
 				return
@@ -117,11 +117,11 @@ func TestPoolPrefixHasNodeGateway(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ipam.db")
 	ctx := context.Background()
 	p := open(t, conf(t, db, `,"resultPrefix":"pool"`), nil)
-	a, err := p.AddAttachment(ctx, Attachment{ContainerID: "a"})
+	a, err := p.AddAttachment(ctx, PodInterface{ContainerID: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := p.AddAttachment(ctx, Attachment{ContainerID: "b"})
+	b, err := p.AddAttachment(ctx, PodInterface{ContainerID: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestPoolPrefixHasNodeGateway(t *testing.T) {
 	if _, err := p.GC(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	c, err := p.AddAttachment(ctx, Attachment{ContainerID: "c"})
+	c, err := p.AddAttachment(ctx, PodInterface{ContainerID: "c"})
 	if err != nil || c.IPs[0].Gateway != a.IPs[0].Gateway {
 		t.Fatalf("gateway changed after GC: %s", c.Bytes())
 	}
@@ -149,7 +149,7 @@ func TestGCIsScopedToNetworkAndNode(t *testing.T) {
 		id   string
 	}{{net1, "keep"}, {net1, "stale"}, {net2, "other-net"}, {node2, "other-node"}} {
 		use(t, x.conf, nil, func(p *IPAM) {
-			if _, err := p.AddAttachment(ctx, Attachment{ContainerID: x.id}); err != nil {
+			if _, err := p.AddAttachment(ctx, PodInterface{ContainerID: x.id}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -181,13 +181,13 @@ func TestRequestedIPAndErrors(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ipam.db")
 	ctx := context.Background()
 	use(t, conf(t, db, ""), [][2]string{{"IP", "10.105.7.7"}}, func(p *IPAM) {
-		r, err := p.AddAttachment(ctx, Attachment{ContainerID: "pinned"})
+		r, err := p.AddAttachment(ctx, PodInterface{ContainerID: "pinned"})
 		if err != nil || len(r.IPs) != 1 || r.IPs[0].Address.String() != "10.105.7.7/32" {
 			t.Fatalf("%v %v", r, err)
 		}
 	})
 	use(t, conf(t, db, ""), [][2]string{{"IP", "10.105.7.7"}}, func(q *IPAM) {
-		if _, err := q.AddAttachment(ctx, Attachment{ContainerID: "thief"}); cni.CodeOf(err) != cni.CodeAddressConflict {
+		if _, err := q.AddAttachment(ctx, PodInterface{ContainerID: "thief"}); cni.CodeOf(err) != cni.CodeAddressConflict {
 			t.Errorf("taken address: %v", err)
 		}
 	})
@@ -221,7 +221,7 @@ func TestUnreachableStoreIsTryAgainLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if _, err := p.AddAttachment(ctx, Attachment{ContainerID: "c"}); cni.CodeOf(err) != cni.CodeTryAgainLater {
+	if _, err := p.AddAttachment(ctx, PodInterface{ContainerID: "c"}); cni.CodeOf(err) != cni.CodeTryAgainLater {
 		t.Fatalf("ADD with etcd down: code %d: %v", cni.CodeOf(err), err)
 	}
 }

@@ -55,7 +55,7 @@ func ParseReleaseRequest(stdin []byte) (*Request, error) {
 // for a DEL. A bbolt store that does not exist has allocated nothing: the
 // release succeeds without creating it, as a DEL on a fresh host, or
 // after the store was removed, must.
-func Release(ctx context.Context, req *Request, at Attachment) error {
+func Release(ctx context.Context, req *Request, at PodInterface) error {
 	if path, ok := strings.CutPrefix(req.Config.Store, "bolt:"); ok && path != "" {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			return nil

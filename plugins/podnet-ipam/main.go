@@ -15,7 +15,7 @@ func main() {
 			err := with(a, func(ctx context.Context, p *ipamcni.IPAM) (err error) {
 				// The endpoint has no MAC or host interface here: the main
 				// plugin that wires the pod is not podnet.
-				res, err = p.AddAttachment(ctx, ipamcni.Attachment{ContainerID: a.ContainerID, IfName: a.IfName, Args: a.ArgsPairs})
+				res, err = p.AddAttachment(ctx, ipamcni.PodInterface{ContainerID: a.ContainerID, IfName: a.IfName, Args: a.ArgsPairs})
 				return err
 			})
 			return res, err
@@ -28,7 +28,7 @@ func main() {
 			if err != nil {
 				return err
 			}
-			return ipamcni.Release(context.Background(), req, ipamcni.Attachment{ContainerID: a.ContainerID, IfName: a.IfName, Args: a.ArgsPairs})
+			return ipamcni.Release(context.Background(), req, ipamcni.PodInterface{ContainerID: a.ContainerID, IfName: a.IfName, Args: a.ArgsPairs})
 		},
 		Check: func(a *skel.CmdArgs) error {
 			return with(a, func(ctx context.Context, p *ipamcni.IPAM) error {

@@ -58,9 +58,9 @@ func (p *inProcessIPAM) with(ctx context.Context, fn func(*ipamcni.IPAM) error) 
 // names and MAC are the deterministic ones ADD gives the links
 // (dataplane/names.go), so the endpoint is written with the addresses,
 // before the wiring, in the allocation's one transaction.
-func (p *inProcessIPAM) attachment() ipamcni.Attachment {
+func (p *inProcessIPAM) attachment() ipamcni.PodInterface {
 	_, ctrMAC := dataplane.AttachmentMACs(p.args.ContainerID, p.args.IfName)
-	return ipamcni.Attachment{
+	return ipamcni.PodInterface{
 		ContainerID: p.args.ContainerID, IfName: p.args.IfName, Args: p.args.ArgsPairs,
 		MAC: ctrMAC.String(), HostInterface: dataplane.HostVethName(p.args.ContainerID, p.args.IfName),
 	}
