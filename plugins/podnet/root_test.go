@@ -155,6 +155,34 @@ func TestDuplicateIP(t *testing.T) {
 	}
 }
 
+// TestBridgeNameTaken: the configured bridge's name belongs to a link
+// that is not a bridge. ADD fails with code 7 naming the field, leaves the
+// link alone, and releases the address.
+func TestBridgeNameTaken(t *testing.T) {
+	e := newEnv(t, false)
+	err := netns.Do(e.host, func() error {
+		h, err := dataplane.NewHandle()
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		return h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "brtaken"}, PeerName: "brtaken1"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := e.conf(`"mode":"bridge","bridge":"brtaken"`)
+	p := e.newPod("taken")
+	_, err = e.run("ADD", conf, p)
+	if !cni.IsCode(err, cni.CodeInvalidNetworkConfig) || !strings.Contains(err.Error(), "config: bridge: brtaken exists and is a veth, not a bridge") {
+		t.Fatalf("ADD onto a veth named as the bridge: %v", err)
+	}
+	if err := onLink(e.host, "brtaken", func(*netlink.Handle, netlink.Link) error { return nil }); err != nil {
+		t.Fatalf("the veth: %v", err)
+	}
+	e.requireClean()
+}
+
 // TestKilledDuringAdd kills the plugin at each step of ADD (no rollback
 // can run), then runs the runtime's DEL: nothing may remain.
 func TestKilledDuringAdd(t *testing.T) {
