@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -69,12 +68,7 @@ func TestPodAddTimeoutBoundsRollback(t *testing.T) {
 // victim's next scheduling, so it is given a moment.
 func exited(pid int) bool {
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			return true
-		}
-		s := string(b)
-		if i := strings.LastIndexByte(s, ')'); i > 0 && i+2 < len(s) && s[i+2] == 'Z' {
+		if testutil.ProcessGone(pid) {
 			return true
 		}
 		if time.Now().After(deadline) {

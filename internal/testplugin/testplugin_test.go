@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -217,22 +215,10 @@ func TestIgnoreTerm(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	for _, pid := range []int{pgid, child} {
-		if !running(pid) {
+		if testutil.ProcessGone(pid) {
 			t.Errorf("process %d did not survive SIGTERM", pid)
 		}
 	}
-}
-
-// running reports whether pid exists and is not a zombie (a child killed
-// by SIGTERM stays one until its parent, the plugin, reaps it).
-func running(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
 }
 
 func quote(s string) string {
