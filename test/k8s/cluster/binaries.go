@@ -1,0 +1,188 @@
+package cluster
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// KubeVersion is the Kubernetes release kbuild/go.mod pins.
+const KubeVersion = "v1.34.4"
+
+// KubeCommands are the Kubernetes programs the harness runs.
+var KubeCommands = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"}
+
+// ModuleDir returns the test/k8s module's directory, found by walking up
+// from the working directory (a test's is its package's).
+func ModuleDir() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.HasPrefix(string(data), "module github.com/podnet/podnet/test/k8s\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no test/k8s go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// CacheDir is where the Kubernetes binaries are kept between runs:
+// $PODNET_K8S_CACHE, else podnet-k8s/<version> in the user's cache
+// directory ($XDG_CACHE_HOME or ~/.cache).
+func CacheDir() (string, error) {
+	if d := os.Getenv("PODNET_K8S_CACHE"); d != "" {
+		return filepath.Join(d, KubeVersion), nil
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory for the Kubernetes binaries (set PODNET_K8S_CACHE): %w", err)
+	}
+	return filepath.Join(base, "podnet-k8s", KubeVersion), nil
+}
+
+// KubeBinaries returns a directory holding KubeCommands built from
+// kbuild/ at KubeVersion, building them first unless the cache holds a
+// build of the same kbuild go.mod and go.sum by the same Go toolchain.
+// The build is static (CGO_ENABLED=0) and takes minutes cold; concurrent
+// callers wait on a lock instead of building twice.
+func KubeBinaries(logf func(string, ...any)) (string, error) {
+	mod, err := ModuleDir()
+	if err != nil {
+		return "", err
+	}
+	kbuild := filepath.Join(mod, "kbuild")
+	cache, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", err
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("the Kubernetes binaries are built with go, not in $PATH: %w", err)
+	}
+	h := sha256.New()
+	for _, f := range []string{"go.mod", "go.sum"} {
+		data, err := os.ReadFile(filepath.Join(kbuild, f))
+		if err != nil {
+			return "", err
+		}
+		h.Write(data)
+	}
+	goVer, err := exec.Command(goTool, "env", "GOVERSION").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOVERSION: %w", err)
+	}
+	fmt.Fprintf(h, "%s %s/%s", strings.TrimSpace(string(goVer)), runtime.GOOS, runtime.GOARCH)
+	stamp := hex.EncodeToString(h.Sum(nil))
+
+	lock, err := os.OpenFile(filepath.Join(cache, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("lock %s: %w", lock.Name(), err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+
+	bin := filepath.Join(cache, "bin")
+	if cached(bin, stamp) {
+		return bin, nil
+	}
+	tmp := filepath.Join(cache, fmt.Sprintf("bin.tmp-%d", os.Getpid()))
+	if err := os.RemoveAll(tmp); err != nil {
+		return "", err
+	}
+	args := []string{"build", "-trimpath",
+		"-ldflags", "-s -w -X k8s.io/component-base/version.gitVersion=" + KubeVersion,
+		"-o", tmp + "/"}
+	for _, c := range KubeCommands {
+		args = append(args, "k8s.io/kubernetes/cmd/"+c)
+	}
+	logf("building Kubernetes %s into %s (minutes on a cold cache)", KubeVersion, bin)
+	start := time.Now()
+	cmd := exec.Command(goTool, args...)
+	cmd.Dir = kbuild
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly -buildvcs=false")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("go %s in %s: %w\n%s", strings.Join(args, " "), kbuild, err, out)
+	}
+	logf("built Kubernetes %s in %s", KubeVersion, time.Since(start).Round(time.Second))
+	if err := os.RemoveAll(bin); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, bin); err != nil {
+		return "", err
+	}
+	// The stamp is written last: a build cut short is never taken for a
+	// complete one.
+	if err := os.WriteFile(filepath.Join(bin, ".stamp"), []byte(stamp), 0o644); err != nil {
+		return "", err
+	}
+	return bin, nil
+}
+
+func cached(bin, stamp string) bool {
+	data, err := os.ReadFile(filepath.Join(bin, ".stamp"))
+	if err != nil || string(data) != stamp {
+		return false
+	}
+	for _, c := range KubeCommands {
+		if fi, err := os.Stat(filepath.Join(bin, c)); err != nil || fi.Mode()&0o111 == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// goBuild builds the main package pkg (relative to the test/k8s module,
+// or in the module dir given) statically into dst.
+func goBuild(dir, pkg, dst string) error {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(goTool, "build", "-trimpath", "-o", dst, pkg)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
+	}
+	return nil
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

@@ -1,0 +1,310 @@
+package k8s_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podnet/podnet/test/k8s/cluster"
+)
+
+func TestMain(m *testing.M) {
+	cluster.MaybeRunEtcd()
+	os.Exit(m.Run())
+}
+
+// shippedPool is the pool in deploy/kubernetes/configmap.yaml.
+var shippedPool = netip.MustParsePrefix("10.244.0.0/16")
+
+const diagPort = 8080
+
+// TestNode brings up one node, deploys podnet from deploy/kubernetes and
+// checks the pod network through the API. The steps depend on each other
+// and run in order; the first that fails ends the test.
+func TestNode(t *testing.T) {
+	c := cluster.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	step := func(name string, fn func(t *testing.T)) {
+		if !t.Run(name, fn) {
+			t.FailNow()
+		}
+	}
+
+	step("NetworkNotReadyBeforePodnet", func(t *testing.T) {
+		// kubelet reports the runtime's network status with its first
+		// node status updates; give it a few.
+		var last string
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			n, err := c.Node(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ready := readyCondition(n)
+			if ready != nil {
+				last = fmt.Sprintf("%s %s: %s", ready.Status, ready.Reason, ready.Message)
+				if ready.Status == corev1.ConditionTrue {
+					t.Fatalf("node Ready before any CNI config was installed: %s", last)
+				}
+				if strings.Contains(ready.Message, "NetworkPluginNotReady") &&
+					(strings.Contains(ready.Message, "cni plugin not initialized") || strings.Contains(ready.Message, "cni config uninitialized")) {
+					t.Logf("node not ready, as expected: %s", ready.Message)
+					return
+				}
+			}
+			time.Sleep(time.Second)
+		}
+		t.Fatalf("node never reported the network not ready; last Ready condition: %s", last)
+	})
+
+	start := time.Now()
+	m, err := c.LoadManifests()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Localize(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Apply(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+
+	step("ReadyWithoutRestart", func(t *testing.T) {
+		pids := c.PIDs()
+		var last string
+		for {
+			n, err := c.Node(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := readyCondition(n); r != nil {
+				last = fmt.Sprintf("%s %s: %s", r.Status, r.Reason, r.Message)
+				if r.Status == corev1.ConditionTrue {
+					break
+				}
+			}
+			if time.Since(start) > 3*time.Minute {
+				t.Fatalf("node not Ready 3m after podnet was applied: %s", last)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		t.Logf("node Ready %s after podnet was applied", time.Since(start).Round(100*time.Millisecond))
+		for name, pid := range c.PIDs() {
+			if pids[name] != pid {
+				t.Errorf("%s restarted (pid %d, was %d)", name, pid, pids[name])
+			}
+		}
+		if _, err := os.Stat(c.CNIConfDir + "/10-podnet.conflist"); err != nil {
+			t.Errorf("the agent installed no config: %v", err)
+		}
+	})
+
+	var a, b *corev1.Pod
+	step("PodsGetPoolAddresses", func(t *testing.T) {
+		for _, name := range []string{"diag-a", "diag-b"} {
+			if _, err := c.Client.CoreV1().Pods("default").Create(ctx, diagPod(name, "serve", "--listen", fmt.Sprintf(":%d", diagPort)), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a = waitPod(ctx, t, c, "diag-a", corev1.PodRunning)
+		b = waitPod(ctx, t, c, "diag-b", corev1.PodRunning)
+		seen := map[netip.Addr]string{}
+		for _, p := range []*corev1.Pod{a, b} {
+			if len(p.Status.PodIPs) != 1 {
+				t.Fatalf("pod %s: status.podIPs %v, want one address", p.Name, p.Status.PodIPs)
+			}
+			ip, err := netip.ParseAddr(p.Status.PodIPs[0].IP)
+			if err != nil || !shippedPool.Contains(ip) {
+				t.Fatalf("pod %s: address %q not in the pool %s", p.Name, p.Status.PodIPs[0].IP, shippedPool)
+			}
+			if other, dup := seen[ip]; dup {
+				t.Fatalf("pods %s and %s both have %s", other, p.Name, ip)
+			}
+			seen[ip] = p.Name
+			t.Logf("pod %s: %s", p.Name, ip)
+		}
+	})
+
+	step("PodToPod", func(t *testing.T) {
+		url := fmt.Sprintf("http://%s:%d/", a.Status.PodIP, diagPort)
+		if _, err := c.Client.CoreV1().Pods("default").Create(ctx, diagPod("diag-client", "get", "--timeout", "10s", url), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		cl := waitPod(ctx, t, c, "diag-client", corev1.PodSucceeded)
+		body, err := c.Client.CoreV1().Pods("default").GetLogs("diag-client", &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			t.Fatalf("logs of diag-client: %v", err)
+		}
+		// The server names the address the request came from: the
+		// client pod's own, as pod to pod is never masqueraded.
+		if !strings.Contains(string(body), "to "+cl.Status.PodIP+":") {
+			t.Fatalf("diag-client got %q; want the answer to its own address %s", body, cl.Status.PodIP)
+		}
+		t.Logf("diag-client: %s", strings.TrimSpace(string(body)))
+	})
+
+	step("NodeToPod", func(t *testing.T) {
+		hc := c.HTTPClient(5 * time.Second)
+		for _, p := range []*corev1.Pod{a, b} {
+			resp, err := hc.Get(fmt.Sprintf("http://%s:%d/", p.Status.PodIP, diagPort))
+			if err != nil {
+				t.Fatalf("node to pod %s: %v", p.Name, err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !strings.Contains(string(body), "hello from") {
+				t.Fatalf("node to pod %s: %q", p.Name, body)
+			}
+		}
+	})
+
+	step("DeletedPodsLeaveNothing", func(t *testing.T) {
+		cl, err := c.Client.CoreV1().Pods("default").Get(ctx, "diag-client", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deletedPodsLeaveNothing(ctx, t, c, []*corev1.Pod{a, b, cl})
+	})
+}
+
+// deletedPodsLeaveNothing deletes the pods and checks that the node
+// keeps no interface, route or CNI cache entry of theirs.
+func deletedPodsLeaveNothing(ctx context.Context, t *testing.T, c *cluster.Cluster, pods []*corev1.Pod) {
+	for _, p := range pods {
+		if err := c.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		list, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=podnet-diag"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pods still there 1m after deletion", len(list.Items))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	// kubelet confirms a deletion once the sandbox is stopped (CNI DEL
+	// done), so nothing below may remain.
+	links, err := exec.Command("nsenter", "--net="+c.NetNS, "ip", "-o", "link", "show", "type", "veth").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip link: %v: %s", err, links)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(links)), "\n") {
+		if l != "" && !strings.Contains(l, " underlay0@") {
+			t.Errorf("veth left on the node: %s", l)
+		}
+	}
+	routes, err := exec.Command("nsenter", "--net="+c.NetNS, "ip", "-4", "route", "show").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip route: %v: %s", err, routes)
+	}
+	for _, p := range pods {
+		for _, r := range strings.Split(string(routes), "\n") {
+			if strings.HasPrefix(r, p.Status.PodIP+" ") {
+				t.Errorf("route to deleted pod %s left: %s", p.Name, r)
+			}
+		}
+	}
+	cache, _ := filepath.Glob("/var/lib/cni/results/podnet-*")
+	for _, p := range pods {
+		for _, f := range cache {
+			data, err := os.ReadFile(f)
+			if err == nil && strings.Contains(string(data), "\""+p.Status.PodIP+"/") {
+				t.Errorf("CNI cache entry of deleted pod %s left: %s", p.Name, f)
+			}
+		}
+	}
+}
+
+func readyCondition(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// diagPod runs `podnet diag ARGS` from podnet's own image.
+func diagPod(name string, args ...string) *corev1.Pod {
+	no := false
+	grace := int64(2)
+	restart := corev1.RestartPolicyAlways
+	if args[0] == "get" {
+		restart = corev1.RestartPolicyNever
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "podnet-diag"}},
+		Spec: corev1.PodSpec{
+			AutomountServiceAccountToken:  &no,
+			TerminationGracePeriodSeconds: &grace,
+			RestartPolicy:                 restart,
+			Containers: []corev1.Container{{
+				Name:            "diag",
+				Image:           cluster.PodnetImage,
+				ImagePullPolicy: corev1.PullNever,
+				Command:         append([]string{"/opt/podnet/bin/podnet", "diag"}, args...),
+			}},
+		},
+	}
+}
+
+// waitPod waits for the pod to reach phase and returns it.
+func waitPod(ctx context.Context, t *testing.T, c *cluster.Cluster, name string, phase corev1.PodPhase) *corev1.Pod {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	var last string
+	for time.Now().Before(deadline) {
+		p, err := c.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Status.Phase == phase {
+			return p
+		}
+		if p.Status.Phase == corev1.PodFailed || (phase == corev1.PodRunning && p.Status.Phase == corev1.PodSucceeded) {
+			t.Fatalf("pod %s ended %s: %s", name, p.Status.Phase, podSummary(p))
+		}
+		last = podSummary(p)
+		time.Sleep(500 * time.Millisecond)
+	}
+	events, _ := c.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	var ev []string
+	if events != nil {
+		for _, e := range events.Items {
+			ev = append(ev, e.Reason+": "+e.Message)
+		}
+	}
+	t.Fatalf("pod %s not %s after 2m: %s; events: %s", name, phase, last, strings.Join(ev, " | "))
+	return nil
+}
+
+func podSummary(p *corev1.Pod) string {
+	s := fmt.Sprintf("phase %s", p.Status.Phase)
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil {
+			s += fmt.Sprintf("; %s waiting: %s %s", cs.Name, w.Reason, w.Message)
+		}
+		if x := cs.State.Terminated; x != nil {
+			s += fmt.Sprintf("; %s exited %d: %s %s", cs.Name, x.ExitCode, x.Reason, x.Message)
+		}
+	}
+	return s
+}
