@@ -248,11 +248,15 @@ func (r famRequest) inPools(cidr netip.Prefix) bool {
 // first, then from newly claimed blocks, then, unless StrictAffinity, from
 // other nodes' blocks.
 func (a *Allocator) assignFamily(ctx context.Context, w *writeSet, req famRequest) ([]netip.Prefix, error) {
-	f := &famAssign{a: a, w: w, req: req, filter: req.filter(), known: map[netip.Prefix]bool{}}
-	if err := f.fromOwnBlocks(ctx); err != nil {
+	f := &famAssign{a: a, w: w, req: req, filter: req.filter()}
+	// The node's blocks already looked at, which a claim must not take
+	// for new. Kept out of f, whose contents end up in blocks, so that
+	// it stays on the stack.
+	known := map[netip.Prefix]bool{}
+	if err := f.fromOwnBlocks(ctx, known); err != nil {
 		return nil, err
 	}
-	if err := f.fromNewBlocks(ctx); err != nil {
+	if err := f.fromNewBlocks(ctx, known); err != nil {
 		return nil, err
 	}
 	if !f.done() && !a.cfg.StrictAffinity {
@@ -274,10 +278,8 @@ type famAssign struct {
 	req    famRequest
 	filter func(netip.Addr) bool
 	got    []netip.Prefix
-	// claimed counts the node's blocks, for MaxBlocksPerHost; known are
-	// those already looked at, which a claim must not take for new.
+	// claimed counts the node's blocks, for MaxBlocksPerHost.
 	claimed int
-	known   map[netip.Prefix]bool
 }
 
 func (f *famAssign) done() bool { return len(f.got) >= f.req.need }
@@ -296,14 +298,15 @@ func (f *famAssign) take(ctx context.Context, r *blockRef) error {
 	return f.w.addToHandle(ctx, f.req.attrs.Handle, r.b.CIDR, len(addrs))
 }
 
-// fromOwnBlocks takes addresses from the blocks affine to the node.
-func (f *famAssign) fromOwnBlocks(ctx context.Context) error {
+// fromOwnBlocks takes addresses from the blocks affine to the node, and
+// adds each to known.
+func (f *famAssign) fromOwnBlocks(ctx context.Context, known map[netip.Prefix]bool) error {
 	affs, err := f.a.nodeAffinities(ctx, f.req.node)
 	if err != nil {
 		return err
 	}
 	for _, af := range affs {
-		f.known[af.cidr] = true
+		known[af.cidr] = true
 		if af.state == AffinityPendingDeletion {
 			continue
 		}
@@ -339,10 +342,10 @@ func (f *famAssign) fromOwnBlocks(ctx context.Context) error {
 
 // fromNewBlocks claims blocks for the node while it needs addresses and
 // may hold more blocks.
-func (f *famAssign) fromNewBlocks(ctx context.Context) error {
+func (f *famAssign) fromNewBlocks(ctx context.Context, known map[netip.Prefix]bool) error {
 	limit := f.a.cfg.MaxBlocksPerHost
 	for !f.done() && (limit == 0 || f.claimed < limit) {
-		cidr, err := f.a.claim(ctx, f.req.node, f.req.pools, f.req.ranges, f.known)
+		cidr, err := f.a.claim(ctx, f.req.node, f.req.pools, f.req.ranges, known)
 		if err == errNoFreeBlock {
 			return nil
 		}
@@ -350,7 +353,7 @@ func (f *famAssign) fromNewBlocks(ctx context.Context) error {
 			return err
 		}
 		f.claimed++
-		f.known[cidr] = true
+		known[cidr] = true
 		r, err := f.w.block(ctx, cidr)
 		if err != nil {
 			return err

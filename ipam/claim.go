@@ -36,42 +36,38 @@ import (
 
 // candidates yields the blocks node should try, in node's order, or those
 // covering ranges in address order when the runtime restricted addresses.
+// It is one function literal, whose helpers take yield as an argument, so
+// that the compiler inlines it and claim's loop body stays on the stack
+// (claim is on every ADD's path).
 func candidates(p Pool, node string, ranges []Range) iter.Seq[netip.Prefix] {
-	if len(ranges) > 0 {
-		return rangeCandidates(p, ranges)
-	}
-	return nodeOrder(p, node)
-}
-
-// nodeOrder yields every block of p in node's own order.
-func nodeOrder(p Pool, node string) iter.Seq[netip.Prefix] {
 	return func(yield func(netip.Prefix) bool) {
-		n := p.NumBlocks()
-		h := fnv.New64a()
-		h.Write([]byte(p.Name + "\x00" + node))
-		sum := h.Sum64()
-		start := sum % n
-		// Any odd stride visits every block of a power-of-two pool once.
-		stride := ((sum >> 32) | 1) % n
-		if n == 1 {
-			stride = 0
+		if len(ranges) == 0 {
+			nodeOrder(p, node, yield)
+			return
 		}
-		for i := range n {
-			if !yield(p.BlockAt((start + i*stride) % n)) {
-				return
-			}
-		}
-	}
-}
-
-// rangeCandidates yields the blocks of p that ranges cover, range by
-// range, in address order.
-func rangeCandidates(p Pool, ranges []Range) iter.Seq[netip.Prefix] {
-	return func(yield func(netip.Prefix) bool) {
 		for _, r := range ranges {
 			if r.Subnet.Overlaps(p.CIDR) && !blocksInRange(p, r, yield) {
 				return
 			}
+		}
+	}
+}
+
+// nodeOrder yields every block of p in node's own order.
+func nodeOrder(p Pool, node string, yield func(netip.Prefix) bool) {
+	n := p.NumBlocks()
+	h := fnv.New64a()
+	h.Write([]byte(p.Name + "\x00" + node))
+	sum := h.Sum64()
+	start := sum % n
+	// Any odd stride visits every block of a power-of-two pool once.
+	stride := ((sum >> 32) | 1) % n
+	if n == 1 {
+		stride = 0
+	}
+	for i := range n {
+		if !yield(p.BlockAt((start + i*stride) % n)) {
+			return
 		}
 	}
 }
@@ -110,7 +106,7 @@ func maxAddr(a, b netip.Addr) netip.Addr {
 // the node's blocks the caller already looked at.
 func (a *Allocator) claim(ctx context.Context, node string, pools []Pool, ranges []Range, known map[netip.Prefix]bool) (netip.Prefix, error) {
 	for _, p := range pools {
-		probe := &blockProbe{a: a, pool: p, node: node, known: known, ranged: len(ranges) > 0}
+		probe := blockProbe{a: a, pool: p, node: node, known: known, ranged: len(ranges) > 0}
 		for cidr := range candidates(p, node, ranges) {
 			free, err := probe.free(ctx, cidr)
 			if err == errNoFreeBlock {
