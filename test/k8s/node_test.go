@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -15,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/podnet/podnet/netns"
 	"github.com/podnet/podnet/test/k8s/cluster"
 )
 
@@ -169,12 +172,50 @@ func TestNode(t *testing.T) {
 		}
 	})
 
-	step("DeletedPodsLeaveNothing", func(t *testing.T) {
-		cl, err := c.Client.CoreV1().Pods("default").Get(ctx, "diag-client", metav1.GetOptions{})
+	step("EgressMasqueraded", func(t *testing.T) {
+		// A server on the far end of the node's uplink, outside the pool:
+		// it must see the node's address, not the pod's.
+		var ln net.Listener
+		err := netns.Do(netns.NamedPath(c.OutsideNetNS), func() error {
+			var err error
+			ln, err = net.Listen("tcp", "198.18.0.254:0")
+			return err
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		deletedPodsLeaveNothing(ctx, t, c, []*corev1.Pod{a, b, cl})
+		from := make(chan string, 1)
+		srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case from <- r.RemoteAddr:
+			default:
+			}
+			fmt.Fprintln(w, "outside")
+		})}
+		go srv.Serve(ln)
+		defer srv.Close()
+		url := "http://" + ln.Addr().String() + "/"
+		if _, err := c.Client.CoreV1().Pods("default").Create(ctx, diagPod("diag-egress", "get", "--timeout", "10s", url), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitPod(ctx, t, c, "diag-egress", corev1.PodSucceeded)
+		got := <-from
+		if host, _, _ := net.SplitHostPort(got); host != cluster.NodeIP {
+			t.Fatalf("outside server saw %s; want the node's address %s (masquerade)", got, cluster.NodeIP)
+		}
+		t.Logf("outside server saw %s", got)
+	})
+
+	step("DeletedPodsLeaveNothing", func(t *testing.T) {
+		var pods []*corev1.Pod
+		for _, name := range []string{"diag-a", "diag-b", "diag-client", "diag-egress"} {
+			p, err := c.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pods = append(pods, p)
+		}
+		deletedPodsLeaveNothing(ctx, t, c, pods)
 	})
 }
 
