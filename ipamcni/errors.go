@@ -49,10 +49,11 @@ func CodeOf(err error) cni.Code {
 // unavailable, so the runtime retries instead of failing the pod for
 // good, and an I/O failure (5) otherwise.
 func cniError(err error) error {
+	if err == nil || cni.CodeOf(err) != 0 {
+		return err // without allocating: this runs on every success
+	}
 	var ie *ipam.Error
 	switch {
-	case err == nil, cni.CodeOf(err) != 0:
-		return err
 	case errors.As(err, &ie):
 		return &cni.Error{Code: kindCode(ie.Kind), Msg: err.Error()}
 	case errors.Is(err, ipam.ErrUnavailable):
