@@ -1,6 +1,10 @@
 package dataplane
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/podnet/podnet/internal/kinderr"
+)
 
 // Kind is what a caller needs to know of a failed dataplane operation to
 // decide what to do. It speaks of links, addresses and routes: the
@@ -32,23 +36,11 @@ func (k Kind) String() string {
 
 // Error is a failed operation of one of the kinds, with a message naming
 // the value at fault. Callers match with errors.As, or with errors.Is
-// against an *Error that has a Kind and no message:
+// against an *Error that has a Kind and nothing else:
 //
 //	errors.Is(err, &dataplane.Error{Kind: dataplane.KindConflict})
-type Error struct {
-	Kind Kind
-	Msg  string
-}
-
-func (e *Error) Error() string { return e.Msg }
-
-// Is reports whether target is an *Error of the same kind without a
-// message.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Kind == e.Kind && t.Msg == ""
-}
+type Error = kinderr.Error[Kind]
 
 func errorf(kind Kind, format string, args ...any) error {
-	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+	return kinderr.Errorf(kind, format, args...)
 }

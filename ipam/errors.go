@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/podnet/podnet/internal/kinderr"
 )
 
 // Kind is what a caller needs to know of a failed IPAM operation to decide
@@ -52,37 +54,20 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind %d", uint8(k))
 }
 
-// Error is a failed IPAM operation: its kind and a message naming the
-// value at fault. Every error the Allocator returns is one, or wraps one
-// (NoSuchPoolError). Callers match with errors.As, KindOf, or errors.Is
-// against an *Error that has a Kind and no message:
+// Error is a failed IPAM operation: its kind, a message naming the value
+// at fault, and the store error that caused it if any (ErrUnavailable,
+// ErrWrite...), so that errors.Is still finds that. Every error the
+// Allocator returns is one, or wraps one (NoSuchPoolError). Callers match
+// with errors.As, KindOf, or errors.Is against an *Error that has a Kind
+// and nothing else:
 //
 //	errors.Is(err, &ipam.Error{Kind: ipam.KindExhausted})
-type Error struct {
-	Kind Kind
-	Msg  string
-	// Err is the cause, when it is a store error (ErrUnavailable,
-	// ErrWrite...), so that errors.Is still finds it.
-	Err error
-}
-
-func (e *Error) Error() string { return e.Msg }
-
-// Unwrap returns the cause.
-func (e *Error) Unwrap() error { return e.Err }
-
-// Is reports whether target is an *Error of the same kind without a
-// message.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Kind == e.Kind && t.Msg == "" && t.Err == nil
-}
+type Error = kinderr.Error[Kind]
 
 // errorf builds an *Error whose message is formatted like fmt.Errorf; a
 // %w verb makes its operand the cause.
 func errorf(kind Kind, format string, args ...any) *Error {
-	w := fmt.Errorf(format, args...)
-	return &Error{Kind: kind, Msg: w.Error(), Err: errors.Unwrap(w)}
+	return kinderr.Errorf(kind, format, args...)
 }
 
 // KindOf returns the kind of err: that of the first *Error in its chain,
