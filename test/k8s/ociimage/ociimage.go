@@ -1,8 +1,3 @@
-// Package ociimage writes a single-layer container image as an OCI image
-// layout in a tar archive, the format `ctr images import`, `podman load`
-// and `docker load` read. It needs no registry, daemon or base image: the
-// layer is built from the files given, so static binaries make a complete
-// image.
 package ociimage
 
 import (
@@ -81,74 +76,80 @@ func (b blob) path() string { return "blobs/sha256/" + strings.TrimPrefix(b.dige
 // Layer returns the uncompressed layer tar of img: each file with the
 // directories above it (0755, root-owned) and img.Dirs.
 func Layer(img Image) ([]byte, error) {
-	dirs := map[string]fs.FileMode{}
-	var addParents func(p string)
-	addParents = func(p string) {
-		d := path.Dir(p)
-		if d == "/" || d == "." {
-			return
-		}
-		if _, ok := dirs[d]; !ok {
-			dirs[d] = 0o755
-		}
-		addParents(d)
+	files, dirs, err := layerTree(img)
+	if err != nil {
+		return nil, err
 	}
+	return writeLayer(files, dirs)
+}
+
+// layerTree checks img's paths and returns its files by path and every
+// directory the layer holds with its mode. A tar without the parent
+// directories would leave their modes to the importer.
+func layerTree(img Image) (map[string]File, map[string]fs.FileMode, error) {
+	dirs := map[string]fs.FileMode{}
 	files := map[string]File{}
 	for _, f := range img.Files {
 		if !path.IsAbs(f.Path) || path.Clean(f.Path) != f.Path {
-			return nil, fmt.Errorf("image %s: file path %q is not a clean absolute path", img.Name, f.Path)
+			return nil, nil, fmt.Errorf("image %s: file path %q is not a clean absolute path", img.Name, f.Path)
 		}
 		if _, dup := files[f.Path]; dup {
-			return nil, fmt.Errorf("image %s: file %s given twice", img.Name, f.Path)
+			return nil, nil, fmt.Errorf("image %s: file %s given twice", img.Name, f.Path)
 		}
 		files[f.Path] = f
-		addParents(f.Path)
+		addParents(dirs, f.Path)
 	}
 	for _, d := range img.Dirs {
 		if !path.IsAbs(d) || path.Clean(d) != d {
-			return nil, fmt.Errorf("image %s: directory %q is not a clean absolute path", img.Name, d)
+			return nil, nil, fmt.Errorf("image %s: directory %q is not a clean absolute path", img.Name, d)
 		}
-		addParents(d)
+		addParents(dirs, d)
 		mode := fs.FileMode(0o755)
 		if d == "/tmp" {
 			mode = 0o777 | fs.ModeSticky
 		}
 		dirs[d] = mode
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	// Parents sort before their children, so every directory exists
-	// before anything is written into it.
+	for p := range files {
+		if _, isDir := dirs[p]; isDir {
+			return nil, nil, fmt.Errorf("image %s: %s is both a file and a directory", img.Name, p)
+		}
+	}
+	return files, dirs, nil
+}
+
+// addParents records every directory above p that is not recorded yet,
+// with mode 0755; one already there keeps the mode it was given.
+func addParents(dirs map[string]fs.FileMode, p string) {
+	for d := path.Dir(p); d != "/" && d != "."; d = path.Dir(d) {
+		if _, ok := dirs[d]; !ok {
+			dirs[d] = 0o755
+		}
+	}
+}
+
+// writeLayer writes the tar of files and dirs, sorted by path: parents
+// sort before their children, so every directory exists before anything
+// is written into it.
+func writeLayer(files map[string]File, dirs map[string]fs.FileMode) ([]byte, error) {
 	var names []string
 	for d := range dirs {
 		names = append(names, d)
 	}
 	for p := range files {
-		if _, isDir := dirs[p]; isDir {
-			return nil, fmt.Errorf("image %s: %s is both a file and a directory", img.Name, p)
-		}
 		names = append(names, p)
 	}
 	sort.Strings(names)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
 	for _, n := range names {
-		hdr := &tar.Header{Name: strings.TrimPrefix(n, "/"), ModTime: epoch, Format: tar.FormatPAX}
+		var err error
 		if mode, isDir := dirs[n]; isDir {
-			hdr.Typeflag, hdr.Name = tar.TypeDir, hdr.Name+"/"
-			hdr.Mode = int64(mode.Perm())
-			if mode&fs.ModeSticky != 0 {
-				hdr.Mode |= 0o1000
-			}
-			if err := tw.WriteHeader(hdr); err != nil {
-				return nil, err
-			}
-			continue
+			err = writeDirEntry(tw, n, mode)
+		} else {
+			err = writeFileEntry(tw, n, files[n])
 		}
-		f := files[n]
-		hdr.Typeflag, hdr.Mode, hdr.Size = tar.TypeReg, int64(f.Mode.Perm()), int64(len(f.Data))
-		if err := tw.WriteHeader(hdr); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(f.Data); err != nil {
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -156,6 +157,34 @@ func Layer(img Image) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// layerHeader is the header every layer entry starts from: a relative
+// name and a fixed mtime, so the same files give the same digests.
+func layerHeader(p string) *tar.Header {
+	return &tar.Header{Name: strings.TrimPrefix(p, "/"), ModTime: epoch, Format: tar.FormatPAX}
+}
+
+func writeDirEntry(tw *tar.Writer, p string, mode fs.FileMode) error {
+	hdr := layerHeader(p)
+	hdr.Typeflag, hdr.Name = tar.TypeDir, hdr.Name+"/"
+	hdr.Mode = int64(mode.Perm())
+	// fs.FileMode keeps the sticky bit outside Perm; tar wants it as the
+	// Unix bit.
+	if mode&fs.ModeSticky != 0 {
+		hdr.Mode |= 0o1000
+	}
+	return tw.WriteHeader(hdr)
+}
+
+func writeFileEntry(tw *tar.Writer, p string, f File) error {
+	hdr := layerHeader(p)
+	hdr.Typeflag, hdr.Mode, hdr.Size = tar.TypeReg, int64(f.Mode.Perm()), int64(len(f.Data))
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	_, err := tw.Write(f.Data)
+	return err
 }
 
 // Write writes img to w as a tar of an OCI image layout: oci-layout,
@@ -174,11 +203,29 @@ func Write(w io.Writer, img Image) error {
 		return err
 	}
 	layer := newBlob(layerData)
+	cfg, err := configBlob(img, arch, layer)
+	if err != nil {
+		return err
+	}
+	man, err := manifestBlob(cfg, layer)
+	if err != nil {
+		return err
+	}
+	index, err := indexJSON(img.Name, arch, man)
+	if err != nil {
+		return err
+	}
+	return writeLayout(w, index, layer, cfg, man)
+}
+
+// configBlob is the image configuration: how to run the image and the
+// digest of its one uncompressed layer.
+func configBlob(img Image, arch string, layer blob) (blob, error) {
 	env := img.Env
 	if env == nil {
 		env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	}
-	cfgJSON, err := json.Marshal(map[string]any{
+	data, err := json.Marshal(map[string]any{
 		"architecture": arch,
 		"os":           "linux",
 		"created":      epoch.UTC().Format(time.RFC3339),
@@ -190,59 +237,65 @@ func Write(w io.Writer, img Image) error {
 		},
 		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{layer.digest}},
 	})
-	if err != nil {
-		return err
-	}
-	cfg := newBlob(cfgJSON)
-	manJSON, err := json.Marshal(map[string]any{
+	return newBlob(data), err
+}
+
+func manifestBlob(cfg, layer blob) (blob, error) {
+	data, err := json.Marshal(map[string]any{
 		"schemaVersion": 2,
 		"mediaType":     mediaManifest,
 		"config":        descriptor{MediaType: mediaConfig, Digest: cfg.digest, Size: int64(len(cfg.data))},
 		"layers":        []descriptor{{MediaType: mediaLayer, Digest: layer.digest, Size: int64(len(layer.data))}},
 	})
-	if err != nil {
-		return err
-	}
-	man := newBlob(manJSON)
-	tag := img.Name[strings.LastIndex(img.Name, ":")+1:]
-	idxJSON, err := json.Marshal(map[string]any{
+	return newBlob(data), err
+}
+
+// indexJSON names the manifest twice: containerd imports by
+// io.containerd.image.name (the full reference), the OCI tools by
+// org.opencontainers.image.ref.name (the tag).
+func indexJSON(name, arch string, man blob) ([]byte, error) {
+	tag := name[strings.LastIndex(name, ":")+1:]
+	return json.Marshal(map[string]any{
 		"schemaVersion": 2,
 		"mediaType":     mediaIndex,
 		"manifests": []descriptor{{
 			MediaType: mediaManifest, Digest: man.digest, Size: int64(len(man.data)),
 			Annotations: map[string]string{
-				"io.containerd.image.name":          img.Name,
+				"io.containerd.image.name":          name,
 				"org.opencontainers.image.ref.name": tag,
 			},
 			Platform: &platform{Architecture: arch, OS: "linux"},
 		}},
 	})
-	if err != nil {
-		return err
-	}
+}
+
+// writeLayout writes the layout's tar: oci-layout, index.json, then the
+// blobs under blobs/sha256/ in the order given.
+func writeLayout(w io.Writer, index []byte, blobs ...blob) error {
 	tw := tar.NewWriter(w)
-	entries := []struct {
-		name string
-		data []byte
-	}{
-		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
-		{"index.json", idxJSON},
-		{layer.path(), layer.data},
-		{cfg.path(), cfg.data},
-		{man.path(), man.data},
-	}
 	for _, d := range []string{"blobs/", "blobs/sha256/"} {
 		if err := tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755, ModTime: epoch}); err != nil {
 			return err
 		}
 	}
-	for _, e := range entries {
-		if err := tw.WriteHeader(&tar.Header{Name: e.name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(e.data)), ModTime: epoch}); err != nil {
-			return err
-		}
-		if _, err := tw.Write(e.data); err != nil {
+	if err := writeLayoutFile(tw, "oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
+		return err
+	}
+	if err := writeLayoutFile(tw, "index.json", index); err != nil {
+		return err
+	}
+	for _, b := range blobs {
+		if err := writeLayoutFile(tw, b.path(), b.data); err != nil {
 			return err
 		}
 	}
 	return tw.Close()
+}
+
+func writeLayoutFile(tw *tar.Writer, name string, data []byte) error {
+	if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data)), ModTime: epoch}); err != nil {
+		return err
+	}
+	_, err := tw.Write(data)
+	return err
 }
