@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,6 +76,28 @@ func KubeBinaries(logf func(string, ...any)) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("the Kubernetes binaries are built with go, not in $PATH: %w", err)
 	}
+	stamp, err := buildStamp(goTool, kbuild)
+	if err != nil {
+		return "", err
+	}
+	unlock, err := lockCache(cache)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	bin := filepath.Join(cache, "bin")
+	if cached(bin, stamp) {
+		return bin, nil
+	}
+	if err := buildKube(logf, goTool, kbuild, bin, stamp); err != nil {
+		return "", err
+	}
+	return bin, nil
+}
+
+// buildStamp identifies a build: what kbuild pins (go.mod, go.sum) and
+// the toolchain and platform that build it. A new Go release rebuilds.
+func buildStamp(goTool, kbuild string) (string, error) {
 	h := sha256.New()
 	for _, f := range []string{"go.mod", "go.sum"} {
 		data, err := os.ReadFile(filepath.Join(kbuild, f))
@@ -90,25 +111,33 @@ func KubeBinaries(logf func(string, ...any)) (string, error) {
 		return "", fmt.Errorf("go env GOVERSION: %w", err)
 	}
 	fmt.Fprintf(h, "%s %s/%s", strings.TrimSpace(string(goVer)), runtime.GOOS, runtime.GOARCH)
-	stamp := hex.EncodeToString(h.Sum(nil))
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
 
+// lockCache takes the cache's lock, held across check and build so that
+// concurrent test runs build once; unlock releases it.
+func lockCache(cache string) (unlock func(), err error) {
 	lock, err := os.OpenFile(filepath.Join(cache, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	defer lock.Close()
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", fmt.Errorf("lock %s: %w", lock.Name(), err)
+		lock.Close()
+		return nil, fmt.Errorf("lock %s: %w", lock.Name(), err)
 	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	return func() {
+		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+		lock.Close()
+	}, nil
+}
 
-	bin := filepath.Join(cache, "bin")
-	if cached(bin, stamp) {
-		return bin, nil
-	}
-	tmp := filepath.Join(cache, fmt.Sprintf("bin.tmp-%d", os.Getpid()))
+// buildKube builds KubeCommands into bin, replacing what is there. It
+// builds into a directory of its own first, so a failed build leaves no
+// half-filled bin.
+func buildKube(logf func(string, ...any), goTool, kbuild, bin, stamp string) error {
+	tmp := fmt.Sprintf("%s.tmp-%d", bin, os.Getpid())
 	if err := os.RemoveAll(tmp); err != nil {
-		return "", err
+		return err
 	}
 	args := []string{"build", "-trimpath",
 		"-ldflags", "-s -w -X k8s.io/component-base/version.gitVersion=" + KubeVersion,
@@ -124,21 +153,18 @@ func KubeBinaries(logf func(string, ...any)) (string, error) {
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		os.RemoveAll(tmp)
-		return "", fmt.Errorf("go %s in %s: %w\n%s", strings.Join(args, " "), kbuild, err, out)
+		return fmt.Errorf("go %s in %s: %w\n%s", strings.Join(args, " "), kbuild, err, out)
 	}
 	logf("built Kubernetes %s in %s", KubeVersion, time.Since(start).Round(time.Second))
 	if err := os.RemoveAll(bin); err != nil {
-		return "", err
+		return err
 	}
 	if err := os.Rename(tmp, bin); err != nil {
-		return "", err
+		return err
 	}
 	// The stamp is written last: a build cut short is never taken for a
 	// complete one.
-	if err := os.WriteFile(filepath.Join(bin, ".stamp"), []byte(stamp), 0o644); err != nil {
-		return "", err
-	}
-	return bin, nil
+	return os.WriteFile(filepath.Join(bin, ".stamp"), []byte(stamp), 0o644)
 }
 
 func cached(bin, stamp string) bool {
@@ -168,21 +194,4 @@ func goBuild(dir, pkg, dst string) error {
 		return fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 	}
 	return nil
-}
-
-func copyFile(src, dst string, mode os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
