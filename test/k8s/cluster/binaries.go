@@ -180,6 +180,29 @@ func cached(bin, stamp string) bool {
 	return true
 }
 
+// ensureNodeSoftware installs containerd and runc from the distribution
+// when they are missing (Debian: containerd 1.6, runc 1.1).
+func ensureNodeSoftware(logf func(string, ...any)) error {
+	var missing bool
+	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "ctr", "runc", "nsenter", "ip"} {
+		if _, err := exec.LookPath(b); err != nil {
+			missing = true
+		}
+	}
+	if !missing {
+		return nil
+	}
+	logf("installing containerd and runc with apt-get")
+	for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", "containerd", "runc", "iproute2", "util-linux"}} {
+		cmd := exec.Command("apt-get", args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
+}
+
 // goBuild builds the main package pkg (relative to the test/k8s module,
 // or in the module dir given) statically into dst.
 func goBuild(dir, pkg, dst string) error {

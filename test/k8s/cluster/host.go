@@ -56,6 +56,44 @@ func restoreSysctls(saved map[string]string) error {
 	return errors.Join(errs...)
 }
 
+// hostDirs are made on the machine by containerd, runc, the shims and
+// podnet's hostPath volumes, outside the harness's directory. Parents
+// come before their children.
+var hostDirs = []string{
+	"/var/lib/cni", "/var/lib/cni/results", "/var/lib/podnet",
+	"/run/containerd", "/run/containerd/runc", "/run/containerd/runc/k8s.io", "/run/containerd/s",
+}
+
+// absentHostDirs returns the hostDirs that do not exist yet: those the
+// cluster will make (the CNI result cache, podnet's state, runc's and the
+// shims' sockets), for restoreHost to remove again if empty.
+func absentHostDirs() []string {
+	var dirs []string
+	for _, d := range hostDirs {
+		if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+// removeEmptyTree removes dir if it holds nothing but empty directories.
+func removeEmptyTree(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.IsDir() {
+			return fmt.Errorf("%s is not empty", dir)
+		}
+		if err := removeEmptyTree(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return os.Remove(dir)
+}
+
 // cgroupMounts returns the mount points of the cgroup hierarchies: with
 // all, the named (name=systemd) and cgroup2 ones too, where runc may also
 // make a container's cgroup.
@@ -115,6 +153,19 @@ func makeCgroupRoot(name string) error {
 		}
 	}
 	return nil
+}
+
+// removeCgroupRoot removes the cgroup root makeCgroupRoot made, with
+// everything below it, from every hierarchy that has it.
+func removeCgroupRoot(name string) error {
+	mounts, err := cgroupMounts(true)
+	errs := []error{err}
+	for _, m := range mounts {
+		if _, err := os.Stat(filepath.Join(m, name)); err == nil {
+			errs = append(errs, removeCgroupTree(filepath.Join(m, name)))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // removeCgroupTree removes dir and the cgroups below it, deepest first.

@@ -1,0 +1,53 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/podnet/podnet/test/k8s/ociimage"
+)
+
+// buildImages writes the pause image (a static pause program) and
+// podnet's image (`make image`) as archives in Dir/images: the node pulls
+// nothing, so every image it runs is made here.
+func (c *Cluster) buildImages() error {
+	if err := c.buildPauseImage(); err != nil {
+		return err
+	}
+	// podnet's image the way a user without a registry makes it.
+	bin := filepath.Join(c.Dir, "podnet-bin")
+	cmd := exec.Command("make", "-C", c.ModuleRoot, "image", "BIN="+bin,
+		"IMAGE="+PodnetImage, "IMAGE_TAR="+filepath.Join(c.Dir, "images/podnet.tar"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("make image: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// buildPauseImage builds cmd/pause and writes it as the one file of the
+// sandbox image, images/pause.tar.
+func (c *Cluster) buildPauseImage() error {
+	mod := filepath.Join(c.ModuleRoot, "test/k8s")
+	pause := filepath.Join(c.Dir, "images/pause")
+	if err := goBuild(mod, "./cmd/pause", pause); err != nil {
+		return err
+	}
+	data, err := os.ReadFile(pause)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(c.Dir, "images/pause.tar"))
+	if err != nil {
+		return err
+	}
+	err = ociimage.Write(f, ociimage.Image{
+		Name: PauseImage, Entrypoint: []string{"/pause"},
+		Files: []ociimage.File{{Path: "/pause", Mode: 0o755, Data: data}},
+	})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

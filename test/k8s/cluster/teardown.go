@@ -1,0 +1,174 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// stop tears the cluster down: pods first, through the API, so that
+// kubelet runs every CNI DEL; then what is left through CRI; then the
+// processes in reverse order of start; then the machine's state.
+func (c *Cluster) stop() {
+	if c.t.Failed() {
+		c.t.Logf("cluster logs:\n%s", c.LogTails(40))
+	}
+	errs := c.drainNode()
+	errs = append(errs, c.stopProcesses()...)
+	errs = append(errs, c.restoreHost()...)
+	errs = append(errs, c.removeDir())
+	if err := errors.Join(errs...); err != nil {
+		c.t.Errorf("cluster teardown: %v", err)
+	}
+}
+
+// drainNode removes the pods while kubelet still runs, so that kubelet
+// tears each one down with its CNI DEL as on a real node; then it stops
+// kubelet and removes through CRI the sandboxes kubelet had not yet
+// garbage-collected.
+func (c *Cluster) drainNode() []error {
+	var errs []error
+	if kl := c.byName["kubelet"]; kl != nil && !kl.exited() {
+		if err := c.deleteAllPods(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if p := c.byName["kubelet"]; p != nil {
+		errs = append(errs, p.stop(30*time.Second))
+	}
+	if p := c.byName["containerd"]; p != nil && !p.exited() {
+		errs = append(errs, removeSandboxes(c.containerdSock))
+	}
+	return errs
+}
+
+// stopProcesses stops every component but kubelet (drainNode stopped
+// it), last started first: each one stops before what it depends on.
+func (c *Cluster) stopProcesses() []error {
+	var errs []error
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		p := c.procs[i]
+		if p.name == "kubelet" {
+			continue
+		}
+		errs = append(errs, p.stop(20*time.Second))
+		if p.name == "containerd" {
+			errs = append(errs, killShims(c.containerdSock)...)
+		}
+	}
+	return errs
+}
+
+// killShims kills the shims still serving the containerd at address once
+// it has stopped. removeSandboxes should have ended every container, and
+// with it its shim, so each one left is reported as an error.
+func killShims(address string) []error {
+	var errs []error
+	for _, pid := range shimPIDs(address) {
+		errs = append(errs, fmt.Errorf("containerd shim %d outlived its containers; killed", pid))
+		if pr, err := os.FindProcess(pid); err == nil {
+			_ = pr.Kill()
+		}
+	}
+	return errs
+}
+
+// restoreHost undoes what the cluster changed on the machine outside the
+// node's namespace: kubelet's sysctls, its cgroup root, and the host
+// directories the runtime and podnet made.
+func (c *Cluster) restoreHost() []error {
+	var errs []error
+	if c.sysctls != nil {
+		errs = append(errs, restoreSysctls(c.sysctls))
+	}
+	if c.cgroupRoot != "" {
+		errs = append(errs, removeCgroupRoot(c.cgroupRoot))
+	}
+	// Deepest first; a directory something else has put files in stays.
+	for i := len(c.newHostDirs) - 1; i >= 0; i-- {
+		_ = removeEmptyTree(c.newHostDirs[i])
+	}
+	return errs
+}
+
+// removeDir removes Dir once nothing is mounted below it: removing a tree
+// with a mount in it would delete the mounted files too.
+func (c *Cluster) removeDir() error {
+	if err := unmountUnder(c.Dir); err != nil {
+		return err
+	}
+	if left, _ := mountsUnder(c.Dir); len(left) > 0 {
+		return fmt.Errorf("mounts left under %s, not removing it: %v", c.Dir, left)
+	}
+	return os.RemoveAll(c.Dir)
+}
+
+// deleteAllPods deletes the DaemonSets (so that nothing recreates pods)
+// and every pod, and waits until they are gone from the API, that is
+// until kubelet has torn each one down.
+func (c *Cluster) deleteAllPods() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dss, err := c.Client.AppsV1().DaemonSets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, ds := range dss.Items {
+		if err := c.Client.AppsV1().DaemonSets(ds.Namespace).Delete(ctx, ds.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	// Application pods before podnet's agent: their CNI DEL does not
+	// need the agent, but this is the order a node drains in.
+	for _, sel := range []string{"app.kubernetes.io/name!=podnet", "app.kubernetes.io/name=podnet"} {
+		if err := c.deletePods(ctx, sel); err != nil {
+			return err
+		}
+		if err := c.waitPodsGone(ctx, sel); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deletePods deletes the pods matching the label selector sel.
+func (c *Cluster) deletePods(ctx context.Context, sel string) error {
+	pods, err := c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return err
+	}
+	for _, p := range pods.Items {
+		if err := c.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitPodsGone waits until no pod matches sel, or ctx (deleteAllPods's
+// two minutes) ends; the error then names the pods left.
+func (c *Cluster) waitPodsGone(ctx context.Context, sel string) error {
+	for {
+		pods, err := c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return fmt.Errorf("waiting for pods (%s) to go: %w", sel, err)
+		}
+		if len(pods.Items) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			var names []string
+			for _, p := range pods.Items {
+				names = append(names, p.Namespace+"/"+p.Name)
+			}
+			return fmt.Errorf("pods not deleted after 2m: %v", names)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
