@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -109,8 +110,28 @@ func spawnChild(c *config, dir string) error {
 	if c.ChildHoldsOutput {
 		child.Stdout, child.Stderr = os.Stdout, os.Stderr
 	}
+	var ready *os.File
+	if c.IgnoreTerm {
+		// The child's pid is recorded only once it ignores SIGTERM: a
+		// test that signals the group as soon as it learns the pid would
+		// otherwise kill a child that had not got that far.
+		r, w, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		child.ExtraFiles = []*os.File{w}
+		ready = r
+		defer w.Close()
+	}
 	if err := child.Start(); err != nil {
 		return err
+	}
+	if ready != nil {
+		child.ExtraFiles[0].Close()
+		if _, err := ready.Read(make([]byte, 1)); err != nil {
+			return fmt.Errorf("child %d never said it ignores SIGTERM: %w", child.Process.Pid, err)
+		}
 	}
 	if dir != "" {
 		return record.WriteChildPID(dir, child.Process.Pid)

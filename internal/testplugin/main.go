@@ -29,6 +29,11 @@ func main() {
 	if d := os.Getenv(envChild); d != "" {
 		if os.Getenv(envChildIgnoreTerm) != "" {
 			signal.Ignore(syscall.SIGTERM)
+			// Tell the plugin the signal is ignored now (fd 3, see
+			// spawnChild): until then a SIGTERM would still end us.
+			ready := os.NewFile(3, "ready")
+			ready.Write([]byte{1})
+			ready.Close()
 		}
 		sleepFor, _ := time.ParseDuration(d)
 		time.Sleep(sleepFor)
