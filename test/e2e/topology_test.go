@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"testing"
@@ -122,7 +123,11 @@ func newSwitch(t testing.TB) *underlay {
 	// a pod's packet that reached it unmasqueraded must go nowhere.
 	sw.sysctl(t, "net/ipv4/ip_forward", "0")
 	sw.sysctl(t, "net/ipv6/conf/all/forwarding", "0")
-	if err := sw.h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}); err != nil {
+	// A MAC of its own: a bridge without one takes the lowest of its
+	// ports', so a node joining later could change it under the other
+	// nodes' neighbour entries for the outside host.
+	mac := net.HardwareAddr{0x02, 0x00, 0xc6, 0x12, 0x00, 0x01}
+	if err := sw.h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0", HardwareAddr: mac}}); err != nil {
 		t.Fatal(err)
 	}
 	sw.up(t, "br0")
