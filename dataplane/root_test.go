@@ -253,8 +253,8 @@ func TestMasqConcurrentAddRemove(t *testing.T) {
 	}
 }
 
-// excluded lists the network's exclusion sets as "first/bits" for each
-// interval that is a prefix, and "first-end" for any other.
+// excluded lists the network's exclusion sets, each interval as the
+// prefix it is.
 func excluded(t *testing.T, m *Masq, network string) []string {
 	t.Helper()
 	o := newMasqObjects(network)
@@ -264,37 +264,7 @@ func excluded(t *testing.T, m *Masq, network string) []string {
 		if err != nil {
 			t.Fatalf("list %s: %v", s.Name, err)
 		}
-		var starts, ends []netip.Addr
-		for _, e := range elems {
-			a, _ := netip.AddrFromSlice(e.Key)
-			if e.IntervalEnd {
-				ends = append(ends, a)
-			} else {
-				starts = append(starts, a)
-			}
-		}
-		slices.SortFunc(starts, netip.Addr.Compare)
-		slices.SortFunc(ends, netip.Addr.Compare)
-		for i, first := range starts {
-			end := netip.Addr{}
-			if i < len(ends) {
-				end = ends[i]
-			}
-			found := ""
-			for bits := first.BitLen(); bits >= 0; bits-- {
-				p := netip.PrefixFrom(first, bits)
-				if p.Masked() != p {
-					break
-				}
-				if e, ok := afterLast(p); (ok && e == end) || (!ok && !end.IsValid()) {
-					found = p.String()
-				}
-			}
-			if found == "" {
-				found = first.String() + "-" + end.String()
-			}
-			out = append(out, found)
-		}
+		out = append(out, testutil.SetContents(s, elems)...)
 	}
 	return out
 }

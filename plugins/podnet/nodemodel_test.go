@@ -13,6 +13,7 @@ import (
 
 	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/install"
+	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/netns"
 )
 
@@ -178,7 +179,7 @@ func (e *env) exclusions(network string) []string {
 			if err != nil {
 				return err
 			}
-			out = append(out, intervalPrefixes(elems)...)
+			out = append(out, testutil.SetContents(s, elems)...)
 		}
 		return nil
 	})
@@ -186,49 +187,6 @@ func (e *env) exclusions(network string) []string {
 		e.t.Fatal(err)
 	}
 	return out
-}
-
-// intervalPrefixes turns an interval set's elements into prefixes.
-func intervalPrefixes(elems []nftables.SetElement) []string {
-	var starts, ends []netip.Addr
-	for _, el := range elems {
-		a, _ := netip.AddrFromSlice(el.Key)
-		if el.IntervalEnd {
-			ends = append(ends, a)
-		} else {
-			starts = append(starts, a)
-		}
-	}
-	slices.SortFunc(starts, netip.Addr.Compare)
-	slices.SortFunc(ends, netip.Addr.Compare)
-	var out []string
-	for i, first := range starts {
-		var end netip.Addr
-		if i < len(ends) {
-			end = ends[i]
-		}
-		s := first.String() + "-" + end.String()
-		for bits := first.BitLen(); bits >= 0; bits-- {
-			p := netip.PrefixFrom(first, bits)
-			if p.Masked() != p {
-				break
-			}
-			if next := lastOf(p).Next(); next == end || (!next.IsValid() && !end.IsValid()) {
-				s = p.String()
-			}
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
-func lastOf(p netip.Prefix) netip.Addr {
-	b := p.Masked().Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 0x80 >> (i % 8)
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
 }
 
 func (e *env) masqMembers(network string) int {

@@ -17,6 +17,7 @@ import (
 	"github.com/google/nftables"
 
 	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/netns"
 )
 
@@ -343,7 +344,7 @@ func (c *cluster) checkMasqClean(n *node) {
 			t.Errorf("node %s: elements of set %s: %v", n.name, s.Name, err)
 			return
 		}
-		got[s.Name] = joinSorted(setContents(s, elems))
+		got[s.Name] = joinSorted(testutil.SetContents(s, elems))
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("node %s after DEL of every pod: table inet %s holds %s, want %s", n.name, table.Name, describeSets(got), describeSets(want))
@@ -361,112 +362,4 @@ func describeSets(m map[string]string) string {
 		out = append(out, fmt.Sprintf("%s {%s}", k, m[k]))
 	}
 	return strings.Join(out, ", ")
-}
-
-// setContents renders a set's elements: addresses, or for an interval
-// set its intervals, as prefixes where they are ones.
-func setContents(s *nftables.Set, elems []nftables.SetElement) []string {
-	type bound struct {
-		a   netip.Addr
-		end bool
-	}
-	var bs []bound
-	var out []string
-	for _, e := range elems {
-		a, ok := netip.AddrFromSlice(e.Key)
-		if !ok {
-			out = append(out, fmt.Sprintf("key %x", e.Key))
-			continue
-		}
-		if !s.Interval {
-			out = append(out, a.Unmap().String())
-			continue
-		}
-		bs = append(bs, bound{a.Unmap(), e.IntervalEnd})
-	}
-	// By address; at one address an interval's end comes before the
-	// start of the next.
-	slices.SortFunc(bs, func(x, y bound) int {
-		if c := x.a.Compare(y.a); c != 0 {
-			return c
-		}
-		if x.end == y.end {
-			return 0
-		}
-		if x.end {
-			return -1
-		}
-		return 1
-	})
-	for i := 0; i < len(bs); i++ {
-		switch {
-		case bs[i].end:
-			out = append(out, "end "+bs[i].a.String()+" without a start")
-		case i+1 < len(bs) && bs[i+1].end:
-			out = append(out, interval(bs[i].a, bs[i+1].a, true))
-			i++
-		default: // open to the top of the address space
-			out = append(out, interval(bs[i].a, netip.Addr{}, false))
-		}
-	}
-	return out
-}
-
-// interval renders [first, end) (end absent: to the top of the address
-// space) as a prefix if it is one.
-func interval(first, end netip.Addr, hasEnd bool) string {
-	for bits := 0; bits <= first.BitLen(); bits++ {
-		p := netip.PrefixFrom(first, bits)
-		if p.Masked().Addr() != first {
-			continue
-		}
-		next, ok := afterPrefix(p)
-		if ok == hasEnd && (!ok || next == end) {
-			return p.String()
-		}
-	}
-	if !hasEnd {
-		return first.String() + "-top"
-	}
-	return first.String() + "-" + end.String()
-}
-
-// afterPrefix is the first address after p, if there is one.
-func afterPrefix(p netip.Prefix) (netip.Addr, bool) {
-	b := p.Masked().Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 0x80 >> (i % 8)
-	}
-	last, _ := netip.AddrFromSlice(b)
-	next := last.Next()
-	return next, next.IsValid()
-}
-
-func TestSetContents(t *testing.T) {
-	ip := func(s string) []byte { return netip.MustParseAddr(s).AsSlice() }
-	interval4 := &nftables.Set{Interval: true}
-	tests := []struct {
-		name  string
-		set   *nftables.Set
-		elems []nftables.SetElement
-		want  string
-	}{
-		{"addresses", &nftables.Set{}, []nftables.SetElement{{Key: ip("10.244.0.5")}, {Key: ip("10.244.0.4")}}, "10.244.0.4 10.244.0.5"},
-		{"prefixes, listed backwards", interval4, []nftables.SetElement{
-			{Key: ip("240.0.0.0"), IntervalEnd: true}, {Key: ip("224.0.0.0")},
-			{Key: ip("10.245.0.0"), IntervalEnd: true}, {Key: ip("10.244.0.0")},
-		}, "10.244.0.0/16 224.0.0.0/4"},
-		{"a pod's /32", interval4, []nftables.SetElement{{Key: ip("10.244.0.7")}, {Key: ip("10.244.0.8"), IntervalEnd: true}}, "10.244.0.7/32"},
-		{"to the top", &nftables.Set{Interval: true}, []nftables.SetElement{{Key: ip("ff00::")}}, "ff00::/8"},
-		{"adjacent", interval4, []nftables.SetElement{
-			{Key: ip("10.0.0.0")}, {Key: ip("10.0.0.1"), IntervalEnd: true},
-			{Key: ip("10.0.0.1")}, {Key: ip("10.0.0.4"), IntervalEnd: true},
-		}, "10.0.0.0/32 10.0.0.1-10.0.0.4"},
-		{"dangling end", interval4, []nftables.SetElement{{Key: ip("10.0.0.9"), IntervalEnd: true}}, "end 10.0.0.9 without a start"},
-	}
-	for _, tt := range tests {
-		if got := joinSorted(setContents(tt.set, tt.elems)); got != tt.want {
-			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
-		}
-	}
 }
