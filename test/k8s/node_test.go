@@ -263,7 +263,7 @@ func deletedPodsLeaveNothing(ctx context.Context, t *testing.T, c *cluster.Clust
 			}
 		}
 	}
-	cache, _ := filepath.Glob("/var/lib/cni/results/podnet-*")
+	cache, _ := filepath.Glob(filepath.Join(c.CNICacheDir, "results", "podnet-*"))
 	for _, p := range pods {
 		for _, f := range cache {
 			data, err := os.ReadFile(f)

@@ -25,56 +25,75 @@ import (
 )
 
 const (
-	// NodeName is the name kubelet registers.
+	// NodeName is the name the first node's kubelet registers.
 	NodeName = "podnet-node-1"
-	// NodeIP is the node's underlay address, on the link that holds its
-	// default route (so the agent finds an underlay); the link ends in a
-	// namespace of the harness's, so nothing sent there leaves the machine.
+	// NodeIP is the first node's underlay address, on the link that holds
+	// its default route (so the agent finds an underlay); the link ends
+	// on a switch in a namespace of the harness's, so nothing sent there
+	// leaves the machine. The control plane runs on the first node.
 	NodeIP = "198.18.0.1"
+	// OutsideIP is the switch's own address: the outside network, outside
+	// every pod pool.
+	OutsideIP = "198.18.0.254"
 	// PauseImage and PodnetImage are the images loaded into containerd.
 	PauseImage  = "podnet.test/pause:1"
 	PodnetImage = "podnet.test/podnet:dev"
-	// EtcdEndpoint is etcd's client address inside the node namespace.
-	EtcdEndpoint = "127.0.0.1:2379"
+	// EtcdEndpoint is etcd's client address, on the first node's underlay
+	// address so that every node's agent and plugins reach it.
+	EtcdEndpoint = NodeIP + ":2379"
 
-	apiserverAddr = "127.0.0.1:6443"
+	apiserverPort = "6443"
 	underlayLink  = "underlay0"
+	switchBridge  = "sw0"
 )
 
-// Cluster is a running single-node cluster.
+// Cluster is a running cluster: the control plane and the first node's
+// kubelet and containerd on the first node, more nodes if asked for.
 type Cluster struct {
 	t *testing.T
 	// Dir holds every file of the cluster; removed at the end.
 	Dir string
-	// NetNS is the node's network namespace (path).
-	NetNS string
-	// OutsideNetNS (a name) is the far end of the node's uplink.
+	// Nodes are the cluster's nodes, the first one first.
+	Nodes []*Node
+	// NetNS, CNIBinDir, CNIConfDir, CNICacheDir and PodLogsDir are the
+	// first node's (see Node).
+	NetNS                              string
+	CNIBinDir, CNIConfDir, CNICacheDir string
+	PodLogsDir                         string
+	// OutsideNetNS (a name) is the switch's namespace, the outside
+	// network.
 	OutsideNetNS string
-	// CNIBinDir and CNIConfDir are containerd's CNI directories, private
-	// to the harness: the DaemonSet's hostPath volumes point here.
-	CNIBinDir, CNIConfDir string
-	// PodLogsDir is kubelet's podLogsDir.
-	PodLogsDir string
 	// ModuleRoot is podnet's repository root.
 	ModuleRoot string
 	Client     *kubernetes.Clientset
 	Config     *rest.Config
 
-	containerdSock string
-	logDir         string
-	kubeBin        string
-	pki            *pki
-	procs          []*proc
-	byName         map[string]*proc
-	sysctls        map[string]string
-	cgroupRoot     string // kubelet's, below every hierarchy's root
-	newHostDirs    []string
+	logDir      string
+	kubeBin     string
+	pki         *pki
+	procs       []*proc
+	byName      map[string]*proc
+	sysctls     map[string]string
+	newHostDirs []string
 }
 
-// Start brings the cluster up to a registered node (not Ready: no CNI
+// Option changes what Start brings up.
+type Option func(*options)
+
+type options struct{ nodes int }
+
+// WithNodes brings up n nodes (default 1), each a kubelet and containerd
+// in network and mount namespaces of its own on the shared underlay.
+func WithNodes(n int) Option { return func(o *options) { o.nodes = n } }
+
+// Start brings the cluster up to registered nodes (not Ready: no CNI
 // config is installed yet) and stops it when t ends.
-func Start(t *testing.T) *Cluster {
+func Start(t *testing.T, opts ...Option) *Cluster {
 	t.Helper()
+	o := options{nodes: 1}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	testutil.RequireRoot(t)
 	if err := ensureNodeSoftware(t.Logf); err != nil {
 		t.Fatal(err)
@@ -87,21 +106,23 @@ func Start(t *testing.T) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The namespace is made first so that it is removed last, after every
-	// process in it has stopped.
-	_, nsPath := testutil.NewNodeNetNS(t)
 	dir, err := os.MkdirTemp("", "podnet-k8s-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{newHostDirs: absentHostDirs(),
-		t: t, Dir: dir, NetNS: nsPath, kubeBin: kubeBin, byName: map[string]*proc{},
-		CNIBinDir: filepath.Join(dir, "cni/bin"), CNIConfDir: filepath.Join(dir, "cni/net.d"),
-		PodLogsDir: filepath.Join(dir, "pod-logs"), ModuleRoot: filepath.Dir(filepath.Dir(mod)),
-		containerdSock: filepath.Join(dir, "containerd.sock"), logDir: filepath.Join(dir, "logs"),
+	c := &Cluster{newHostDirs: absentHostDirs(), t: t, Dir: dir, kubeBin: kubeBin, byName: map[string]*proc{},
+		ModuleRoot: filepath.Dir(filepath.Dir(mod)), logDir: filepath.Join(dir, "logs")}
+	// The namespaces are made first so that they are removed last, after
+	// every process in them has stopped.
+	for i := 1; i <= o.nodes; i++ {
+		n := c.newNode(i)
+		_, n.NetNS = testutil.NewNodeNetNS(t)
+		c.Nodes = append(c.Nodes, n)
 	}
+	first := c.Nodes[0]
+	c.NetNS, c.CNIBinDir, c.CNIConfDir, c.CNICacheDir, c.PodLogsDir = first.NetNS, first.CNIBinDir, first.CNIConfDir, first.CNICacheDir, first.PodLogsDir
 	t.Cleanup(c.stop)
-	for _, d := range []string{c.CNIBinDir, c.CNIConfDir, c.PodLogsDir, c.logDir, filepath.Join(dir, "images")} {
+	for _, d := range []string{c.logDir, filepath.Join(dir, "images")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -113,18 +134,27 @@ func Start(t *testing.T) *Cluster {
 // bringUp starts the components in dependency order, each one up before
 // the next starts, so that a failure names the component at fault.
 func (c *Cluster) bringUp() {
-	steps := []struct {
+	type step struct {
 		name string
 		fn   func() error
-	}{
-		{"node network", c.setupUnderlay},
+	}
+	steps := []step{{"switch", c.setupSwitch}}
+	for _, n := range c.Nodes {
+		steps = append(steps,
+			step{n.Name + " network", func() error { return c.setupUnderlay(n) }},
+			step{n.Name + " mount namespace", func() error { return c.setupMountNS(n) }})
+	}
+	steps = append(steps, []step{
 		{"images", c.buildImages},
 		{"certificates", c.setupPKI},
 		{"etcd", c.startEtcd},
 		{"kube-apiserver", c.startAPIServer},
 		{"controller-manager and scheduler", c.startControllers},
-		{"containerd", c.startContainerd},
-		{"kubelet", c.startKubelet},
+	}...)
+	for _, n := range c.Nodes {
+		steps = append(steps,
+			step{n.Name + " containerd", func() error { return c.startContainerd(n) }},
+			step{n.Name + " kubelet", func() error { return c.startKubelet(n) }})
 	}
 	for _, s := range steps {
 		start := time.Now()
@@ -135,8 +165,12 @@ func (c *Cluster) bringUp() {
 	}
 }
 
-func (c *Cluster) start(name string, env []string, bin string, args ...string) error {
-	p, err := startProc(c.NetNS, c.logDir, name, env, bin, args...)
+// controlPlane is where etcd, kube-apiserver and the controllers run:
+// the first node's network namespace, the machine's mount namespace.
+func (c *Cluster) controlPlane() place { return place{netNS: c.NetNS} }
+
+func (c *Cluster) start(name string, where place, env []string, bin string, args ...string) error {
+	p, err := startProc(where, c.logDir, name, env, bin, args...)
 	if err != nil {
 		return err
 	}
@@ -193,7 +227,7 @@ func (c *Cluster) HTTPClient(timeout time.Duration) *http.Client {
 	}}
 }
 
-// Node returns the node object.
+// Node returns the first node's object.
 func (c *Cluster) Node(ctx context.Context) (*corev1.Node, error) {
 	return c.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
 }

@@ -43,7 +43,7 @@ func (c *Cluster) setupPKI() error {
 		return err
 	}
 	c.Config = &rest.Config{
-		Host:            "https://" + apiserverAddr,
+		Host:            "https://" + apiserverAddr(),
 		TLSClientConfig: rest.TLSClientConfig{CAData: p.caPEM, CertData: cert, KeyData: key},
 		Dial:            c.DialContext,
 		QPS:             100,
@@ -54,8 +54,8 @@ func (c *Cluster) setupPKI() error {
 }
 
 // writeKubeconfig writes the admin identity's kubeconfig, which the
-// controllers and kubelet use: they run in the node's namespace, where
-// the API server's loopback address is theirs too.
+// controllers and every node's kubelet use: the API server's address is
+// the first node's underlay address.
 func (c *Cluster) writeKubeconfig() error {
 	p := c.pki
 	kubeconfig := fmt.Sprintf(`apiVersion: v1
@@ -74,9 +74,11 @@ contexts:
 - name: podnet
   context: {cluster: podnet, user: admin}
 current-context: podnet
-`, apiserverAddr, p.path("ca.crt"), p.path("admin.crt"), p.path("admin.key"))
+`, apiserverAddr(), p.path("ca.crt"), p.path("admin.crt"), p.path("admin.key"))
 	return os.WriteFile(c.kubeconfig(), []byte(kubeconfig), 0o600)
 }
+
+func apiserverAddr() string { return net.JoinHostPort(NodeIP, apiserverPort) }
 
 func (c *Cluster) kubeconfig() string { return filepath.Join(c.Dir, "admin.kubeconfig") }
 
@@ -87,7 +89,7 @@ func (c *Cluster) startEtcd() error {
 	if err != nil {
 		return err
 	}
-	if err := c.start("etcd", []string{etcdRoleEnv + "=" + filepath.Join(c.Dir, "etcd")}, self); err != nil {
+	if err := c.start("etcd", c.controlPlane(), []string{etcdRoleEnv + "=" + filepath.Join(c.Dir, "etcd")}, self); err != nil {
 		return err
 	}
 	hc := c.HTTPClient(2 * time.Second)
@@ -106,10 +108,11 @@ func (c *Cluster) startEtcd() error {
 
 func (c *Cluster) startAPIServer() error {
 	p := c.pki
-	host, port, _ := net.SplitHostPort(apiserverAddr)
-	err := c.start("kube-apiserver", nil, filepath.Join(c.kubeBin, "kube-apiserver"),
+	// Every address of the first node's namespace: the underlay one for
+	// other nodes' kubelets and agents, loopback for the controllers.
+	err := c.start("kube-apiserver", c.controlPlane(), nil, filepath.Join(c.kubeBin, "kube-apiserver"),
 		"--etcd-servers=http://"+EtcdEndpoint,
-		"--bind-address="+host, "--secure-port="+port, "--advertise-address="+NodeIP,
+		"--bind-address=0.0.0.0", "--secure-port="+apiserverPort, "--advertise-address="+NodeIP,
 		"--tls-cert-file="+p.path("apiserver.crt"), "--tls-private-key-file="+p.path("apiserver.key"),
 		"--client-ca-file="+p.path("ca.crt"),
 		"--kubelet-client-certificate="+p.path("admin.crt"), "--kubelet-client-key="+p.path("admin.key"),
@@ -143,7 +146,7 @@ func (c *Cluster) startAPIServer() error {
 
 func (c *Cluster) startControllers() error {
 	p := c.pki
-	if err := c.start("kube-controller-manager", nil, filepath.Join(c.kubeBin, "kube-controller-manager"),
+	if err := c.start("kube-controller-manager", c.controlPlane(), nil, filepath.Join(c.kubeBin, "kube-controller-manager"),
 		"--kubeconfig="+c.kubeconfig(),
 		"--bind-address=127.0.0.1", "--leader-elect=false",
 		"--service-account-private-key-file="+p.path("sa.key"),
@@ -154,7 +157,7 @@ func (c *Cluster) startControllers() error {
 	); err != nil {
 		return err
 	}
-	if err := c.start("kube-scheduler", nil, filepath.Join(c.kubeBin, "kube-scheduler"),
+	if err := c.start("kube-scheduler", c.controlPlane(), nil, filepath.Join(c.kubeBin, "kube-scheduler"),
 		"--kubeconfig="+c.kubeconfig(),
 		"--bind-address=127.0.0.1", "--leader-elect=false",
 		"-v=1",

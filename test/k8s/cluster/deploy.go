@@ -42,10 +42,11 @@ func (c *Cluster) LoadManifests() (*Manifests, error) {
 }
 
 // Localize makes the edits a user of this cluster makes before applying:
-// the image is the one built locally (never pulled), etcd is the
-// cluster's, and the host paths for the CNI directories are the ones
-// this node's containerd reads (the harness's own, not the machine's
-// /etc/cni/net.d and /opt/cni/bin). The conflist is otherwise verbatim.
+// the image is the one built locally (never pulled) and etcd is the
+// cluster's. The conflist is otherwise verbatim, and so are the
+// DaemonSet's hostPaths: each node's kubelet and containerd see their own
+// directories at /opt/cni/bin, /etc/cni/net.d and the rest (see
+// nodeHostPaths).
 func (c *Cluster) Localize(m *Manifests) error {
 	cm := m.ConfigMap
 	if cm.Data["etcd_endpoints"] != shippedEtcd {
@@ -62,16 +63,6 @@ func (c *Cluster) Localize(m *Manifests) error {
 		for i := range cs {
 			cs[i].Image = PodnetImage
 			cs[i].ImagePullPolicy = corev1.PullNever
-		}
-	}
-	hostPaths := map[string]string{"/opt/cni/bin": c.CNIBinDir, "/etc/cni/net.d": c.CNIConfDir}
-	for i := range spec.Volumes {
-		hp := spec.Volumes[i].HostPath
-		if hp == nil {
-			continue
-		}
-		if p, ok := hostPaths[hp.Path]; ok {
-			hp.Path = p
 		}
 	}
 	return nil

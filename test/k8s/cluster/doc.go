@@ -1,10 +1,16 @@
-// Package cluster runs a single-node Kubernetes cluster for podnet's
-// tests: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-// containerd and kubelet, all in a network namespace of the node's own
-// (so every port, route, iptables chain and nft table they or podnet
-// make vanishes with it), with private sockets, state directories,
-// cgroup root, CNI directories and resolv.conf. Images come from archives
-// built here (a static pause program, and podnet's image from `make
-// image`); nothing is pulled. Everything it starts it stops by PID, and
-// it restores what kubelet changes on the machine.
+// Package cluster runs a Kubernetes cluster for podnet's tests on one
+// machine: etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler on the first node, and on every node a containerd and a
+// kubelet. Each node has a network namespace of its own on a shared
+// underlay (a bridge in the outside network's namespace), so every port,
+// route, iptables chain and nft table they or podnet make vanishes with
+// it, and a mount namespace of its own in which the machine paths a node
+// writes (/opt/cni/bin, /etc/cni/net.d, /var/lib/cni, /var/lib/podnet,
+// /run/netns, ...) are the node's own directories: podnet's DaemonSet is
+// applied with its hostPaths as shipped, and two nodes share nothing.
+// Sockets, state directories, cgroup roots and resolv.conf are private
+// too. Images come from archives built here (a static pause program, and
+// podnet's image from `make image`); nothing is pulled. Everything it
+// starts it stops by PID, and it restores what kubelet changes on the
+// machine.
 package cluster

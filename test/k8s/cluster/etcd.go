@@ -15,16 +15,12 @@ import (
 // etcdRoleEnv, set in the environment of a re-executed test binary, makes
 // MaybeRunEtcd run an etcd member instead of the tests. etcd runs as a
 // process of its own so that it lives in the node's network namespace
-// (with kube-apiserver, the agent and the plugins, which reach it on
-// 127.0.0.1) and is stopped by its PID like every other component.
+// (with kube-apiserver; every node's agent and plugins reach it at
+// EtcdEndpoint) and is stopped by its PID like every other component.
 const etcdRoleEnv = "PODNET_K8S_ETCD_DIR"
 
-// etcdClientPort and etcdPeerPort are on the node namespace's loopback,
-// which nothing else uses.
-const (
-	etcdClientPort = 2379
-	etcdPeerPort   = 2380
-)
+// etcdPeerPort is on the first node's loopback: etcd has one member.
+const etcdPeerPort = 2380
 
 // MaybeRunEtcd runs the embedded etcd server and exits when the process
 // was started as the harness's etcd; otherwise it returns at once. Call it
@@ -45,7 +41,7 @@ func runEtcd(dir string) error {
 	cfg := embed.NewConfig()
 	cfg.Name = "podnet-k8s"
 	cfg.Dir = dir
-	client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", etcdClientPort)}
+	client := url.URL{Scheme: "http", Host: EtcdEndpoint}
 	peer := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", etcdPeerPort)}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}

@@ -56,17 +56,9 @@ func restoreSysctls(saved map[string]string) error {
 	return errors.Join(errs...)
 }
 
-// hostDirs are made on the machine by containerd, runc, the shims and
-// podnet's hostPath volumes, outside the harness's directory. Parents
-// come before their children.
-var hostDirs = []string{
-	"/var/lib/cni", "/var/lib/cni/results", "/var/lib/podnet",
-	"/run/containerd", "/run/containerd/runc", "/run/containerd/runc/k8s.io", "/run/containerd/s",
-}
-
 // absentHostDirs returns the hostDirs that do not exist yet: those the
-// cluster will make (the CNI result cache, podnet's state, runc's and the
-// shims' sockets), for restoreHost to remove again if empty.
+// cluster will make as mount points of the nodes' own directories, for
+// restoreHost to remove again if empty.
 func absentHostDirs() []string {
 	var dirs []string
 	for _, d := range hostDirs {

@@ -9,17 +9,23 @@ import (
 )
 
 // LogTails returns the last lines of the components' logs and of the
-// podnet agent's container logs.
+// podnet agents' container logs, node by node.
 func (c *Cluster) LogTails(n int) string {
 	var b strings.Builder
-	for _, name := range []string{"kube-apiserver", "containerd", "kubelet"} {
+	names := []string{"kube-apiserver"}
+	for _, node := range c.Nodes {
+		names = append(names, node.procName("containerd"), node.procName("kubelet"))
+	}
+	for _, name := range names {
 		if p := c.byName[name]; p != nil {
 			fmt.Fprintf(&b, "--- %s (%s):\n%s\n", name, p.log, indent(tail(p.log, n)))
 		}
 	}
-	logs, _ := filepath.Glob(filepath.Join(c.PodLogsDir, "kube-system_podnet-*", "*", "*.log"))
-	for _, l := range logs {
-		fmt.Fprintf(&b, "--- %s:\n%s\n", l, indent(tail(l, n)))
+	for _, node := range c.Nodes {
+		logs, _ := filepath.Glob(filepath.Join(node.PodLogsDir, "kube-system_podnet-*", "*", "*.log"))
+		for _, l := range logs {
+			fmt.Fprintf(&b, "--- %s (%s):\n%s\n", l, node.Name, indent(tail(l, n)))
+		}
 	}
 	return b.String()
 }

@@ -15,17 +15,79 @@ import (
 	"github.com/podnet/podnet/netns"
 )
 
-// setupUnderlay gives the node its address and default route on a veth
-// link, as a host's uplink would be. Its peer is in a namespace of its
-// own standing for the outside network (198.18.0.254), where whatever
-// the node sends out ends.
-func (c *Cluster) setupUnderlay() error {
+// Node is one machine of the cluster: a kubelet and a containerd in a
+// network namespace of their own on the shared underlay, and a mount
+// namespace of their own (see nodeHostPaths).
+type Node struct {
+	// Name is the name kubelet registers; IP its underlay address.
+	Name, IP string
+	// NetNS is the node's network namespace (path).
+	NetNS string
+	// Root holds the node's files: containerd's and kubelet's state, and
+	// under host/ the directories that stand for the machine paths the
+	// node keeps apart (HostPath).
+	Root string
+	// CNIBinDir and CNIConfDir are what the node's containerd sees as
+	// /opt/cni/bin and /etc/cni/net.d, where the DaemonSet installs
+	// podnet; CNICacheDir is its /var/lib/cni.
+	CNIBinDir, CNIConfDir, CNICacheDir string
+	// PodLogsDir is kubelet's podLogsDir.
+	PodLogsDir string
+
+	index          int // 1 for the first node
+	mountNS        string
+	containerdSock string
+	cgroupRoot     string // kubelet's, below every hierarchy's root
+}
+
+// newNode describes node i (from 1) of the cluster: podnet-node-i at
+// 198.18.0.i.
+func (c *Cluster) newNode(i int) *Node {
+	root := filepath.Join(c.Dir, "nodes", fmt.Sprintf("node-%d", i))
+	n := &Node{Name: fmt.Sprintf("podnet-node-%d", i), IP: fmt.Sprintf("198.18.0.%d", i), Root: root, index: i,
+		PodLogsDir: filepath.Join(root, "pod-logs"), containerdSock: filepath.Join(root, "containerd.sock")}
+	n.CNIBinDir, n.CNIConfDir, n.CNICacheDir = n.HostPath("/opt/cni/bin"), n.HostPath("/etc/cni/net.d"), n.HostPath("/var/lib/cni")
+	return n
+}
+
+// procName is the name of the node's component in logs and PIDs: the
+// bare name on the first node (kubelet, containerd), name@node on others.
+func (n *Node) procName(component string) string {
+	if n.index == 1 {
+		return component
+	}
+	return component + "@" + n.Name
+}
+
+func (n *Node) place() place { return place{netNS: n.NetNS, mountNS: n.mountNS} }
+
+// setupSwitch makes the underlay: a bridge in a namespace of its own
+// standing for the outside network (198.18.0.254), where whatever a node
+// sends out ends and to which every node is linked.
+func (c *Cluster) setupSwitch() error {
 	outside, _ := testutil.NewNetNS(c.t)
 	c.OutsideNetNS = outside
-	err := netns.Do(c.NetNS, func() error {
+	for _, args := range [][]string{
+		{"-n", outside, "link", "add", switchBridge, "type", "bridge"},
+		{"-n", outside, "addr", "add", OutsideIP + "/24", "dev", switchBridge},
+		{"-n", outside, "link", "set", switchBridge, "up"},
+		{"-n", outside, "link", "set", "lo", "up"},
+	} {
+		if err := run("ip", args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setupUnderlay gives the node its address and default route on a veth
+// link to the switch, as a host's uplink would be.
+func (c *Cluster) setupUnderlay(n *Node) error {
+	peer := fmt.Sprintf("uplink%d", n.index)
+	err := netns.Do(n.NetNS, func() error {
 		for _, args := range [][]string{
-			{"link", "add", underlayLink, "type", "veth", "peer", "name", "uplink0", "netns", outside},
-			{"addr", "add", NodeIP + "/24", "dev", underlayLink},
+			{"link", "add", underlayLink, "type", "veth", "peer", "name", peer, "netns", c.OutsideNetNS},
+			{"addr", "add", n.IP + "/24", "dev", underlayLink},
 			{"link", "set", underlayLink, "up"},
 			{"route", "add", "default", "dev", underlayLink},
 		} {
@@ -39,9 +101,8 @@ func (c *Cluster) setupUnderlay() error {
 		return err
 	}
 	for _, args := range [][]string{
-		{"-n", outside, "addr", "add", "198.18.0.254/24", "dev", "uplink0"},
-		{"-n", outside, "link", "set", "uplink0", "up"},
-		{"-n", outside, "link", "set", "lo", "up"},
+		{"-n", c.OutsideNetNS, "link", "set", peer, "master", switchBridge},
+		{"-n", c.OutsideNetNS, "link", "set", peer, "up"},
 	} {
 		if err := run("ip", args...); err != nil {
 			return err
@@ -50,25 +111,26 @@ func (c *Cluster) setupUnderlay() error {
 	return nil
 }
 
-// startContainerd starts containerd on the harness's own sockets and
-// directories and imports the images into the namespace kubelet's pods
-// use (k8s.io).
-func (c *Cluster) startContainerd() error {
-	confPath := filepath.Join(c.Dir, "containerd.toml")
-	if err := os.WriteFile(confPath, []byte(c.containerdConfig()), 0o644); err != nil {
+// startContainerd starts the node's containerd on the harness's own
+// sockets and directories and imports the images into the namespace
+// kubelet's pods use (k8s.io).
+func (c *Cluster) startContainerd(n *Node) error {
+	confPath := filepath.Join(n.Root, "containerd.toml")
+	if err := os.WriteFile(confPath, []byte(c.containerdConfig(n)), 0o644); err != nil {
 		return err
 	}
-	if err := c.start("containerd", nil, "containerd", "--config="+confPath); err != nil {
+	name := n.procName("containerd")
+	if err := c.start(name, n.place(), nil, "containerd", "--config="+confPath); err != nil {
 		return err
 	}
-	if err := c.waitFor("containerd", time.Minute, func() error {
-		_, err := runtimeStatus(c.containerdSock)
+	if err := c.waitFor(name, time.Minute, func() error {
+		_, err := runtimeStatus(n.containerdSock)
 		return err
 	}); err != nil {
 		return err
 	}
 	for _, img := range []string{"pause.tar", "podnet.tar"} {
-		if err := run("ctr", "--address", c.containerdSock, "-n", "k8s.io", "images", "import",
+		if err := run("ctr", "--address", n.containerdSock, "-n", "k8s.io", "images", "import",
 			filepath.Join(c.Dir, "images", img)); err != nil {
 			return err
 		}
@@ -76,10 +138,12 @@ func (c *Cluster) startContainerd() error {
 	return nil
 }
 
-// containerdConfig keeps every path of containerd's under Dir, so that it
-// shares nothing with a containerd the machine may run.
-func (c *Cluster) containerdConfig() string {
-	root := filepath.Join(c.Dir, "containerd")
+// containerdConfig keeps every path of containerd's under the node's
+// root, so that it shares nothing with another node or with a containerd
+// the machine may run. The CNI directories are the standard ones: in the
+// node's mount namespace they are the node's own.
+func (c *Cluster) containerdConfig(n *Node) string {
+	root := filepath.Join(n.Root, "containerd")
 	return fmt.Sprintf(`version = 2
 root = %[1]q
 state = %[2]q
@@ -111,18 +175,19 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %[8]q
-    conf_dir = %[9]q
-`, filepath.Join(root, "root"), filepath.Join(root, "state"), c.containerdSock,
-		c.containerdSock+".ttrpc", c.containerdSock+".debug", filepath.Join(root, "opt"),
-		PauseImage, c.CNIBinDir, c.CNIConfDir)
+    bin_dir = "/opt/cni/bin"
+    conf_dir = "/etc/cni/net.d"
+`, filepath.Join(root, "root"), filepath.Join(root, "state"), n.containerdSock,
+		n.containerdSock+".ttrpc", n.containerdSock+".debug", filepath.Join(root, "opt"),
+		PauseImage)
 }
 
-// startKubelet starts kubelet under a cgroup root of its own and waits
-// until it has registered the node. The machine-wide sysctls kubelet
-// sets are recorded first, for stop to write back.
-func (c *Cluster) startKubelet() error {
-	kdir := filepath.Join(c.Dir, "kubelet")
+// startKubelet starts the node's kubelet under a cgroup root of its own
+// and waits until it has registered the node. The machine-wide sysctls
+// kubelet sets are recorded before the first kubelet starts, for stop to
+// write back.
+func (c *Cluster) startKubelet(n *Node) error {
+	kdir := filepath.Join(n.Root, "kubelet")
 	if err := os.MkdirAll(kdir, 0o755); err != nil {
 		return err
 	}
@@ -133,41 +198,43 @@ func (c *Cluster) startKubelet() error {
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	cgroupRoot := "podnet-k8s-" + hex.EncodeToString(b[:])
-	c.cgroupRoot = cgroupRoot
-	if err := makeCgroupRoot(cgroupRoot); err != nil {
+	n.cgroupRoot = "podnet-k8s-" + hex.EncodeToString(b[:])
+	if err := makeCgroupRoot(n.cgroupRoot); err != nil {
 		return err
 	}
-	confPath := filepath.Join(c.Dir, "kubelet.yaml")
-	if err := os.WriteFile(confPath, []byte(c.kubeletConfig(cgroupRoot, resolv)), 0o644); err != nil {
+	confPath := filepath.Join(n.Root, "kubelet.yaml")
+	if err := os.WriteFile(confPath, []byte(c.kubeletConfig(n, resolv)), 0o644); err != nil {
 		return err
 	}
-	saved, err := readSysctls()
-	if err != nil {
-		return err
+	if c.sysctls == nil {
+		saved, err := readSysctls()
+		if err != nil {
+			return err
+		}
+		c.sysctls = saved
 	}
-	c.sysctls = saved
-	if err := c.start("kubelet", nil, filepath.Join(c.kubeBin, "kubelet"),
+	name := n.procName("kubelet")
+	if err := c.start(name, n.place(), nil, filepath.Join(c.kubeBin, "kubelet"),
 		"--config="+confPath, "--kubeconfig="+c.kubeconfig(),
 		"--root-dir="+kdir, "--cert-dir="+filepath.Join(kdir, "pki"),
-		"--hostname-override="+NodeName, "--node-ip="+NodeIP,
+		"--hostname-override="+n.Name, "--node-ip="+n.IP,
 		"-v=2",
 	); err != nil {
 		return err
 	}
-	return c.waitFor("kubelet", 2*time.Minute, func() error {
+	return c.waitFor(name, 2*time.Minute, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		_, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		return err
 	})
 }
 
 // kubeletConfig is kubelet's configuration for a test machine: cgroupfs
-// under cgroupRoot, swap allowed, fast status updates (the tests wait on
-// them), and image GC and eviction thresholds a busy machine's disk and
-// memory do not reach.
-func (c *Cluster) kubeletConfig(cgroupRoot, resolv string) string {
+// under the node's cgroup root, swap allowed, fast status updates (the
+// tests wait on them), and image GC and eviction thresholds a busy
+// machine's disk and memory do not reach.
+func (c *Cluster) kubeletConfig(n *Node, resolv string) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
@@ -196,5 +263,5 @@ evictionHard:
   nodefs.available: 1%%
   imagefs.available: 1%%
   nodefs.inodesFree: 1%%
-`, cgroupRoot, resolv, c.containerdSock, c.PodLogsDir, NodeIP, c.pki.path("ca.crt"))
+`, n.cgroupRoot, resolv, n.containerdSock, n.PodLogsDir, n.IP, c.pki.path("ca.crt"))
 }

@@ -9,9 +9,10 @@ import (
 	"time"
 )
 
-// proc is a process the harness started, always in the node's network
-// namespace (through nsenter, which execs the program: the PID is the
-// program's), logging to its own file. It is stopped by its PID only.
+// proc is a process the harness started, always in a node's network
+// namespace and, for a node's kubelet and containerd, its mount namespace
+// (through nsenter, which execs the program: the PID is the program's),
+// logging to its own file. It is stopped by its PID only.
 type proc struct {
 	name string
 	cmd  *exec.Cmd
@@ -20,14 +21,29 @@ type proc struct {
 	err  error
 }
 
-func startProc(netnsPath, logDir, name string, env []string, bin string, args ...string) (*proc, error) {
+// place is where a process runs: a network namespace (a path) and, when
+// set, a mount namespace (a file it is bound to).
+type place struct {
+	netNS, mountNS string
+}
+
+func (w place) nsenterArgs() []string {
+	args := []string{"--net=" + w.netNS}
+	if w.mountNS != "" {
+		args = append(args, "--mount="+w.mountNS)
+	}
+	return args
+}
+
+func startProc(w place, logDir, name string, env []string, bin string, args ...string) (*proc, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	cmd := exec.Command("nsenter", append([]string{"--net=" + netnsPath, "--", bin}, args...)...)
+	nsArgs := append(w.nsenterArgs(), "--", bin)
+	cmd := exec.Command("nsenter", append(nsArgs, args...)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), env...)
 	// Its own process group: a ^C to the test does not reach it before

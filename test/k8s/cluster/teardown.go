@@ -18,47 +18,69 @@ func (c *Cluster) stop() {
 	if c.t.Failed() {
 		c.t.Logf("cluster logs:\n%s", c.LogTails(40))
 	}
-	errs := c.drainNode()
+	errs := c.drainNodes()
 	errs = append(errs, c.stopProcesses()...)
-	errs = append(errs, c.restoreHost()...)
+	// The nodes' mount namespaces go with Dir, before their mount points
+	// on the machine are removed.
 	errs = append(errs, c.removeDir())
+	errs = append(errs, c.restoreHost()...)
 	if err := errors.Join(errs...); err != nil {
 		c.t.Errorf("cluster teardown: %v", err)
 	}
 }
 
-// drainNode removes the pods while kubelet still runs, so that kubelet
-// tears each one down with its CNI DEL as on a real node; then it stops
-// kubelet and removes through CRI the sandboxes kubelet had not yet
-// garbage-collected.
-func (c *Cluster) drainNode() []error {
+// drainNodes removes the pods while the kubelets still run, so that each
+// kubelet tears its pods down with their CNI DEL as on a real node; then
+// it stops the kubelets and removes through CRI the sandboxes they had
+// not yet garbage-collected.
+func (c *Cluster) drainNodes() []error {
 	var errs []error
-	if kl := c.byName["kubelet"]; kl != nil && !kl.exited() {
+	if c.anyRunning("kubelet") {
 		if err := c.deleteAllPods(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if p := c.byName["kubelet"]; p != nil {
-		errs = append(errs, p.stop(30*time.Second))
+	for _, n := range c.Nodes {
+		if p := c.byName[n.procName("kubelet")]; p != nil {
+			errs = append(errs, p.stop(30*time.Second))
+		}
 	}
-	if p := c.byName["containerd"]; p != nil && !p.exited() {
-		errs = append(errs, removeSandboxes(c.containerdSock))
+	for _, n := range c.Nodes {
+		if p := c.byName[n.procName("containerd")]; p != nil && !p.exited() {
+			errs = append(errs, removeSandboxes(n.containerdSock))
+		}
 	}
 	return errs
 }
 
-// stopProcesses stops every component but kubelet (drainNode stopped
-// it), last started first: each one stops before what it depends on.
+// anyRunning says whether some node's component is running.
+func (c *Cluster) anyRunning(component string) bool {
+	for _, n := range c.Nodes {
+		if p := c.byName[n.procName(component)]; p != nil && !p.exited() {
+			return true
+		}
+	}
+	return false
+}
+
+// stopProcesses stops every component but the kubelets (drainNodes
+// stopped them), last started first: each one stops before what it
+// depends on. A node's shims go with its containerd.
 func (c *Cluster) stopProcesses() []error {
+	kubelets, containerds := map[string]bool{}, map[string]*Node{}
+	for _, n := range c.Nodes {
+		kubelets[n.procName("kubelet")] = true
+		containerds[n.procName("containerd")] = n
+	}
 	var errs []error
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		p := c.procs[i]
-		if p.name == "kubelet" {
+		if kubelets[p.name] {
 			continue
 		}
 		errs = append(errs, p.stop(20*time.Second))
-		if p.name == "containerd" {
-			errs = append(errs, killShims(c.containerdSock)...)
+		if n := containerds[p.name]; n != nil {
+			errs = append(errs, killShims(n.containerdSock)...)
 		}
 	}
 	return errs
@@ -79,15 +101,17 @@ func killShims(address string) []error {
 }
 
 // restoreHost undoes what the cluster changed on the machine outside the
-// node's namespace: kubelet's sysctls, its cgroup root, and the host
-// directories the runtime and podnet made.
+// nodes' namespaces: kubelet's sysctls, the nodes' cgroup roots, and the
+// mount points made for the nodes' own directories.
 func (c *Cluster) restoreHost() []error {
 	var errs []error
 	if c.sysctls != nil {
 		errs = append(errs, restoreSysctls(c.sysctls))
 	}
-	if c.cgroupRoot != "" {
-		errs = append(errs, removeCgroupRoot(c.cgroupRoot))
+	for _, n := range c.Nodes {
+		if n.cgroupRoot != "" {
+			errs = append(errs, removeCgroupRoot(n.cgroupRoot))
+		}
 	}
 	// Deepest first; a directory something else has put files in stays.
 	for i := len(c.newHostDirs) - 1; i >= 0; i-- {
