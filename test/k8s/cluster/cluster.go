@@ -113,7 +113,9 @@ func Start(t *testing.T, opts ...Option) *Cluster {
 	c := &Cluster{newHostDirs: absentHostDirs(), t: t, Dir: dir, kubeBin: kubeBin, byName: map[string]*proc{},
 		ModuleRoot: filepath.Dir(filepath.Dir(mod)), logDir: filepath.Join(dir, "logs")}
 	// The namespaces are made first so that they are removed last, after
-	// every process in them has stopped.
+	// every process in them has stopped (and the switch's before the
+	// nodes' underlay links, which end on it, are gone).
+	c.OutsideNetNS, _ = testutil.NewNetNS(t)
 	for i := 1; i <= o.nodes; i++ {
 		n := c.newNode(i)
 		_, n.NetNS = testutil.NewNodeNetNS(t)

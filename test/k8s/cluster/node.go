@@ -11,7 +11,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/netns"
 )
 
@@ -65,8 +64,7 @@ func (n *Node) place() place { return place{netNS: n.NetNS, mountNS: n.mountNS} 
 // standing for the outside network (198.18.0.254), where whatever a node
 // sends out ends and to which every node is linked.
 func (c *Cluster) setupSwitch() error {
-	outside, _ := testutil.NewNetNS(c.t)
-	c.OutsideNetNS = outside
+	outside := c.OutsideNetNS
 	for _, args := range [][]string{
 		{"-n", outside, "link", "add", switchBridge, "type", "bridge"},
 		{"-n", outside, "addr", "add", OutsideIP + "/24", "dev", switchBridge},
