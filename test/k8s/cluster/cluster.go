@@ -61,6 +61,8 @@ type Cluster struct {
 	Config     *rest.Config
 
 	containerdSock string
+	containerd     Containerd
+	containerdBin  string // its programs' directory; "" for $PATH
 	logDir         string
 	kubeBin        string
 	pki            *pki
@@ -72,8 +74,9 @@ type Cluster struct {
 }
 
 // Start brings the cluster up to a registered node (not Ready: no CNI
-// config is installed yet) and stops it when t ends.
-func Start(t *testing.T) *Cluster {
+// config is installed yet) and stops it when t ends. The node runs the
+// containerd opts or PODNET_K8S_CONTAINERD choose, else Debian's.
+func Start(t *testing.T, opts ...Option) *Cluster {
 	t.Helper()
 	testutil.RequireRoot(t)
 	if err := ensureNodeSoftware(t.Logf); err != nil {
@@ -83,6 +86,7 @@ func Start(t *testing.T) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cd, cdBin := nodeContainerd(t, opts)
 	mod, err := ModuleDir()
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +103,7 @@ func Start(t *testing.T) *Cluster {
 		CNIBinDir: filepath.Join(dir, "cni/bin"), CNIConfDir: filepath.Join(dir, "cni/net.d"),
 		PodLogsDir: filepath.Join(dir, "pod-logs"), ModuleRoot: filepath.Dir(filepath.Dir(mod)),
 		containerdSock: filepath.Join(dir, "containerd.sock"), logDir: filepath.Join(dir, "logs"),
+		containerd: cd, containerdBin: cdBin,
 	}
 	t.Cleanup(c.stop)
 	for _, d := range []string{c.CNIBinDir, c.CNIConfDir, c.PodLogsDir, c.logDir, filepath.Join(dir, "images")} {

@@ -58,7 +58,7 @@ func (c *Cluster) startContainerd() error {
 	if err := os.WriteFile(confPath, []byte(c.containerdConfig()), 0o644); err != nil {
 		return err
 	}
-	if err := c.start("containerd", nil, "containerd", "--config="+confPath); err != nil {
+	if err := c.start("containerd", c.containerdEnv(), c.containerdCommand("containerd"), "--config="+confPath); err != nil {
 		return err
 	}
 	if err := c.waitFor("containerd", time.Minute, func() error {
@@ -68,7 +68,7 @@ func (c *Cluster) startContainerd() error {
 		return err
 	}
 	for _, img := range []string{"pause.tar", "podnet.tar"} {
-		if err := run("ctr", "--address", c.containerdSock, "-n", "k8s.io", "images", "import",
+		if err := run(c.containerdCommand("ctr"), "--address", c.containerdSock, "-n", "k8s.io", "images", "import",
 			filepath.Join(c.Dir, "images", img)); err != nil {
 			return err
 		}
@@ -79,6 +79,9 @@ func (c *Cluster) startContainerd() error {
 // containerdConfig keeps every path of containerd's under Dir, so that it
 // shares nothing with a containerd the machine may run.
 func (c *Cluster) containerdConfig() string {
+	if c.containerd.configVersion == 3 {
+		return c.containerdConfigV3()
+	}
 	root := filepath.Join(c.Dir, "containerd")
 	return fmt.Sprintf(`version = 2
 root = %[1]q
