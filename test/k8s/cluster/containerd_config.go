@@ -6,14 +6,15 @@ import (
 )
 
 // containerdConfigV3 is containerdConfig for containerd 2.x, in the
-// config version 2.0 introduced (docs/cri/config.md): the CRI plugin's
-// settings are split between io.containerd.cri.v1.images (snapshotter,
-// the sandbox image, now a "pinned" image) and io.containerd.cri.v1.runtime
-// (runtimes, CNI, restrict_oom_score_adj). Two defaults that 1.x did not
-// have would reach outside the harness's directories, so they are set:
-// NRI, on by default since 2.0, would listen on /var/run/nri/nri.sock,
-// one per machine; CDI, also on, reads specs from /etc/cdi and
-// /var/run/cdi.
+// config version 2.0 introduced, which every 2.x reads (2.3 added version
+// 4 and migrates 3 at start, with a warning; docs/cri/config.md). The CRI
+// plugin's settings are split between io.containerd.cri.v1.images
+// (snapshotter; the sandbox image, now a "pinned" image) and
+// io.containerd.cri.v1.runtime (runtimes, CNI, restrict_oom_score_adj).
+// Two defaults that 1.x did not have would reach outside the harness's
+// directories, so they are set: NRI, on by default since 2.0, would
+// listen on /var/run/nri/nri.sock, one per machine; CDI, also on, reads
+// specs from /etc/cdi and /var/run/cdi.
 func (c *Cluster) containerdConfigV3() string {
 	root := filepath.Join(c.Dir, "containerd")
 	return fmt.Sprintf(`version = 3
