@@ -82,7 +82,9 @@ image: build
 # its own so that podnet's does not depend on k8s.io/kubernetes). Root.
 # The first run builds Kubernetes into ~/.cache/podnet-k8s (minutes; about
 # 3.5 GB of disk during the build) and installs containerd and runc from
-# apt when they are missing.
+# apt when they are missing; TestContainerdMatrix also builds containerd
+# 1.7 and 2.x there (a few minutes more, once). PODNET_K8S_CONTAINERD=1.7
+# or 2.x runs the node on one of those instead of Debian's 1.6.
 .PHONY: test-k8s
 test-k8s:
 	cd test/k8s && $(GO) test -count=1 -timeout 40m ./...

@@ -18,8 +18,10 @@ type Reader struct {
 
 // KnownReaders are the runtimes in use, from the libcni their releases
 // require (their go.mod files): containerd 1.6.20 libcni 1.1.1, 1.7.x
-// 1.1.2, 2.0 1.2.3, 2.1 and later 1.3.0; Podman 4.x and 5.0 1.1.2, 5.2
-// 1.2.3; CRI-O up to 1.30 1.1.2. libcni reads cniVersions from 1.2 on.
+// 1.1.2, 2.0 1.2.3, 2.1 and later 1.3.x (2.4.2: 1.3.1); Podman 4.x and 5.0
+// 1.1.2, 5.2 1.2.3; CRI-O up to 1.30 1.1.2. libcni reads cniVersions from
+// 1.2 on. test/k8s's TestContainerdMatrix holds the containerd rows to
+// what containerd 1.6.20, 1.7.35 and 2.4.2 do.
 var KnownReaders = []Reader{
 	{Name: "libcni 1.0/1.1 (containerd 1.6, 1.7; Podman 4, 5.0; CRI-O to 1.30)", Newest: "1.0.0"},
 	{Name: "libcni 1.2+ (containerd 2.x, Podman 5.2+)", Newest: "1.1.0", CNIVersions: true},

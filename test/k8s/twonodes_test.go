@@ -38,7 +38,7 @@ func TestTwoNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range c.Nodes {
-		waitNodeReady(ctx, t, c, n.Name)
+		waitNodeReady(ctx, t, c, n.Name, 3*time.Minute)
 	}
 	var servers []*corev1.Pod
 	for _, n := range c.Nodes {
@@ -169,26 +169,6 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// waitNodeReady waits until the node reports Ready.
-func waitNodeReady(ctx context.Context, t *testing.T, c *cluster.Cluster, name string) {
-	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := readyCondition(n)
-		if r != nil && r.Status == corev1.ConditionTrue {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node %s not Ready 3m after podnet was applied: %+v", name, r)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
 }
 
 // waitNoDiagPods waits until every diag pod is gone from the API: each

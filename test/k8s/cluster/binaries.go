@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -41,17 +42,26 @@ func ModuleDir() (string, error) {
 }
 
 // CacheDir is where the Kubernetes binaries are kept between runs:
-// $PODNET_K8S_CACHE, else podnet-k8s/<version> in the user's cache
-// directory ($XDG_CACHE_HOME or ~/.cache).
+// <version> below cacheRoot.
 func CacheDir() (string, error) {
+	root, err := cacheRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, KubeVersion), nil
+}
+
+// cacheRoot holds the harness's builds: $PODNET_K8S_CACHE, else
+// podnet-k8s in the user's cache directory ($XDG_CACHE_HOME or ~/.cache).
+func cacheRoot() (string, error) {
 	if d := os.Getenv("PODNET_K8S_CACHE"); d != "" {
-		return filepath.Join(d, KubeVersion), nil
+		return d, nil
 	}
 	base, err := os.UserCacheDir()
 	if err != nil {
-		return "", fmt.Errorf("no cache directory for the Kubernetes binaries (set PODNET_K8S_CACHE): %w", err)
+		return "", fmt.Errorf("no cache directory for the harness's builds (set PODNET_K8S_CACHE): %w", err)
 	}
-	return filepath.Join(base, "podnet-k8s", KubeVersion), nil
+	return filepath.Join(base, "podnet-k8s"), nil
 }
 
 // KubeBinaries returns a directory holding KubeCommands built from
@@ -64,43 +74,76 @@ func KubeBinaries(logf func(string, ...any)) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	kbuild := filepath.Join(mod, "kbuild")
 	cache, err := CacheDir()
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(cache, 0o755); err != nil {
+	b := cachedBuild{what: "Kubernetes " + KubeVersion, modDir: filepath.Join(mod, "kbuild"), cache: cache,
+		ldflags: "-X k8s.io/component-base/version.gitVersion=" + KubeVersion}
+	for _, c := range KubeCommands {
+		b.pkgs = append(b.pkgs, "k8s.io/kubernetes/cmd/"+c)
+	}
+	return b.get(logf)
+}
+
+// cachedBuild is a set of programs built from a wrapper module (kbuild,
+// cbuild-*: a go.mod that pins a release) into cache/bin, kept there for
+// as long as the wrapper, the build tags and the Go toolchain stay the
+// same.
+type cachedBuild struct {
+	what    string   // for the log: "Kubernetes v1.34.4"
+	modDir  string   // the wrapper module
+	cache   string   // the programs go to its bin/
+	pkgs    []string // main packages, one program each
+	tags    string   // -tags
+	ldflags string   // added to -s -w
+}
+
+// get returns cache/bin, building first unless it holds the programs of
+// this very build.
+func (b cachedBuild) get(logf func(string, ...any)) (string, error) {
+	if err := os.MkdirAll(b.cache, 0o755); err != nil {
 		return "", err
 	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		return "", fmt.Errorf("the Kubernetes binaries are built with go, not in $PATH: %w", err)
+		return "", fmt.Errorf("%s is built with go, not in $PATH: %w", b.what, err)
 	}
-	stamp, err := buildStamp(goTool, kbuild)
+	stamp, err := buildStamp(goTool, b.modDir, b.tags)
 	if err != nil {
 		return "", err
 	}
-	unlock, err := lockCache(cache)
+	unlock, err := lockCache(b.cache)
 	if err != nil {
 		return "", err
 	}
 	defer unlock()
-	bin := filepath.Join(cache, "bin")
-	if cached(bin, stamp) {
+	bin := filepath.Join(b.cache, "bin")
+	if cached(bin, stamp, b.commands()) {
 		return bin, nil
 	}
-	if err := buildKube(logf, goTool, kbuild, bin, stamp); err != nil {
+	if err := b.build(logf, goTool, bin, stamp); err != nil {
 		return "", err
 	}
 	return bin, nil
 }
 
-// buildStamp identifies a build: what kbuild pins (go.mod, go.sum) and
-// the toolchain and platform that build it. A new Go release rebuilds.
-func buildStamp(goTool, kbuild string) (string, error) {
+// commands are the programs' names, the last elements of their packages.
+func (b cachedBuild) commands() []string {
+	var cmds []string
+	for _, p := range b.pkgs {
+		cmds = append(cmds, path.Base(p))
+	}
+	return cmds
+}
+
+// buildStamp identifies a build: what the wrapper module pins (go.mod,
+// go.sum), the build tags, and the toolchain and platform that build it.
+// A new Go release rebuilds.
+func buildStamp(goTool, modDir, tags string) (string, error) {
 	h := sha256.New()
 	for _, f := range []string{"go.mod", "go.sum"} {
-		data, err := os.ReadFile(filepath.Join(kbuild, f))
+		data, err := os.ReadFile(filepath.Join(modDir, f))
 		if err != nil {
 			return "", err
 		}
@@ -111,6 +154,11 @@ func buildStamp(goTool, kbuild string) (string, error) {
 		return "", fmt.Errorf("go env GOVERSION: %w", err)
 	}
 	fmt.Fprintf(h, "%s %s/%s", strings.TrimSpace(string(goVer)), runtime.GOOS, runtime.GOARCH)
+	if tags != "" {
+		// Only when set, so that a build without tags keeps the stamp
+		// it had before tags were part of it.
+		fmt.Fprintf(h, " tags=%s", tags)
+	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
@@ -131,31 +179,30 @@ func lockCache(cache string) (unlock func(), err error) {
 	}, nil
 }
 
-// buildKube builds KubeCommands into bin, replacing what is there. It
-// builds into a directory of its own first, so a failed build leaves no
+// build builds the programs into bin, replacing what is there. It builds
+// into a directory of its own first, so a failed build leaves no
 // half-filled bin.
-func buildKube(logf func(string, ...any), goTool, kbuild, bin, stamp string) error {
+func (b cachedBuild) build(logf func(string, ...any), goTool, bin, stamp string) error {
 	tmp := fmt.Sprintf("%s.tmp-%d", bin, os.Getpid())
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
 	}
-	args := []string{"build", "-trimpath",
-		"-ldflags", "-s -w -X k8s.io/component-base/version.gitVersion=" + KubeVersion,
-		"-o", tmp + "/"}
-	for _, c := range KubeCommands {
-		args = append(args, "k8s.io/kubernetes/cmd/"+c)
+	args := []string{"build", "-trimpath", "-ldflags", strings.TrimSpace("-s -w " + b.ldflags), "-o", tmp + "/"}
+	if b.tags != "" {
+		args = append(args, "-tags", b.tags)
 	}
-	logf("building Kubernetes %s into %s (minutes on a cold cache)", KubeVersion, bin)
+	args = append(args, b.pkgs...)
+	logf("building %s into %s (minutes on a cold cache)", b.what, bin)
 	start := time.Now()
 	cmd := exec.Command(goTool, args...)
-	cmd.Dir = kbuild
+	cmd.Dir = b.modDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly -buildvcs=false")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		os.RemoveAll(tmp)
-		return fmt.Errorf("go %s in %s: %w\n%s", strings.Join(args, " "), kbuild, err, out)
+		return fmt.Errorf("go %s in %s: %w\n%s", strings.Join(args, " "), b.modDir, err, out)
 	}
-	logf("built Kubernetes %s in %s", KubeVersion, time.Since(start).Round(time.Second))
+	logf("built %s in %s", b.what, time.Since(start).Round(time.Second))
 	if err := os.RemoveAll(bin); err != nil {
 		return err
 	}
@@ -167,12 +214,12 @@ func buildKube(logf func(string, ...any), goTool, kbuild, bin, stamp string) err
 	return os.WriteFile(filepath.Join(bin, ".stamp"), []byte(stamp), 0o644)
 }
 
-func cached(bin, stamp string) bool {
+func cached(bin, stamp string, cmds []string) bool {
 	data, err := os.ReadFile(filepath.Join(bin, ".stamp"))
 	if err != nil || string(data) != stamp {
 		return false
 	}
-	for _, c := range KubeCommands {
+	for _, c := range cmds {
 		if fi, err := os.Stat(filepath.Join(bin, c)); err != nil || fi.Mode()&0o111 == 0 {
 			return false
 		}

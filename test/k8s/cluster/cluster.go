@@ -68,32 +68,40 @@ type Cluster struct {
 	Client     *kubernetes.Clientset
 	Config     *rest.Config
 
-	logDir      string
-	kubeBin     string
-	pki         *pki
-	procs       []*proc
-	byName      map[string]*proc
-	sysctls     map[string]string
-	newHostDirs []string
+	containerd    Containerd
+	containerdBin string // its programs' directory; "" for $PATH
+	logDir        string
+	kubeBin       string
+	pki           *pki
+	procs         []*proc
+	byName        map[string]*proc
+	sysctls       map[string]string
+	newHostDirs   []string
 }
 
 // Option changes what Start brings up.
 type Option func(*options)
 
-type options struct{ nodes int }
+type options struct {
+	nodes      int
+	containerd Containerd
+}
 
 // WithNodes brings up n nodes (default 1), each a kubelet and containerd
 // in network and mount namespaces of its own on the shared underlay.
 func WithNodes(n int) Option { return func(o *options) { o.nodes = n } }
 
+// WithContainerd runs cd as the nodes' containerd, whatever
+// PODNET_K8S_CONTAINERD says.
+func WithContainerd(cd Containerd) Option {
+	return func(o *options) { o.containerd = cd }
+}
+
 // Start brings the cluster up to registered nodes (not Ready: no CNI
-// config is installed yet) and stops it when t ends.
+// config is installed yet) and stops it when t ends. The nodes run the
+// containerd opts or PODNET_K8S_CONTAINERD choose, else Debian's.
 func Start(t *testing.T, opts ...Option) *Cluster {
 	t.Helper()
-	o := options{nodes: 1}
-	for _, opt := range opts {
-		opt(&o)
-	}
 	testutil.RequireRoot(t)
 	if err := ensureNodeSoftware(t.Logf); err != nil {
 		t.Fatal(err)
@@ -102,6 +110,8 @@ func Start(t *testing.T, opts ...Option) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	o := options{nodes: 1}
+	cd, cdBin := nodeContainerd(t, &o, opts)
 	mod, err := ModuleDir()
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +121,8 @@ func Start(t *testing.T, opts ...Option) *Cluster {
 		t.Fatal(err)
 	}
 	c := &Cluster{newHostDirs: absentHostDirs(), t: t, Dir: dir, kubeBin: kubeBin, byName: map[string]*proc{},
-		ModuleRoot: filepath.Dir(filepath.Dir(mod)), logDir: filepath.Join(dir, "logs")}
+		ModuleRoot: filepath.Dir(filepath.Dir(mod)), logDir: filepath.Join(dir, "logs"),
+		containerd: cd, containerdBin: cdBin}
 	// The namespaces are made first so that they are removed last, after
 	// every process in them has stopped (and the switch's before the
 	// nodes' underlay links, which end on it, are gone).

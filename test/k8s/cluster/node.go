@@ -118,7 +118,7 @@ func (c *Cluster) startContainerd(n *Node) error {
 		return err
 	}
 	name := n.procName("containerd")
-	if err := c.start(name, n.place(), nil, "containerd", "--config="+confPath); err != nil {
+	if err := c.start(name, n.place(), c.containerdEnv(), c.containerdCommand("containerd"), "--config="+confPath); err != nil {
 		return err
 	}
 	if err := c.waitFor(name, time.Minute, func() error {
@@ -128,7 +128,7 @@ func (c *Cluster) startContainerd(n *Node) error {
 		return err
 	}
 	for _, img := range []string{"pause.tar", "podnet.tar"} {
-		if err := run("ctr", "--address", n.containerdSock, "-n", "k8s.io", "images", "import",
+		if err := run(c.containerdCommand("ctr"), "--address", n.containerdSock, "-n", "k8s.io", "images", "import",
 			filepath.Join(c.Dir, "images", img)); err != nil {
 			return err
 		}
@@ -141,6 +141,9 @@ func (c *Cluster) startContainerd(n *Node) error {
 // the machine may run. The CNI directories are the standard ones: in the
 // node's mount namespace they are the node's own.
 func (c *Cluster) containerdConfig(n *Node) string {
+	if c.containerd.configVersion == 3 {
+		return c.containerdConfigV3(n)
+	}
 	root := filepath.Join(n.Root, "containerd")
 	return fmt.Sprintf(`version = 2
 root = %[1]q
