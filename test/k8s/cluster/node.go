@@ -95,6 +95,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 [debug]
   address = %[5]q
 
+[metrics]
+  address = %[10]q
+
 [plugins."io.containerd.internal.v1.opt"]
   path = %[6]q
 
@@ -115,7 +118,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     conf_dir = %[9]q
 `, filepath.Join(root, "root"), filepath.Join(root, "state"), c.containerdSock,
 		c.containerdSock+".ttrpc", c.containerdSock+".debug", filepath.Join(root, "opt"),
-		PauseImage, c.CNIBinDir, c.CNIConfDir)
+		PauseImage, c.CNIBinDir, c.CNIConfDir, ContainerdMetricsAddr)
 }
 
 // startKubelet starts kubelet under a cgroup root of its own and waits
