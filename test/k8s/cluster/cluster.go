@@ -43,7 +43,7 @@ const (
 
 // Cluster is a running single-node cluster.
 type Cluster struct {
-	t *testing.T
+	t testing.TB
 	// Dir holds every file of the cluster; removed at the end.
 	Dir string
 	// NetNS is the node's network namespace (path).
@@ -73,7 +73,7 @@ type Cluster struct {
 
 // Start brings the cluster up to a registered node (not Ready: no CNI
 // config is installed yet) and stops it when t ends.
-func Start(t *testing.T) *Cluster {
+func Start(t testing.TB) *Cluster {
 	t.Helper()
 	testutil.RequireRoot(t)
 	if err := ensureNodeSoftware(t.Logf); err != nil {
