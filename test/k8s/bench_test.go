@@ -15,8 +15,10 @@ import (
 	"github.com/podnet/podnet/test/k8s/cluster"
 )
 
-// burstSizes are the numbers of pods created at once.
-var burstSizes = []int{20, 50}
+// burstSizes are the numbers of pods created at once. One pod alone is
+// the baseline: what a pod's network costs when nothing else competes
+// for the CPU.
+var burstSizes = []int{1, 20, 50}
 
 // burstChain is a pod network to benchmark: install puts it on a node
 // that has none yet.
@@ -25,8 +27,8 @@ type burstChain struct {
 	install func(ctx context.Context, b *testing.B, c *cluster.Cluster)
 }
 
-// BenchmarkPodBurst creates N pods at once through the API (N = 20, then
-// 50) on a real single-node cluster, waits until every one is Running,
+// BenchmarkPodBurst creates N pods at once through the API (N = 1, 20,
+// then 50) on a real single-node cluster, waits until every one is Running,
 // then deletes them all at once and waits until every one is gone. It
 // does so for podnet, deployed from deploy/kubernetes as TestNode does,
 // and for the reference chain (containernetworking/plugins v1.9.1
