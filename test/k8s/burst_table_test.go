@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/podnet/podnet/test/k8s/cluster"
 )
 
 // report gives the burst's figures as the benchmark's metrics, in
@@ -46,8 +48,8 @@ func burstTable(rows []burstResult) string {
 		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			r.chain, countCol(r),
 			secs(percentile(r.running, 0.50)), secs(percentile(r.running, 0.99)), secs(r.allRunning),
-			histSecs(r.netAdd.Mean()), histSecs(r.netAdd.Quantile(0.50)), histSecs(r.netAdd.Quantile(0.99)),
-			histSecs(r.netDel.Mean()), histSecs(r.netDel.Quantile(0.50)), histSecs(r.netDel.Quantile(0.99)),
+			histSecs(r.netAdd.Mean()), quantile(r.netAdd, 0.50), quantile(r.netAdd, 0.99),
+			histSecs(r.netDel.Mean()), quantile(r.netDel, 0.50), quantile(r.netDel, 0.99),
 			secs(percentile(r.gone, 0.50)), secs(percentile(r.gone, 0.99)),
 			histSecs(r.runcCreate.Mean()))
 	}
@@ -65,6 +67,15 @@ func countCol(r burstResult) string {
 
 func secs(d time.Duration) string {
 	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// quantile writes h's q-quantile, "> 10 s" if it is beyond the last
+// finite bucket.
+func quantile(h cluster.Histogram, q float64) string {
+	if h.Overflows(q) {
+		return fmt.Sprintf("> %.0f s", h.Quantile(q))
+	}
+	return histSecs(h.Quantile(q))
 }
 
 // histSecs writes v, seconds from a histogram; "-" if it has none.

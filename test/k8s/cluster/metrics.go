@@ -103,7 +103,8 @@ func (h Histogram) Mean() float64 {
 // does: linear interpolation inside the bucket it falls in (from 0 for
 // the first). It can only be as fine as the buckets (containerd's are
 // Prometheus' defaults: 5 ms ... 10 s); a quantile in the +Inf bucket is
-// the highest finite bound. NaN if there are no observations.
+// the highest finite bound (Overflows tells). NaN if there are no
+// observations.
 func (h Histogram) Quantile(q float64) float64 {
 	if h.Count == 0 || len(h.Buckets) == 0 {
 		return math.NaN()
@@ -123,6 +124,18 @@ func (h Histogram) Quantile(q float64) float64 {
 		below = b.Count
 	}
 	return lower
+}
+
+// Overflows says whether the q-quantile lies beyond the highest finite
+// bound, where Quantile can only give that bound.
+func (h Histogram) Overflows(q float64) bool {
+	finite := 0.0
+	for _, b := range h.Buckets {
+		if !math.IsInf(b.UpperBound, 1) {
+			finite = b.Count
+		}
+	}
+	return h.Count > 0 && q*h.Count > finite
 }
 
 // ContainerdHistograms scrapes containerd's metrics endpoint.

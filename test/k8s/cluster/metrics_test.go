@@ -58,8 +58,11 @@ func TestParseHistograms(t *testing.T) {
 		t.Errorf("merged runtime create: %+v", runc)
 	}
 	// Beyond the last finite bound: the bound.
-	if got := runc.Quantile(1); got != 1 {
-		t.Errorf("p100 %v, want the last finite bound 1", got)
+	if got := runc.Quantile(1); got != 1 || !runc.Overflows(1) {
+		t.Errorf("p100 %v (overflows %v), want the last finite bound 1, overflowing", got, runc.Overflows(1))
+	}
+	if runc.Overflows(0.8) || add.Overflows(0.99) {
+		t.Error("a quantile within the finite buckets overflows")
 	}
 }
 
