@@ -84,8 +84,11 @@ func benchChain(b *testing.B, ch burstChain) []burstResult {
 	var rows []burstResult
 	for _, n := range burstSizes {
 		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
-			for i := range b.N {
-				rows = append(rows, runBurst(ctx, b, c, ch.name, n, fmt.Sprintf("%d-%d", n, i)))
+			for range b.N {
+				// Each burst's pods are named and labelled apart (-count
+				// runs this function again for the same n).
+				id := fmt.Sprintf("%d-%d", n, len(rows))
+				rows = append(rows, runBurst(ctx, b, c, ch.name, n, id))
 			}
 			rows[len(rows)-1].report(b)
 		})
