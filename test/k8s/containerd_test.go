@@ -94,7 +94,7 @@ func checkContainerd(t *testing.T, cd cluster.Containerd) {
 }
 
 // waitNodeReady waits until the node called name reports Ready.
-func waitNodeReady(ctx context.Context, t *testing.T, c *cluster.Cluster, name string, timeout time.Duration) {
+func waitNodeReady(ctx context.Context, t testing.TB, c *cluster.Cluster, name string, timeout time.Duration) {
 	t.Helper()
 	start := time.Now()
 	var last string

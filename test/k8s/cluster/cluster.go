@@ -50,7 +50,7 @@ const (
 // Cluster is a running cluster: the control plane and the first node's
 // kubelet and containerd on the first node, more nodes if asked for.
 type Cluster struct {
-	t *testing.T
+	t testing.TB
 	// Dir holds every file of the cluster; removed at the end.
 	Dir string
 	// Nodes are the cluster's nodes, the first one first.
@@ -100,7 +100,7 @@ func WithContainerd(cd Containerd) Option {
 // Start brings the cluster up to registered nodes (not Ready: no CNI
 // config is installed yet) and stops it when t ends. The nodes run the
 // containerd opts or PODNET_K8S_CONTAINERD choose, else Debian's.
-func Start(t *testing.T, opts ...Option) *Cluster {
+func Start(t testing.TB, opts ...Option) *Cluster {
 	t.Helper()
 	testutil.RequireRoot(t)
 	if err := ensureNodeSoftware(t.Logf); err != nil {

@@ -121,7 +121,7 @@ func ContainerdBinaries(logf func(string, ...any), cd Containerd) (string, error
 // choose and the directory of its programs, built if need be ("" for the
 // distribution's).
 // It applies opts to o.
-func nodeContainerd(t *testing.T, o *options, opts []Option) (Containerd, string) {
+func nodeContainerd(t testing.TB, o *options, opts []Option) (Containerd, string) {
 	t.Helper()
 	cd, err := ContainerdFromEnv()
 	if err != nil {

@@ -160,6 +160,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 [debug]
   address = %[5]q
 
+[metrics]
+  address = %[8]q
+
 [plugins."io.containerd.internal.v1.opt"]
   path = %[6]q
 
@@ -180,7 +183,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     conf_dir = "/etc/cni/net.d"
 `, filepath.Join(root, "root"), filepath.Join(root, "state"), n.containerdSock,
 		n.containerdSock+".ttrpc", n.containerdSock+".debug", filepath.Join(root, "opt"),
-		PauseImage)
+		PauseImage, ContainerdMetricsAddr)
 }
 
 // startKubelet starts the node's kubelet under a cgroup root of its own
