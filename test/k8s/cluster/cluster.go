@@ -61,6 +61,8 @@ type Cluster struct {
 	Config     *rest.Config
 
 	containerdSock string
+	netnsName      string
+	reaper         *reaper // tears down what stop would, if the test dies first
 	logDir         string
 	kubeBin        string
 	pki            *pki
@@ -89,18 +91,22 @@ func Start(t *testing.T) *Cluster {
 	}
 	// The namespace is made first so that it is removed last, after every
 	// process in it has stopped.
-	_, nsPath := testutil.NewNodeNetNS(t)
+	nsName, nsPath := testutil.NewNodeNetNS(t)
 	dir, err := os.MkdirTemp("", "podnet-k8s-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := &Cluster{newHostDirs: absentHostDirs(),
-		t: t, Dir: dir, NetNS: nsPath, kubeBin: kubeBin, byName: map[string]*proc{},
+		t: t, Dir: dir, NetNS: nsPath, netnsName: nsName, kubeBin: kubeBin, byName: map[string]*proc{},
 		CNIBinDir: filepath.Join(dir, "cni/bin"), CNIConfDir: filepath.Join(dir, "cni/net.d"),
 		PodLogsDir: filepath.Join(dir, "pod-logs"), ModuleRoot: filepath.Dir(filepath.Dir(mod)),
 		containerdSock: filepath.Join(dir, "containerd.sock"), logDir: filepath.Join(dir, "logs"),
 	}
 	t.Cleanup(c.stop)
+	if c.reaper, err = startReaper(); err != nil {
+		t.Fatal(err)
+	}
+	c.reaper.send(reaperMsg{Dir: dir, ContainerdSock: c.containerdSock, NetNS: []string{nsName}})
 	for _, d := range []string{c.CNIBinDir, c.CNIConfDir, c.PodLogsDir, c.logDir, filepath.Join(dir, "images")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -140,6 +146,7 @@ func (c *Cluster) start(name string, env []string, bin string, args ...string) e
 	if err != nil {
 		return err
 	}
+	c.noteProc(p)
 	c.procs = append(c.procs, p)
 	c.byName[name] = p
 	return nil

@@ -1,0 +1,133 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Sandbox is a pod sandbox as containerd reports it through CRI.
+type Sandbox struct {
+	ID        string
+	PodUID    string
+	Namespace string
+	Name      string
+	Ready     bool
+	// NetNS is the path of the sandbox's network namespace (empty once
+	// the sandbox is stopped, or for host-network pods).
+	NetNS string
+}
+
+// criConn opens a CRI connection to the cluster's containerd.
+func (c *Cluster) criConn() (*grpc.ClientConn, runtimeapi.RuntimeServiceClient, error) {
+	conn, err := grpc.NewClient("unix://"+c.containerdSock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, err
+	}
+	return conn, runtimeapi.NewRuntimeServiceClient(conn), nil
+}
+
+// Sandboxes returns every pod sandbox containerd has, ready or not.
+func (c *Cluster) Sandboxes(ctx context.Context) ([]Sandbox, error) {
+	conn, rs, err := c.criConn()
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	list, err := rs.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("CRI ListPodSandbox: %w", err)
+	}
+	var out []Sandbox
+	for _, sb := range list.Items {
+		md := sb.GetMetadata()
+		s := Sandbox{ID: sb.Id, PodUID: md.GetUid(), Namespace: md.GetNamespace(), Name: md.GetName(),
+			Ready: sb.State == runtimeapi.PodSandboxState_SANDBOX_READY}
+		st, err := rs.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.Id, Verbose: true})
+		if err == nil {
+			s.NetNS = sandboxNetNS(st.GetInfo()["info"])
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// sandboxNetNS reads the network namespace path from containerd's
+// verbose sandbox status (its "info" JSON).
+func sandboxNetNS(info string) string {
+	var v struct {
+		NetNSPath string `json:"netNamespacePath"`
+	}
+	_ = json.Unmarshal([]byte(info), &v)
+	return v.NetNSPath
+}
+
+// Exec runs cmd in the running container called container of pod
+// namespace/pod, through CRI as kubelet's exec would, and returns its
+// output (stdout then stderr). A non-zero exit is an error.
+func (c *Cluster) Exec(ctx context.Context, namespace, pod, container string, timeout time.Duration, cmd ...string) ([]byte, error) {
+	conn, rs, err := c.criConn()
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	list, err := rs.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+		LabelSelector: map[string]string{
+			"io.kubernetes.pod.namespace": namespace, "io.kubernetes.pod.name": pod, "io.kubernetes.container.name": container,
+		},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("CRI ListContainers: %w", err)
+	}
+	if len(list.Containers) != 1 {
+		return nil, fmt.Errorf("%d running containers %s in pod %s/%s, want 1", len(list.Containers), container, namespace, pod)
+	}
+	resp, err := rs.ExecSync(ctx, &runtimeapi.ExecSyncRequest{
+		ContainerId: list.Containers[0].Id, Cmd: cmd, Timeout: int64(timeout / time.Second),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("CRI ExecSync %v in %s/%s: %w", cmd, namespace, pod, err)
+	}
+	out := append(resp.Stdout, resp.Stderr...)
+	if resp.ExitCode != 0 {
+		return out, fmt.Errorf("%v in %s/%s exited %d: %s", cmd, namespace, pod, resp.ExitCode, strings.TrimSpace(string(out)))
+	}
+	return out, nil
+}
+
+// Podnet runs podnet's CLI (the binary of the image the cluster runs) in
+// the node's network namespace, as a user on the node would, and returns
+// its combined output.
+func (c *Cluster) Podnet(ctx context.Context, args ...string) ([]byte, error) {
+	bin := filepath.Join(c.Dir, "podnet-bin", "podnet")
+	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + c.NetNS, "--", bin}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("podnet %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return out, nil
+}
+
+// CNICacheEntries returns the files of the machine's CNI result cache
+// (libcni's, shared by every runtime on the machine) that belong to the
+// container (sandbox) id: results/<network>-<id>-<ifname>.
+func CNICacheEntries(id string) []string {
+	files, _ := filepath.Glob(filepath.Join("/var/lib/cni/results", "*-"+id+"-*"))
+	var out []string
+	for _, f := range files {
+		if _, err := os.Stat(f); err == nil {
+			out = append(out, f)
+		}
+	}
+	return out
+}

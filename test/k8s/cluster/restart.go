@@ -1,0 +1,152 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Restarting node components, by their PID, the way an administrator's
+// `systemctl restart` or a crash and a supervisor's restart would: the
+// same command line and environment, the same state directories. Pods
+// and their shims keep running meanwhile, as on a real node.
+
+// upTimeout is how long a restarted component has to come up. Generous:
+// on a loaded machine containerd reloads every sandbox and kubelet syncs
+// every pod before it reports healthy.
+const upTimeout = 3 * time.Minute
+
+// RestartComponent stops the component called name (containerd or
+// kubelet) with SIGTERM, starts it again and waits until it is up.
+func (c *Cluster) RestartComponent(name string) error {
+	p, err := c.component(name)
+	if err != nil {
+		return err
+	}
+	if err := p.stop(30 * time.Second); err != nil {
+		return err
+	}
+	return c.StartComponent(name)
+}
+
+// KillComponent sends SIGKILL to the component called name and waits for
+// it to exit: a crash, with no chance to clean up.
+func (c *Cluster) KillComponent(name string) error {
+	p, err := c.component(name)
+	if err != nil {
+		return err
+	}
+	if p.exited() {
+		return fmt.Errorf("%s (pid %d) had already exited: %v", name, p.cmd.Process.Pid, p.err)
+	}
+	if err := p.cmd.Process.Kill(); err != nil {
+		return err
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("%s (pid %d) survived SIGKILL", name, p.cmd.Process.Pid)
+	}
+}
+
+// StartComponent starts the component called name again after it has
+// exited, with its former command line, and waits until it is up.
+func (c *Cluster) StartComponent(name string) error {
+	old, err := c.component(name)
+	if err != nil {
+		return err
+	}
+	if !old.exited() {
+		return fmt.Errorf("%s (pid %d) is still running", name, old.cmd.Process.Pid)
+	}
+	up, err := c.upCheck(name)
+	if err != nil {
+		return err
+	}
+	p, err := old.again()
+	if err != nil {
+		return err
+	}
+	c.noteProc(p)
+	// Same place in the start order: teardown stops it where it stopped
+	// the old one.
+	for i := range c.procs {
+		if c.procs[i] == old {
+			c.procs[i] = p
+		}
+	}
+	c.byName[name] = p
+	return c.waitFor(name, upTimeout, up)
+}
+
+func (c *Cluster) component(name string) (*proc, error) {
+	p := c.byName[name]
+	if p == nil {
+		return nil, fmt.Errorf("no component %q", name)
+	}
+	return p, nil
+}
+
+// upCheck returns the condition that says the component is up again.
+func (c *Cluster) upCheck(name string) (func() error, error) {
+	switch name {
+	case "containerd":
+		// CRI answers, and its runtime and network are ready (it has read
+		// the CNI config podnet installed).
+		return func() error {
+			conds, err := runtimeStatus(c.containerdSock)
+			if err != nil {
+				return err
+			}
+			for _, cond := range conds {
+				if !cond.Status {
+					return fmt.Errorf("containerd %s: %s %s", cond.Type, cond.Reason, cond.Message)
+				}
+			}
+			return nil
+		}, nil
+	case "kubelet":
+		return c.kubeletUp, nil
+	}
+	return nil, fmt.Errorf("restarting %s is not supported", name)
+}
+
+// kubeletUp holds once kubelet's health endpoint answers and the node is
+// Ready in a status kubelet posted after it started.
+func (c *Cluster) kubeletUp() error {
+	resp, err := c.HTTPClient(5 * time.Second).Get("http://127.0.0.1:10248/healthz")
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "ok" {
+		return fmt.Errorf("kubelet healthz: %s %q", resp.Status, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	started := c.byName["kubelet"].started
+	for _, cond := range n.Status.Conditions {
+		if cond.Type != corev1.NodeReady {
+			continue
+		}
+		if cond.Status != corev1.ConditionTrue {
+			return fmt.Errorf("node not ready: %s %s", cond.Reason, cond.Message)
+		}
+		if cond.LastHeartbeatTime.Time.Before(started.Truncate(time.Second)) {
+			return errors.New("no node status from the new kubelet yet")
+		}
+		return nil
+	}
+	return errors.New("node has no Ready condition")
+}

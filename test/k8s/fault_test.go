@@ -1,0 +1,171 @@
+package k8s_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podnet/podnet/test/k8s/cluster"
+)
+
+const burstPods = 30
+
+// TestContainerdKilledDuringBurst kills containerd (SIGKILL, by its PID)
+// while kubelet is creating 30 pods, then starts it again. Sandboxes whose
+// CNI ADD was in flight are lost with it; kubelet makes new ones. Every
+// pod must end Running with an address of its own; after all are
+// deleted and the agent's IPAM GC has run, `podnet ipam check` is clean
+// and nothing of any sandbox is left on the node or in the store.
+func TestContainerdKilledDuringBurst(t *testing.T) {
+	c := cluster.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	// GC every 15 s instead of every 5 min, as a user may choose; the
+	// grace (how long an address's attachment must be missing) stays
+	// the default minute, which is what keeps a slow ADD's address safe.
+	deployPodnet(ctx, t, c, func(ds *appsv1.DaemonSet) {
+		cs := ds.Spec.Template.Spec.Containers
+		for i := range cs {
+			if cs[i].Name == "agent" {
+				cs[i].Args = append(cs[i].Args, "--gc-interval=15s")
+			}
+		}
+	})
+	seen := sandboxLog{}
+	var pods []*corev1.Pod
+	for i := range burstPods {
+		p, err := c.Client.CoreV1().Pods("default").Create(ctx, diagPod(fmt.Sprintf("burst-%02d", i), "serve", "--listen", fmt.Sprintf(":%d", diagPort)), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods = append(pods, p)
+	}
+	killContainerdMidBurst(ctx, t, c, seen)
+
+	start := time.Now()
+	var running []*corev1.Pod
+	waitUntil(ctx, t, "every burst pod Running after containerd came back", 15*time.Minute, func() error {
+		seen.record(ctx, t, c)
+		var err error
+		running, err = burstRunning(ctx, c, pods)
+		return err
+	})
+	t.Logf("all %d pods Running %s after containerd came back", burstPods, time.Since(start).Round(time.Second))
+	addrs := map[netip.Addr]string{}
+	for _, p := range running {
+		ip, err := netip.ParseAddr(p.Status.PodIP)
+		if err != nil || !shippedPool.Contains(ip) {
+			t.Errorf("pod %s: address %q not in the pool %s", p.Name, p.Status.PodIP, shippedPool)
+		}
+		if other, dup := addrs[ip]; dup {
+			t.Errorf("pods %s and %s both have %s", other, p.Name, ip)
+		}
+		addrs[ip] = p.Name
+		if err := nodeToPod(c, p); err != nil {
+			t.Error(err)
+		}
+	}
+
+	seen.record(ctx, t, c)
+	deletePods(ctx, t, c, running, 5*time.Minute)
+	start = time.Now()
+	var left []string
+	for {
+		if left = leftovers(ctx, t, c, seen, running); len(left) == 0 {
+			break
+		}
+		if time.Since(start) > 5*time.Minute {
+			t.Fatalf("5m after the pods were deleted, still left:\n  %s", strings.Join(left, "\n  "))
+		}
+		time.Sleep(5 * time.Second)
+	}
+	t.Logf("node and store clean %s after the pods were deleted (%d sandboxes seen); agent GC: %s",
+		time.Since(start).Round(time.Second), len(seen), agentGCLog(ctx, c))
+}
+
+// killContainerdMidBurst waits until containerd has made a few of the
+// burst's sandboxes, so that others are being made, kills it and starts
+// it again.
+func killContainerdMidBurst(ctx context.Context, t *testing.T, c *cluster.Cluster, seen sandboxLog) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	n := 0
+	for time.Now().Before(deadline) {
+		sbs, err := c.Sandboxes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n = 0
+		for _, s := range sbs {
+			if s.Namespace == "default" {
+				n++
+			}
+		}
+		if n >= 3 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	seen.record(ctx, t, c)
+	pid := c.PIDs()["containerd"]
+	if err := c.KillComponent("containerd"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("containerd (pid %d) killed with %d of %d sandboxes made", pid, n, burstPods)
+	time.Sleep(2 * time.Second)
+	start := time.Now()
+	if err := c.StartComponent("containerd"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("containerd started again (pid %d), up in %s", c.PIDs()["containerd"], time.Since(start).Round(100*time.Millisecond))
+}
+
+// burstRunning returns the pods, fresh from the API, once every one is
+// Running with an address.
+func burstRunning(ctx context.Context, c *cluster.Cluster, pods []*corev1.Pod) ([]*corev1.Pod, error) {
+	var out []*corev1.Pod
+	var waiting []string
+	for _, p := range pods {
+		cur, err := c.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if cur.Status.Phase != corev1.PodRunning || cur.Status.PodIP == "" {
+			waiting = append(waiting, cur.Name+": "+podSummary(cur))
+		}
+		out = append(out, cur)
+	}
+	if len(waiting) > 0 {
+		return nil, fmt.Errorf("%d pods not Running: %s", len(waiting), strings.Join(waiting, "; "))
+	}
+	return out, nil
+}
+
+// agentGCLog returns what the agent logged about its IPAM GC.
+func agentGCLog(ctx context.Context, c *cluster.Cluster) string {
+	list, err := c.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: agentSelector})
+	if err != nil || len(list.Items) == 0 {
+		return fmt.Sprintf("(no agent pod: %v)", err)
+	}
+	body, err := c.Client.CoreV1().Pods("kube-system").GetLogs(list.Items[0].Name, &corev1.PodLogOptions{Container: "agent"}).DoRaw(ctx)
+	if err != nil {
+		return fmt.Sprintf("(agent logs: %v)", err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.Contains(l, "GC") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) == 0 {
+		return "nothing logged (no leak to collect)"
+	}
+	return strings.Join(lines, "; ")
+}
