@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/podnet/podnet/portmap"
 	"github.com/podnet/podnet/test/k8s/cluster"
 )
 
@@ -30,6 +31,20 @@ func hostPort(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		t.Fatal(err)
 	}
 	waitPod(ctx, t, c, "diag-hp", corev1.PodRunning)
+	elems, err := c.PodNFTElements()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var published []string
+	for _, e := range elems {
+		if e.Table == portmap.TableName {
+			published = append(published, e.String())
+		}
+	}
+	if len(published) == 0 {
+		t.Fatalf("no element in table %s for diag-hp's hostPort", portmap.TableName)
+	}
+	t.Logf("host port elements: %s", strings.Join(published, "; "))
 	hc := c.HTTPClient(10 * time.Second)
 	for _, host := range []string{cluster.NodeIP, "127.0.0.1"} {
 		url := fmt.Sprintf("http://%s:%d/", host, diagHostPort)

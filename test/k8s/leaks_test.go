@@ -40,12 +40,12 @@ func (l sandboxLog) record(ctx context.Context, t *testing.T, c *cluster.Cluster
 }
 
 // ofPods returns the sandboxes of the pods.
-func (l sandboxLog) ofPods(pods []*corev1.Pod) map[string]cluster.Sandbox {
+func (l sandboxLog) ofPods(pods []*corev1.Pod) sandboxLog {
 	uids := map[string]bool{}
 	for _, p := range pods {
 		uids[string(p.UID)] = true
 	}
-	out := map[string]cluster.Sandbox{}
+	out := sandboxLog{}
 	for id, s := range l {
 		if uids[s.PodUID] {
 			out[id] = s
@@ -54,11 +54,37 @@ func (l sandboxLog) ofPods(pods []*corev1.Pod) map[string]cluster.Sandbox {
 	return out
 }
 
+// trace is one thing podnet or the runtime keeps for a pod sandbox.
+type trace struct {
+	owner string // the sandbox (container) ID, "" if none is named
+	kind  string // veth, nft, handle, endpoint, cache, netns
+	what  string
+}
+
 // deletedPodsLeaveNothing deletes the pods and checks that the node and
-// the store keep nothing of theirs.
+// the store keep nothing of theirs. It first checks that it sees each
+// kind of trace of the pods that are running, so that a check that finds
+// nothing cannot pass by looking in the wrong place.
 func deletedPodsLeaveNothing(ctx context.Context, t *testing.T, c *cluster.Cluster, seen sandboxLog, pods []*corev1.Pod) {
 	t.Helper()
 	seen.record(ctx, t, c)
+	have := map[string]map[string]bool{}
+	for _, tr := range traces(ctx, t, c, seen) {
+		if have[tr.owner] == nil {
+			have[tr.owner] = map[string]bool{}
+		}
+		have[tr.owner][tr.kind] = true
+	}
+	for id, s := range seen.ofPods(pods) {
+		if !s.Ready {
+			continue
+		}
+		for _, kind := range []string{"veth", "nft", "handle", "endpoint", "cache", "netns"} {
+			if !have[id][kind] {
+				t.Errorf("running pod %s (sandbox %s): no %s found; the leak check would miss it", s.Name, id, kind)
+			}
+		}
+	}
 	deletePods(ctx, t, c, pods, 2*time.Minute)
 	// kubelet confirms a deletion once the sandbox is stopped (CNI DEL
 	// done), so nothing may remain by now.
@@ -94,41 +120,95 @@ func deletePods(ctx context.Context, t *testing.T, c *cluster.Cluster, pods []*c
 	}
 }
 
-// leftovers lists what the deleted pods left: their sandboxes' veths,
-// nftables elements, CNI cache entries, network namespaces, IPAM handles
-// and workload endpoints, routes to their addresses (unless a live pod
-// has the address now), and whatever `podnet ipam check` reports. When no
-// pod with a pod network is left at all, it also lists every per-pod
-// record left, whoever it belonged to.
+// traces lists what the node and the store keep per sandbox: veths (by
+// their alias), podnet's nftables elements (by their comments), IPAM
+// handles and workload endpoints, and for the sandboxes in seen their
+// CNI cache entries and network namespaces (the machine's, shared with
+// other clusters, so looked up by ID only).
+func traces(ctx context.Context, t *testing.T, c *cluster.Cluster, seen sandboxLog) []trace {
+	t.Helper()
+	var out []trace
+	veths, err := c.Veths()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range veths {
+		if v.Name == "underlay0" {
+			continue
+		}
+		o, _ := tag.ParseAlias(v.Alias)
+		out = append(out, trace{o.ContainerID, "veth", fmt.Sprintf("veth %s (alias %q)", v.Name, v.Alias)})
+	}
+	elems, err := c.PodNFTElements()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range elems {
+		// "<container ID> <ifname>" (masquerade), "<network> <container
+		// ID> <ifname>" (host ports).
+		f := strings.Fields(e.Comment)
+		owner := ""
+		if len(f) >= 2 {
+			owner = f[len(f)-2]
+		}
+		out = append(out, trace{owner, "nft", "nftables element " + e.String()})
+	}
+	rec, err := c.IPAMRecords(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range rec.Handles {
+		if !strings.Contains(h, ".gateway.") {
+			_, cid, _ := strings.Cut(h, ".")
+			out = append(out, trace{cid, "handle", "IPAM handle " + h})
+		}
+	}
+	for _, e := range rec.Endpoints {
+		out = append(out, trace{e.ContainerID, "endpoint", fmt.Sprintf("workload endpoint %s (container %s, %v)", e.ID(), e.ContainerID, e.IPs)})
+	}
+	for id, s := range seen {
+		for _, f := range cluster.CNICacheEntries(id) {
+			out = append(out, trace{id, "cache", fmt.Sprintf("CNI cache entry %s (%s/%s)", f, s.Namespace, s.Name)})
+		}
+		if s.NetNS != "" {
+			if _, err := os.Stat(s.NetNS); err == nil {
+				out = append(out, trace{id, "netns", fmt.Sprintf("network namespace %s (%s/%s)", s.NetNS, s.Namespace, s.Name)})
+			}
+		}
+	}
+	return out
+}
+
+// leftovers lists what the deleted pods left: the traces of their
+// sandboxes, workload endpoints under their names, routes to their
+// addresses (unless a live pod has the address now), and whatever
+// `podnet ipam check` reports. When no pod with a pod network is left at
+// all, every trace is a leftover, whoever it belonged to.
 func leftovers(ctx context.Context, t *testing.T, c *cluster.Cluster, seen sandboxLog, pods []*corev1.Pod) []string {
 	t.Helper()
 	gone := seen.ofPods(pods)
 	live, liveIPs := livePodNetwork(ctx, t, c)
-	for id := range gone {
+	for id, s := range gone {
 		if live[id] {
-			t.Fatalf("sandbox %s of a deleted pod is still ready", id)
+			t.Fatalf("sandbox %s of deleted pod %s is still ready", id, s.Name)
 		}
 	}
 	all := len(liveIPs) == 0
+	deleted := map[string]bool{}
+	for _, p := range pods {
+		deleted[p.Namespace+"/"+p.Name] = true
+	}
 	var left []string
-	left = append(left, vethLeftovers(t, c, gone, all)...)
-	left = append(left, nftLeftovers(t, c, gone, all)...)
-	left = append(left, ipamLeftovers(ctx, t, c, gone, pods, all)...)
+	for _, tr := range traces(ctx, t, c, seen) {
+		_, owned := gone[tr.owner]
+		byName := tr.kind == "endpoint" && slices.ContainsFunc(pods, func(p *corev1.Pod) bool {
+			return strings.Contains(tr.what, "/"+p.Namespace+"/"+p.Name+"/")
+		})
+		if owned || byName || all {
+			left = append(left, tr.what)
+		}
+	}
 	left = append(left, routeLeftovers(t, c, pods, liveIPs)...)
-	cacheOf := gone
-	if all {
-		cacheOf = seen
-	}
-	for id, s := range cacheOf {
-		for _, f := range cluster.CNICacheEntries(id) {
-			left = append(left, fmt.Sprintf("CNI cache entry of sandbox %s (%s/%s): %s", id, s.Namespace, s.Name, f))
-		}
-		if s.NetNS != "" {
-			if _, err := os.Stat(s.NetNS); err == nil {
-				left = append(left, fmt.Sprintf("network namespace of sandbox %s (%s/%s): %s", id, s.Namespace, s.Name, s.NetNS))
-			}
-		}
-	}
 	if out, err := c.Podnet(ctx, "ipam", "check", "--store", "etcd://"+cluster.EtcdEndpoint); err != nil {
 		left = append(left, fmt.Sprintf("podnet ipam check: %v", err))
 	} else if !strings.Contains(string(out), "ipam: clean") {
@@ -164,66 +244,6 @@ func livePodNetwork(ctx context.Context, t *testing.T, c *cluster.Cluster) (map[
 	return ready, ips
 }
 
-func vethLeftovers(t *testing.T, c *cluster.Cluster, gone map[string]cluster.Sandbox, all bool) []string {
-	t.Helper()
-	veths, err := c.Veths()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var left []string
-	for _, v := range veths {
-		o, ok := tag.ParseAlias(v.Alias)
-		switch {
-		case ok && hasSandbox(gone, o.ContainerID):
-			left = append(left, fmt.Sprintf("veth %s of sandbox %s (alias %q)", v.Name, o.ContainerID, v.Alias))
-		case all && v.Name != "underlay0":
-			left = append(left, fmt.Sprintf("veth %s (alias %q) with no pod left", v.Name, v.Alias))
-		}
-	}
-	return left
-}
-
-func nftLeftovers(t *testing.T, c *cluster.Cluster, gone map[string]cluster.Sandbox, all bool) []string {
-	t.Helper()
-	elems, err := c.PodNFTElements()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var left []string
-	for _, e := range elems {
-		owned := slices.ContainsFunc(strings.Fields(e.Comment), func(f string) bool { return hasSandbox(gone, f) })
-		if owned || all {
-			left = append(left, "nftables element "+e.String())
-		}
-	}
-	return left
-}
-
-func ipamLeftovers(ctx context.Context, t *testing.T, c *cluster.Cluster, gone map[string]cluster.Sandbox, pods []*corev1.Pod, all bool) []string {
-	t.Helper()
-	rec, err := c.IPAMRecords(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var left []string
-	for _, h := range rec.Handles {
-		_, cid, _ := strings.Cut(h, ".")
-		if hasSandbox(gone, cid) || (all && !strings.Contains(h, ".gateway.")) {
-			left = append(left, "IPAM handle "+h)
-		}
-	}
-	deleted := map[string]bool{}
-	for _, p := range pods {
-		deleted[p.Namespace+"/"+p.Name] = true
-	}
-	for _, e := range rec.Endpoints {
-		if all || hasSandbox(gone, e.ContainerID) || deleted[e.Namespace+"/"+e.Pod] {
-			left = append(left, fmt.Sprintf("workload endpoint %s (container %s, %v)", e.ID(), e.ContainerID, e.IPs))
-		}
-	}
-	return left
-}
-
 // routeLeftovers lists the node's routes to the deleted pods' addresses
 // that no live pod has taken since.
 func routeLeftovers(t *testing.T, c *cluster.Cluster, pods []*corev1.Pod, liveIPs map[string]bool) []string {
@@ -244,9 +264,4 @@ func routeLeftovers(t *testing.T, c *cluster.Cluster, pods []*corev1.Pod, liveIP
 		}
 	}
 	return left
-}
-
-func hasSandbox(m map[string]cluster.Sandbox, id string) bool {
-	_, ok := m[id]
-	return ok
 }

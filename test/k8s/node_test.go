@@ -211,7 +211,7 @@ func TestNode(t *testing.T) {
 		// What a failure prints: kubelet's, containerd's and the agent's
 		// container log.
 		tails := c.LogTails(5)
-		for _, want := range []string{"--- containerd (", "--- kubelet (", "/agent/0.log:"} {
+		for _, want := range []string{"--- containerd (", "--- kubelet (", "/agent/0.log:", "agent ready"} {
 			if !strings.Contains(tails, want) {
 				t.Errorf("log tails lack %q:\n%s", want, tails)
 			}

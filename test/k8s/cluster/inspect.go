@@ -53,7 +53,8 @@ func (c *Cluster) Sandboxes(ctx context.Context) ([]Sandbox, error) {
 		s := Sandbox{ID: sb.Id, PodUID: md.GetUid(), Namespace: md.GetNamespace(), Name: md.GetName(),
 			Ready: sb.State == runtimeapi.PodSandboxState_SANDBOX_READY}
 		st, err := rs.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.Id, Verbose: true})
-		if err == nil {
+		hostNetwork := st.GetStatus().GetLinux().GetNamespaces().GetOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE
+		if err == nil && !hostNetwork {
 			s.NetNS = sandboxNetNS(st.GetInfo()["info"])
 		}
 		out = append(out, s)
@@ -62,13 +63,27 @@ func (c *Cluster) Sandboxes(ctx context.Context) ([]Sandbox, error) {
 }
 
 // sandboxNetNS reads the network namespace path from containerd's
-// verbose sandbox status (its "info" JSON).
+// verbose sandbox status (its "info" JSON): the sandbox's runtime spec
+// names it (netNamespacePath is newer containerds' own field).
 func sandboxNetNS(info string) string {
 	var v struct {
-		NetNSPath string `json:"netNamespacePath"`
+		NetNSPath   string `json:"netNamespacePath"`
+		RuntimeSpec struct {
+			Linux struct {
+				Namespaces []struct{ Type, Path string }
+			}
+		} `json:"runtimeSpec"`
 	}
 	_ = json.Unmarshal([]byte(info), &v)
-	return v.NetNSPath
+	if v.NetNSPath != "" {
+		return v.NetNSPath
+	}
+	for _, ns := range v.RuntimeSpec.Linux.Namespaces {
+		if ns.Type == "network" {
+			return ns.Path
+		}
+	}
+	return ""
 }
 
 // Exec runs cmd in the running container called container of pod
