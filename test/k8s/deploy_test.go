@@ -117,7 +117,7 @@ func startServers(ctx context.Context, t *testing.T, c *cluster.Cluster, names .
 
 // nodeToPod fetches the server pod's page from the node's namespace.
 func nodeToPod(c *cluster.Cluster, p *corev1.Pod) error {
-	resp, err := c.HTTPClient(10*time.Second).Get(fmt.Sprintf("http://%s:%d/", p.Status.PodIP, diagPort))
+	resp, err := c.HTTPClient(10 * time.Second).Get(fmt.Sprintf("http://%s:%d/", p.Status.PodIP, diagPort))
 	if err != nil {
 		return fmt.Errorf("node to pod %s (%s): %w", p.Name, p.Status.PodIP, err)
 	}
