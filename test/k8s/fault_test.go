@@ -3,6 +3,7 @@ package k8s_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/netip"
 	"strings"
 	"testing"
@@ -86,8 +87,60 @@ func TestContainerdKilledDuringBurst(t *testing.T) {
 		}
 		time.Sleep(5 * time.Second)
 	}
-	t.Logf("node and store clean %s after the pods were deleted (%d sandboxes seen); agent GC: %s",
-		time.Since(start).Round(time.Second), len(seen), agentGCLog(ctx, c))
+	t.Logf("node and store clean %s after the pods were deleted (%d sandboxes seen for %d pods)",
+		time.Since(start).Round(time.Second), len(seen), burstPods)
+	// Let the agent's GC run on the empty node (every 15 s): it must find
+	// nothing to fail on, and release nothing that makes check unclean.
+	time.Sleep(20 * time.Second)
+	released, failed := agentGCMetrics(t, c)
+	if failed != 0 {
+		t.Errorf("agent: podnet_agent_gc_errors_total %v: %s", failed, agentGCLog(ctx, c))
+	}
+	if left := leftovers(ctx, t, c, seen, running); len(left) > 0 {
+		t.Errorf("after the agent's GC:\n  %s", strings.Join(left, "\n  "))
+	}
+	t.Logf("agent GC released %v addresses in the whole test; its log: %s", released, agentGCLog(ctx, c))
+	killOrphanShims(ctx, t, c)
+}
+
+// killOrphanShims kills the shims containerd forgot when it was killed
+// (its own leak, not podnet's: their sandboxes' networks were torn down
+// above), so that teardown, which counts every shim left as an error,
+// checks the rest.
+func killOrphanShims(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	// Once kubelet has removed the deleted pods' sandboxes, their shims
+	// exit; those whose task containerd had forgotten do not.
+	waitUntil(ctx, t, "kubelet removes the deleted pods' sandboxes", 3*time.Minute, func() error {
+		sbs, err := c.Sandboxes(ctx)
+		if err != nil {
+			return err
+		}
+		for _, s := range sbs {
+			if s.Namespace == "default" {
+				return fmt.Errorf("sandbox %s of %s still there", s.ID, s.Name)
+			}
+		}
+		return nil
+	})
+	var orphans map[int]string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		if orphans, err = c.OrphanShims(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(orphans) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	for pid, id := range orphans {
+		t.Logf("containerd forgot the task %s of its shim %d when it was killed; killing the shim", id, pid)
+		if err := c.KillShim(pid); err != nil {
+			t.Error(err)
+		}
+	}
 }
 
 // killContainerdMidBurst waits until containerd has made a few of the
@@ -168,4 +221,35 @@ func agentGCLog(ctx context.Context, c *cluster.Cluster) string {
 		return "nothing logged (no leak to collect)"
 	}
 	return strings.Join(lines, "; ")
+}
+
+// agentGCMetrics reads the agent's GC counters from its metrics endpoint
+// (host network: the node's port 9603).
+func agentGCMetrics(t *testing.T, c *cluster.Cluster) (released, failed float64) {
+	t.Helper()
+	resp, err := c.HTTPClient(10 * time.Second).Get("http://127.0.0.1:9603/metrics")
+	if err != nil {
+		t.Fatalf("agent metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	found := 0
+	for _, l := range strings.Split(string(body), "\n") {
+		name, v, ok := strings.Cut(l, " ")
+		if !ok {
+			continue
+		}
+		switch name {
+		case "podnet_agent_gc_released_addresses_total":
+			found++
+			fmt.Sscan(v, &released)
+		case "podnet_agent_gc_errors_total":
+			found++
+			fmt.Sscan(v, &failed)
+		}
+	}
+	if found != 2 {
+		t.Fatalf("agent metrics lack the GC counters:\n%s", body)
+	}
+	return released, failed
 }

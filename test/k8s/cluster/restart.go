@@ -5,10 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // Restarting node components, by their PID, the way an administrator's
@@ -149,4 +155,61 @@ func (c *Cluster) kubeletUp() error {
 		return nil
 	}
 	return errors.New("node has no Ready condition")
+}
+
+// OrphanShims returns the shims of this cluster's containerd (PID -> task
+// ID) whose task containerd no longer knows of as a container or a
+// sandbox. containerd 1.6 killed while it creates a sandbox forgets the
+// sandbox's task after its restart, but the shim it had started runs on.
+func (c *Cluster) OrphanShims(ctx context.Context) (map[int]string, error) {
+	conn, rs, err := c.criConn()
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	known := map[string]bool{}
+	sbs, err := rs.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range sbs.Items {
+		known[s.Id] = true
+	}
+	cs, err := rs.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		return nil, err
+	}
+	for _, ct := range cs.Containers {
+		known[ct.Id] = true
+	}
+	out := map[int]string{}
+	for _, pid := range shimPIDs(c.containerdSock) {
+		if id := shimTask(pid); id != "" && !known[id] {
+			out[pid] = id
+		}
+	}
+	return out, nil
+}
+
+// KillShim kills a shim of this cluster's containerd by its PID.
+func (c *Cluster) KillShim(pid int) error {
+	if !slices.Contains(shimPIDs(c.containerdSock), pid) {
+		return fmt.Errorf("pid %d is not a shim of this cluster's containerd", pid)
+	}
+	return syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// shimTask returns the task ID a shim serves (its -id argument).
+func shimTask(pid int) string {
+	cl, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return ""
+	}
+	args := strings.Split(string(cl), "\x00")
+	for i, a := range args {
+		if a == "-id" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
 }
