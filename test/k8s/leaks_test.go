@@ -59,6 +59,7 @@ type trace struct {
 	owner string // the sandbox (container) ID, "" if none is named
 	kind  string // veth, nft, handle, endpoint, cache, netns
 	what  string
+	path  string // of a netns trace: the namespace's pin
 }
 
 // deletedPodsLeaveNothing deletes the pods and checks that the node and
@@ -137,7 +138,7 @@ func traces(ctx context.Context, t *testing.T, c *cluster.Cluster, seen sandboxL
 			continue
 		}
 		o, _ := tag.ParseAlias(v.Alias)
-		out = append(out, trace{o.ContainerID, "veth", fmt.Sprintf("veth %s (alias %q)", v.Name, v.Alias)})
+		out = append(out, trace{owner: o.ContainerID, kind: "veth", what: fmt.Sprintf("veth %s (alias %q)", v.Name, v.Alias)})
 	}
 	elems, err := c.PodNFTElements()
 	if err != nil {
@@ -151,7 +152,7 @@ func traces(ctx context.Context, t *testing.T, c *cluster.Cluster, seen sandboxL
 		if len(f) >= 2 {
 			owner = f[len(f)-2]
 		}
-		out = append(out, trace{owner, "nft", "nftables element " + e.String()})
+		out = append(out, trace{owner: owner, kind: "nft", what: "nftables element " + e.String()})
 	}
 	rec, err := c.IPAMRecords(ctx)
 	if err != nil {
@@ -160,21 +161,46 @@ func traces(ctx context.Context, t *testing.T, c *cluster.Cluster, seen sandboxL
 	for _, h := range rec.Handles {
 		if !strings.Contains(h, ".gateway.") {
 			_, cid, _ := strings.Cut(h, ".")
-			out = append(out, trace{cid, "handle", "IPAM handle " + h})
+			out = append(out, trace{owner: cid, kind: "handle", what: "IPAM handle " + h})
 		}
 	}
 	for _, e := range rec.Endpoints {
-		out = append(out, trace{e.ContainerID, "endpoint", fmt.Sprintf("workload endpoint %s (container %s, %v)", e.ID(), e.ContainerID, e.IPs)})
+		out = append(out, trace{owner: e.ContainerID, kind: "endpoint", what: fmt.Sprintf("workload endpoint %s (container %s, %v)", e.ID(), e.ContainerID, e.IPs)})
 	}
 	for id, s := range seen {
 		for _, f := range cluster.CNICacheEntries(id) {
-			out = append(out, trace{id, "cache", fmt.Sprintf("CNI cache entry %s (%s/%s)", f, s.Namespace, s.Name)})
+			out = append(out, trace{owner: id, kind: "cache", what: fmt.Sprintf("CNI cache entry %s (%s/%s)", f, s.Namespace, s.Name)})
 		}
-		if s.NetNS != "" {
-			if _, err := os.Stat(s.NetNS); err == nil {
-				out = append(out, trace{id, "netns", fmt.Sprintf("network namespace %s (%s/%s)", s.NetNS, s.Namespace, s.Name)})
-			}
+	}
+	return append(out, netnsTraces(t, c, seen)...)
+}
+
+// netnsTraces lists the pods' network namespaces that are still pinned:
+// every pin of the cluster's containerd, and the namespaces of the
+// sandboxes in seen, wherever they are.
+func netnsTraces(t *testing.T, c *cluster.Cluster, seen sandboxLog) []trace {
+	t.Helper()
+	pins, err := c.NetNSPins()
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := map[string]string{}
+	for id, s := range seen {
+		if s.NetNS == "" {
+			continue
 		}
+		owner[s.NetNS] = id
+		if _, err := os.Stat(s.NetNS); err == nil && !slices.Contains(pins, s.NetNS) {
+			pins = append(pins, s.NetNS)
+		}
+	}
+	var out []trace
+	for _, p := range pins {
+		of := "no sandbox's"
+		if s, ok := seen[owner[p]]; ok {
+			of = "sandbox of " + s.Namespace + "/" + s.Name
+		}
+		out = append(out, trace{owner: owner[p], kind: "netns", path: p, what: fmt.Sprintf("network namespace %s (%s)", p, of)})
 	}
 	return out
 }

@@ -3,16 +3,22 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podnet/podnet/netns"
 )
 
 // Sandbox is a pod sandbox as containerd reports it through CRI.
@@ -145,4 +151,57 @@ func CNICacheEntries(id string) []string {
 		}
 	}
 	return out
+}
+
+// NetNSPins returns the files pinning pods' network namespaces: the
+// harness's containerd keeps them under its state directory
+// (netns_mounts_under_state_dir), so every one is this cluster's.
+func (c *Cluster) NetNSPins() ([]string, error) {
+	ents, err := os.ReadDir(c.netnsPinDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, filepath.Join(c.netnsPinDir(), e.Name()))
+	}
+	return out, nil
+}
+
+func (c *Cluster) netnsPinDir() string {
+	return filepath.Join(c.Dir, "containerd/state/io.containerd.grpc.v1.cri/netns")
+}
+
+// RemoveEmptyNetNSPin removes a pin NetNSPins returned whose namespace
+// holds no interface but lo: one containerd made for a sandbox and then
+// forgot (it was killed before the sandbox was recorded). A namespace
+// with an interface is refused, as removing it would destroy the
+// interface and hide whatever left it there.
+func (c *Cluster) RemoveEmptyNetNSPin(pin string) error {
+	if filepath.Dir(pin) != c.netnsPinDir() {
+		return fmt.Errorf("%s is not a pin of this cluster's containerd", pin)
+	}
+	var links []string
+	err := netns.Do(pin, func() error {
+		ls, err := netlink.LinkList()
+		for _, l := range ls {
+			if l.Attrs().Name != "lo" {
+				links = append(links, l.Attrs().Name)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if len(links) > 0 {
+		return fmt.Errorf("network namespace %s holds %v, not removing it", pin, links)
+	}
+	if err := unix.Unmount(pin, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("unmount %s: %w", pin, err)
+	}
+	return os.Remove(pin)
 }

@@ -103,6 +103,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   # runc cannot set oom_score_adj below the parent's without
   # CAP_SYS_RESOURCE, which a test machine may lack.
   restrict_oom_score_adj = true
+  # Pods' network namespaces are pinned under state, not in the
+  # machine's /run/netns that other clusters share: what a crash leaves
+  # there is this cluster's, and goes with Dir.
+  netns_mounts_under_state_dir = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"

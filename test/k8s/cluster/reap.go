@@ -20,9 +20,10 @@ import (
 // reap undoes what the plan's cluster made, without its API or CRI: the
 // test process that could have used them is gone, and so may be the
 // components. Processes first (components by PID, the shims of its
-// containerd, everything in its cgroup root), then the pods' network
-// namespaces and CNI cache entries, mounts, the directory, the cgroup
-// root, the sysctls, and last the node's namespaces.
+// containerd, everything in its cgroup root), then the pods' CNI cache
+// entries, mounts (the pods' network namespaces among them), the
+// directory, the cgroup root, the sysctls, and last the node's
+// namespaces.
 func (plan *reaperMsg) reap() error {
 	var errs []error
 	for i := len(plan.Procs) - 1; i >= 0; i-- {
@@ -40,7 +41,7 @@ func (plan *reaperMsg) reap() error {
 		errs = append(errs, killCgroupTree(plan.CgroupRoot))
 	}
 	if len(plan.NetNS) > 0 {
-		errs = append(errs, reapPodNetwork(netns.NamedPath(plan.NetNS[0])))
+		errs = append(errs, reapCNICache(netns.NamedPath(plan.NetNS[0])))
 	}
 	if plan.Dir != "" {
 		errs = append(errs, unmountUnder(plan.Dir))
@@ -97,58 +98,26 @@ func killCgroupTree(root string) error {
 	}
 }
 
-// reapPodNetwork removes the network namespaces containerd pinned under
-// /run/netns for the node's pods, and their CNI cache entries: both are
-// the machine's, outside the cluster's directory. A pod's namespace is
-// one whose veth's peer is in the node's namespace; a cache entry is the
-// node's when a veth on the node names its container ID.
-func reapPodNetwork(nodeNS string) error {
-	node, err := os.Open(nodeNS)
-	if err != nil {
-		return err
-	}
-	defer node.Close()
-	var errs []error
+// reapCNICache removes the machine's CNI cache entries (libcni's,
+// shared by every runtime on the machine) of the node's pods: those of
+// the container IDs its veths name. The pods' network namespaces are
+// pinned under the cluster's directory and go with it.
+func reapCNICache(nodeNS string) error {
 	var ids []string
-	_ = netns.Do(nodeNS, func() error {
-		links, _ := netlink.LinkList()
+	err := netns.Do(nodeNS, func() error {
+		links, err := netlink.LinkList()
 		for _, l := range links {
 			if o, ok := tag.ParseAlias(l.Attrs().Alias); ok {
 				ids = append(ids, o.ContainerID)
 			}
 		}
-		return nil
+		return err
 	})
+	errs := []error{err}
 	for _, id := range ids {
 		for _, f := range CNICacheEntries(id) {
 			errs = append(errs, os.Remove(f))
 		}
 	}
-	pins, _ := filepath.Glob(filepath.Join(netns.RunDir, "cni-*"))
-	for _, pin := range pins {
-		if peerIn(pin, int(node.Fd())) {
-			errs = append(errs, netns.DeleteNamed(filepath.Base(pin)))
-		}
-	}
 	return errors.Join(errs...)
-}
-
-// peerIn reports whether the namespace at pin has a veth whose peer is
-// in the namespace open as fd.
-func peerIn(pin string, fd int) bool {
-	found := false
-	_ = netns.Do(pin, func() error {
-		id, err := netlink.GetNetNsIdByFd(fd)
-		if err != nil || id < 0 {
-			return nil // no id: nothing here links to it
-		}
-		links, _ := netlink.LinkList()
-		for _, l := range links {
-			if l.Type() == "veth" && l.Attrs().NetNsID == id {
-				found = true
-			}
-		}
-		return nil
-	})
-	return found
 }
