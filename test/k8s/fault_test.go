@@ -19,9 +19,11 @@ import (
 const burstPods = 30
 
 // TestContainerdKilledDuringBurst kills containerd (SIGKILL, by its PID)
-// while kubelet is creating 30 pods, then starts it again. Sandboxes whose
-// CNI ADD was in flight are lost with it; kubelet makes new ones. Every
-// pod must end Running with an address of its own; after all are
+// while kubelet is creating 30 pods, then starts it again. The sandboxes
+// it was making are lost: after the restart containerd reports some as
+// not ready (kubelet stops them, with a CNI DEL of attachments whose ADD
+// result nobody received) and forgets others; kubelet makes new ones.
+// Every pod must end Running with an address of its own; after all are
 // deleted and the agent's IPAM GC has run, `podnet ipam check` is clean
 // and nothing of any sandbox is left on the node or in the store.
 func TestContainerdKilledDuringBurst(t *testing.T) {
@@ -40,14 +42,7 @@ func TestContainerdKilledDuringBurst(t *testing.T) {
 		}
 	})
 	seen := sandboxLog{}
-	var pods []*corev1.Pod
-	for i := range burstPods {
-		p, err := c.Client.CoreV1().Pods("default").Create(ctx, diagPod(fmt.Sprintf("burst-%02d", i), "serve", "--listen", fmt.Sprintf(":%d", diagPort)), metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pods = append(pods, p)
-	}
+	pods := createBurst(ctx, t, c)
 	killContainerdMidBurst(ctx, t, c, seen)
 
 	start := time.Now()
@@ -59,35 +54,13 @@ func TestContainerdKilledDuringBurst(t *testing.T) {
 		return err
 	})
 	t.Logf("all %d pods Running %s after containerd came back", burstPods, time.Since(start).Round(time.Second))
-	addrs := map[netip.Addr]string{}
-	for _, p := range running {
-		ip, err := netip.ParseAddr(p.Status.PodIP)
-		if err != nil || !shippedPool.Contains(ip) {
-			t.Errorf("pod %s: address %q not in the pool %s", p.Name, p.Status.PodIP, shippedPool)
-		}
-		if other, dup := addrs[ip]; dup {
-			t.Errorf("pods %s and %s both have %s", other, p.Name, ip)
-		}
-		addrs[ip] = p.Name
-		if err := nodeToPod(c, p); err != nil {
-			t.Error(err)
-		}
-	}
+	distinctWorkingAddresses(t, c, running)
 
 	seen.record(ctx, t, c)
 	deletePods(ctx, t, c, running, 5*time.Minute)
 	forgottenByContainerd(ctx, t, c, seen)
 	start = time.Now()
-	var left []string
-	for {
-		if left = leftovers(ctx, t, c, seen, running); len(left) == 0 {
-			break
-		}
-		if time.Since(start) > 5*time.Minute {
-			t.Fatalf("5m after the pods were deleted, still left:\n  %s", strings.Join(left, "\n  "))
-		}
-		time.Sleep(5 * time.Second)
-	}
+	waitNoLeftovers(ctx, t, c, seen, running, 5*time.Minute)
 	t.Logf("node and store clean %s after the pods were deleted (%d sandboxes seen for %d pods)",
 		time.Since(start).Round(time.Second), len(seen), burstPods)
 	// Let the agent's GC run on the empty node (every 15 s): it must find
@@ -101,6 +74,58 @@ func TestContainerdKilledDuringBurst(t *testing.T) {
 		t.Errorf("after the agent's GC:\n  %s", strings.Join(left, "\n  "))
 	}
 	t.Logf("agent GC released %v addresses in the whole test; its log: %s", released, agentGCLog(ctx, c))
+}
+
+// createBurst creates the burst's pods at once; kubelet starts them in
+// parallel.
+func createBurst(ctx context.Context, t *testing.T, c *cluster.Cluster) []*corev1.Pod {
+	t.Helper()
+	var pods []*corev1.Pod
+	for i := range burstPods {
+		p, err := c.Client.CoreV1().Pods("default").Create(ctx, diagPod(fmt.Sprintf("burst-%02d", i), "serve", "--listen", fmt.Sprintf(":%d", diagPort)), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods = append(pods, p)
+	}
+	return pods
+}
+
+// distinctWorkingAddresses checks that every pod has an address of its
+// own from the pool, which the node reaches.
+func distinctWorkingAddresses(t *testing.T, c *cluster.Cluster, pods []*corev1.Pod) {
+	t.Helper()
+	addrs := map[netip.Addr]string{}
+	for _, p := range pods {
+		ip, err := netip.ParseAddr(p.Status.PodIP)
+		if err != nil || !shippedPool.Contains(ip) {
+			t.Errorf("pod %s: address %q not in the pool %s", p.Name, p.Status.PodIP, shippedPool)
+		}
+		if other, dup := addrs[ip]; dup {
+			t.Errorf("pods %s and %s both have %s", other, p.Name, ip)
+		}
+		addrs[ip] = p.Name
+		if err := nodeToPod(c, p); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// waitNoLeftovers polls leftovers until there are none, failing t with
+// the last list after timeout.
+func waitNoLeftovers(ctx context.Context, t *testing.T, c *cluster.Cluster, seen sandboxLog, pods []*corev1.Pod, timeout time.Duration) {
+	t.Helper()
+	start := time.Now()
+	for {
+		left := leftovers(ctx, t, c, seen, pods)
+		if len(left) == 0 {
+			return
+		}
+		if time.Since(start) > timeout {
+			t.Fatalf("%s after the pods were deleted, still left:\n  %s", timeout, strings.Join(left, "\n  "))
+		}
+		time.Sleep(5 * time.Second)
+	}
 }
 
 // forgottenByContainerd removes what containerd 1.6 forgets when it is
