@@ -74,7 +74,7 @@ func checkContainerd(t *testing.T, cd cluster.Containerd) {
 		t.Errorf("containerd runs podnet's network at CNI %s; podnet's readers table says %s", got, want)
 	}
 
-	a, cl := podToPod(ctx, t, c)
+	a, cl := serverAndClient(ctx, t, c)
 	pods := []*corev1.Pod{a, cl}
 	sandboxes := map[string][]string{}
 	for _, p := range pods {
@@ -152,9 +152,9 @@ func checkInstalledConflist(t *testing.T, c *cluster.Cluster, shipped string, re
 	return v
 }
 
-// podToPod starts a server pod and a client pod that fetches from it, and
+// serverAndClient starts a server pod and a client pod that fetches from it, and
 // checks the server saw the client's own address. It returns both.
-func podToPod(ctx context.Context, t *testing.T, c *cluster.Cluster) (server, client *corev1.Pod) {
+func serverAndClient(ctx context.Context, t *testing.T, c *cluster.Cluster) (server, client *corev1.Pod) {
 	t.Helper()
 	pods := c.Client.CoreV1().Pods("default")
 	if _, err := pods.Create(ctx, diagPod("diag-a", "serve", "--listen", fmt.Sprintf(":%d", diagPort)), metav1.CreateOptions{}); err != nil {

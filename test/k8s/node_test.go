@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +21,7 @@ import (
 
 func TestMain(m *testing.M) {
 	cluster.MaybeRunEtcd()
+	cluster.MaybeRunReaper()
 	os.Exit(m.Run())
 }
 
@@ -206,72 +205,30 @@ func TestNode(t *testing.T) {
 		t.Logf("outside server saw %s", got)
 	})
 
+	step("HostPort", func(t *testing.T) { hostPort(ctx, t, c) })
+
+	step("LogTailsNameTheAgent", func(t *testing.T) {
+		// What a failure prints: kubelet's, containerd's and the agent's
+		// container log.
+		tails := c.LogTails(5)
+		for _, want := range []string{"--- containerd (", "--- kubelet (", "/agent/0.log:", "agent ready"} {
+			if !strings.Contains(tails, want) {
+				t.Errorf("log tails lack %q:\n%s", want, tails)
+			}
+		}
+	})
+
 	step("DeletedPodsLeaveNothing", func(t *testing.T) {
 		var pods []*corev1.Pod
-		for _, name := range []string{"diag-a", "diag-b", "diag-client", "diag-egress"} {
+		for _, name := range []string{"diag-a", "diag-b", "diag-client", "diag-egress", "diag-hp", "diag-hp-client"} {
 			p, err := c.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			pods = append(pods, p)
 		}
-		deletedPodsLeaveNothing(ctx, t, c, pods)
+		deletedPodsLeaveNothing(ctx, t, c, sandboxLog{}, pods)
 	})
-}
-
-// deletedPodsLeaveNothing deletes the pods and checks that the node
-// keeps no interface, route or CNI cache entry of theirs.
-func deletedPodsLeaveNothing(ctx context.Context, t *testing.T, c *cluster.Cluster, pods []*corev1.Pod) {
-	for _, p := range pods {
-		if err := c.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		list, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=podnet-diag"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(list.Items) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d pods still there 1m after deletion", len(list.Items))
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	// kubelet confirms a deletion once the sandbox is stopped (CNI DEL
-	// done), so nothing below may remain.
-	links, err := exec.Command("nsenter", "--net="+c.NetNS, "ip", "-o", "link", "show", "type", "veth").CombinedOutput()
-	if err != nil {
-		t.Fatalf("ip link: %v: %s", err, links)
-	}
-	for _, l := range strings.Split(strings.TrimSpace(string(links)), "\n") {
-		if l != "" && !strings.Contains(l, " underlay0@") {
-			t.Errorf("veth left on the node: %s", l)
-		}
-	}
-	routes, err := exec.Command("nsenter", "--net="+c.NetNS, "ip", "-4", "route", "show").CombinedOutput()
-	if err != nil {
-		t.Fatalf("ip route: %v: %s", err, routes)
-	}
-	for _, p := range pods {
-		for _, r := range strings.Split(string(routes), "\n") {
-			if strings.HasPrefix(r, p.Status.PodIP+" ") {
-				t.Errorf("route to deleted pod %s left: %s", p.Name, r)
-			}
-		}
-	}
-	cache, _ := filepath.Glob(filepath.Join(c.CNICacheDir, "results", "podnet-*"))
-	for _, p := range pods {
-		for _, f := range cache {
-			data, err := os.ReadFile(f)
-			if err == nil && strings.Contains(string(data), "\""+p.Status.PodIP+"/") {
-				t.Errorf("CNI cache entry of deleted pod %s left: %s", p.Name, f)
-			}
-		}
-	}
 }
 
 func readyCondition(n *corev1.Node) *corev1.NodeCondition {

@@ -334,6 +334,12 @@ func TestDaemonSet(t *testing.T) {
 			if slices.Contains(args, "--uninstall-on-exit") {
 				t.Error("agent with --uninstall-on-exit")
 			}
+			// The agent logs its start, registration, install and GC at
+			// info; at the CLI's default, warn, a healthy node's agent
+			// log is empty.
+			if v, _ := flagValue(args, "log-level"); v != "info" && v != "debug" {
+				t.Errorf("agent --log-level=%q: want info (or debug), so that its log says what it did", v)
+			}
 			p.hostDir(t, p.agent, "bin-dir", hostBinDir)
 			p.hostDir(t, p.agent, "conf-dir", hostConfDir)
 			if _, _, err := p.networkConfig(); err != nil {

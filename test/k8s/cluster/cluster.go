@@ -69,7 +69,8 @@ type Cluster struct {
 	Config     *rest.Config
 
 	containerd    Containerd
-	containerdBin string // its programs' directory; "" for $PATH
+	containerdBin string  // its programs' directory; "" for $PATH
+	reaper        *reaper // tears down what stop would, if the test dies first
 	logDir        string
 	kubeBin       string
 	pki           *pki
@@ -129,12 +130,16 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	c.OutsideNetNS, _ = testutil.NewNetNS(t)
 	for i := 1; i <= o.nodes; i++ {
 		n := c.newNode(i)
-		_, n.NetNS = testutil.NewNodeNetNS(t)
+		n.netnsName, n.NetNS = testutil.NewNodeNetNS(t)
 		c.Nodes = append(c.Nodes, n)
 	}
 	first := c.Nodes[0]
 	c.NetNS, c.CNIBinDir, c.CNIConfDir, c.CNICacheDir, c.PodLogsDir = first.NetNS, first.CNIBinDir, first.CNIConfDir, first.CNICacheDir, first.PodLogsDir
 	t.Cleanup(c.stop)
+	if c.reaper, err = startReaper(); err != nil {
+		t.Fatal(err)
+	}
+	c.reaper.send(c.reaperPlan())
 	for _, d := range []string{c.logDir, filepath.Join(dir, "images")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -187,6 +192,7 @@ func (c *Cluster) start(name string, where place, env []string, bin string, args
 	if err != nil {
 		return err
 	}
+	c.noteProc(p)
 	c.procs = append(c.procs, p)
 	c.byName[name] = p
 	return nil

@@ -12,5 +12,8 @@
 // too. Images come from archives built here (a static pause program, and
 // podnet's image from `make image`); nothing is pulled. Everything it
 // starts it stops by PID, and it restores what kubelet changes on the
-// machine.
+// machine; a reaper process does the same if the test process dies first
+// (reaper.go). Components can be restarted or killed by PID
+// (restart.go), and what podnet keeps per pod on a node and in the store
+// can be inspected (inspect.go, nodestate.go).
 package cluster

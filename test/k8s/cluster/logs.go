@@ -24,7 +24,7 @@ func (c *Cluster) LogTails(n int) string {
 	for _, node := range c.Nodes {
 		logs, _ := filepath.Glob(filepath.Join(node.PodLogsDir, "kube-system_podnet-*", "*", "*.log"))
 		for _, l := range logs {
-			fmt.Fprintf(&b, "--- %s (%s):\n%s\n", l, node.Name, indent(tail(l, n)))
+			fmt.Fprintf(&b, "--- %s %s:\n%s\n", node.Name, l, indent(tail(l, n)))
 		}
 	}
 	return b.String()

@@ -37,6 +37,7 @@ type Node struct {
 	mountNS        string
 	containerdSock string
 	cgroupRoot     string // kubelet's, below every hierarchy's root
+	netnsName      string
 }
 
 // newNode describes node i (from 1) of the cluster: podnet-node-i at
@@ -171,6 +172,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   # runc cannot set oom_score_adj below the parent's without
   # CAP_SYS_RESOURCE, which a test machine may lack.
   restrict_oom_score_adj = true
+  # Pods' network namespaces are pinned under state, not in the
+  # machine's /run/netns that other clusters share: what a crash leaves
+  # there is this cluster's, and goes with Dir.
+  netns_mounts_under_state_dir = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"

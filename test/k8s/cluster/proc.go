@@ -17,8 +17,11 @@ type proc struct {
 	name string
 	cmd  *exec.Cmd
 	log  string
-	done chan struct{}
-	err  error
+	// started is when it was started (a restarted component's status
+	// must be newer).
+	started time.Time
+	done    chan struct{}
+	err     error
 }
 
 // place is where a process runs: a network namespace (a path) and, when
@@ -36,23 +39,34 @@ func (w place) nsenterArgs() []string {
 }
 
 func startProc(w place, logDir, name string, env []string, bin string, args ...string) (*proc, error) {
-	logPath := filepath.Join(logDir, name+".log")
+	nsArgs := append(w.nsenterArgs(), "--", bin)
+	cmd := exec.Command("nsenter", append(nsArgs, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	return launch(name, filepath.Join(logDir, name+".log"), cmd)
+}
+
+// again starts p's command line again, with the same environment and
+// log file, once p has exited.
+func (p *proc) again() (*proc, error) {
+	cmd := exec.Command(p.cmd.Path, p.cmd.Args[1:]...)
+	cmd.Env = p.cmd.Env
+	return launch(p.name, p.log, cmd)
+}
+
+func launch(name, logPath string, cmd *exec.Cmd) (*proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	nsArgs := append(w.nsenterArgs(), "--", bin)
-	cmd := exec.Command("nsenter", append(nsArgs, args...)...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = append(os.Environ(), env...)
 	// Its own process group: a ^C to the test does not reach it before
 	// the harness has stopped what depends on it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	p := &proc{name: name, cmd: cmd, log: logPath, started: time.Now(), done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)

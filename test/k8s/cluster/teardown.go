@@ -24,6 +24,7 @@ func (c *Cluster) stop() {
 	// on the machine are removed.
 	errs = append(errs, c.removeDir())
 	errs = append(errs, c.restoreHost()...)
+	errs = append(errs, c.reaper.done())
 	if err := errors.Join(errs...); err != nil {
 		c.t.Errorf("cluster teardown: %v", err)
 	}

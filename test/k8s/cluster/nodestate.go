@@ -1,0 +1,150 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/internal/testutil"
+	"github.com/podnet/podnet/ipam"
+	"github.com/podnet/podnet/netns"
+	"github.com/podnet/podnet/portmap"
+)
+
+// What podnet keeps on the node and in the store for each pod. Every
+// piece names the sandbox (container ID) it belongs to, which is how the
+// tests find what a deleted pod left: by ID, never by address, since
+// another cluster on the machine may hand out the same one.
+
+// Veth is a veth on the node with its alias (podnet's owner tag).
+type Veth struct{ Name, Alias string }
+
+// Veths returns the veths in the node's namespace.
+func (c *Cluster) Veths() ([]Veth, error) {
+	var out []Veth
+	err := netns.Do(c.NetNS, func() error {
+		links, err := netlink.LinkList()
+		if err != nil {
+			return err
+		}
+		for _, l := range links {
+			if l.Type() == "veth" {
+				out = append(out, Veth{Name: l.Attrs().Name, Alias: l.Attrs().Alias})
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// NFTElement is an element of one of podnet's nftables sets or maps in
+// the node's namespace.
+type NFTElement struct {
+	Table, Set string
+	// Key is the element's key, rendered (testutil.SetContents) for the
+	// address sets, in hex for concatenations.
+	Key     string
+	Comment string
+}
+
+func (e NFTElement) String() string {
+	return fmt.Sprintf("%s/%s %s (%q)", e.Table, e.Set, e.Key, e.Comment)
+}
+
+// PodNFTElements returns the elements that podnet adds per pod: the
+// masquerade table's pod address sets (pods4_*, pods6_*), whose comments
+// are "<container ID> <ifname>", and every map and set of the host port
+// table, whose comments are "<network> <container ID> <ifname>". The
+// exclusion sets hold network-wide prefixes and are left out.
+func (c *Cluster) PodNFTElements() ([]NFTElement, error) {
+	f, err := os.Open(c.NetNS)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	conn, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
+	if err != nil {
+		return nil, err
+	}
+	var out []NFTElement
+	for _, tn := range []string{dataplane.MasqTableName, portmap.TableName} {
+		t := &nftables.Table{Name: tn, Family: nftables.TableFamilyINet}
+		sets, err := conn.GetSets(t)
+		if err != nil {
+			continue // the table does not exist (yet)
+		}
+		for _, s := range sets {
+			if tn == dataplane.MasqTableName && !strings.HasPrefix(s.Name, "pods") {
+				continue
+			}
+			elems, err := conn.GetSetElements(s)
+			if err != nil {
+				return nil, fmt.Errorf("nftables %s/%s: %w", tn, s.Name, err)
+			}
+			keys := testutil.SetContents(s, elems)
+			for i, e := range elems {
+				key := fmt.Sprintf("%x", e.Key)
+				if !s.Interval && !s.Concatenation && i < len(keys) {
+					key = keys[i]
+				}
+				out = append(out, NFTElement{Table: tn, Set: s.Name, Key: key, Comment: e.Comment})
+			}
+		}
+	}
+	return out, nil
+}
+
+// IPAMRecords are the store's per-pod records: the handles (one per
+// attachment's addresses, <network>.<container ID>, plus one per node
+// gateway) and the workload endpoints.
+type IPAMRecords struct {
+	Handles   []string
+	Endpoints []ipam.Endpoint
+}
+
+// IPAMRecords reads the handles and workload endpoints from the cluster's
+// etcd, under podnet's default prefix (the one the shipped manifests use).
+func (c *Cluster) IPAMRecords(ctx context.Context) (*IPAMRecords, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{EtcdEndpoint}, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return c.DialContext(ctx, "tcp", addr)
+		})},
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	keys := ipam.Keys{}
+	rec := &IPAMRecords{}
+	hs, err := cli.Get(ctx, keys.Handles(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, fmt.Errorf("etcd: handles: %w", err)
+	}
+	for _, kv := range hs.Kvs {
+		rec.Handles = append(rec.Handles, strings.TrimPrefix(string(kv.Key), keys.Handles()))
+	}
+	ws, err := cli.Get(ctx, keys.Workloads(), clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("etcd: workload endpoints: %w", err)
+	}
+	for _, kv := range ws.Kvs {
+		var e ipam.Endpoint
+		if err := json.Unmarshal(kv.Value, &e); err != nil {
+			return nil, fmt.Errorf("etcd: %s: %w", kv.Key, err)
+		}
+		rec.Endpoints = append(rec.Endpoints, e)
+	}
+	return rec, nil
+}
