@@ -83,6 +83,13 @@ func (c *InstallConfig) conf(node string, podCIDRs []netip.Prefix) ([]byte, erro
 	return append(out, '\n'), nil
 }
 
+// Render returns the config the agent installs on node, in the
+// node-CIDR model for its podCIDRs (nil otherwise), without writing
+// anything: what a check of the shipped manifests compares.
+func (c *InstallConfig) Render(node string, podCIDRs []netip.Prefix) ([]byte, error) {
+	return c.conf(node, podCIDRs)
+}
+
 // ipamPlugins are the plugins of a conflist whose IPAM is podnet-ipam,
 // each with its ipam object.
 func ipamPlugins(doc map[string]any) (plugins, ipams []map[string]any) {
