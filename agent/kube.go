@@ -109,7 +109,7 @@ func (a *Agent) runKube(ctx context.Context, registered func()) {
 	_ = inf.SetTransform(slimNode)
 	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 		a.m.watchRestarts.Inc()
-		a.log.Warn("Node watch broke; the informer lists again", "err", err)
+		a.log.Warn("Node list or watch failed; the informer lists again", "err", err)
 		cache.DefaultWatchErrorHandler(ctx, r, err)
 	})
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{

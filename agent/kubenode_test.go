@@ -2,13 +2,18 @@ package agent
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"reflect"
 	"slices"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/podnet/podnet/ipam"
 )
@@ -194,3 +199,52 @@ func TestStateSetNode(t *testing.T) {
 }
 
 func addr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// TestCountingTransport: the agent's API requests are counted by verb,
+// a watch and a list told apart from a GET.
+func TestCountingTransport(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPatch {
+			w.WriteHeader(http.StatusForbidden)
+		}
+	}))
+	defer srv.Close()
+	n := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x"}, []string{"verb", "code"})
+	hc := &http.Client{Transport: &countingTransport{rt: http.DefaultTransport, n: n}}
+	for _, req := range []struct{ method, path string }{
+		{"GET", "/api/v1/nodes?limit=500"}, {"GET", "/api/v1/nodes?watch=true&resourceVersion=5"},
+		{"GET", "/api/v1/nodes/a"}, {"PATCH", "/api/v1/nodes/a"},
+	} {
+		r, _ := http.NewRequest(req.method, srv.URL+req.path, nil)
+		resp, err := hc.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	for _, want := range [][2]string{{"LIST", "200"}, {"WATCH", "200"}, {"GET", "200"}, {"PATCH", "403"}} {
+		if got := testutil.ToFloat64(n.WithLabelValues(want[0], want[1])); got != 1 {
+			t.Errorf("%s %s counted %v times, want 1", want[0], want[1], got)
+		}
+	}
+}
+
+// TestNewKube: the Kubernetes datastore needs no store but an API server
+// config, and the node-CIDR install goes with it alone.
+func TestNewKube(t *testing.T) {
+	ic := &InstallConfig{ConfDir: t.TempDir(), NodeCIDR: &NodeCIDRInstall{Store: "bolt:/x.db", ClusterCIDRs: []netip.Prefix{pfx("10.244.0.0/16")}}}
+	for _, tt := range []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"kube", Config{Node: "n", Kube: &KubeConfig{REST: &rest.Config{Host: "https://192.0.2.1"}}, Install: ic}, true},
+		{"kube without API server", Config{Node: "n", Kube: &KubeConfig{}}, false},
+		{"node-CIDR install on the store", Config{Node: "n", Store: nopStore{}, Install: ic}, false},
+		{"neither", Config{Node: "n"}, false},
+	} {
+		if _, err := New(tt.cfg); (err == nil) != tt.ok {
+			t.Errorf("%s: New: %v", tt.name, err)
+		}
+	}
+}
