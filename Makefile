@@ -49,8 +49,8 @@ test-unit:
 test-interop:
 	cd interop && $(GO) test -count=1 -timeout 20m ./...
 
-# The Kubernetes manifests, decoded strictly with the API types (a module of
-# its own, so the main module does not depend on k8s.io).
+# The Kubernetes manifests of both models, decoded strictly with the API
+# types (a module of its own, for the API machinery's test dependencies).
 test-deploy:
 	cd deploy/kubernetes/manifesttest && $(GO) test -count=1 ./...
 

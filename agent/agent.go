@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,10 +19,18 @@ import (
 	"github.com/podnet/podnet/netns"
 )
 
-// Config configures an Agent. Node and Store are required.
+// Config configures an Agent. Node is required, and Store unless Kube is
+// set.
 type Config struct {
-	Node  string
+	Node string
+	// Store is the IPAM store. With Kube nil it is also the datastore:
+	// the node registers in it and the agent routes from its nodes,
+	// affinities and blocks. With Kube set it is only this node's own
+	// IPAM (node-local bbolt), which GC cleans; nil then means no GC.
 	Store ipam.Store
+	// Kube, when set, makes the Kubernetes API the datastore (the
+	// node-CIDR model, see KubeConfig).
+	Kube *KubeConfig
 	// Etcd, when set, is the client under Store: the node record is
 	// written under a lease of LeaseTTL that the agent keeps alive.
 	Etcd *clientv3.Client
@@ -63,7 +70,9 @@ type Agent struct {
 
 	h    *netlink.Handle
 	prog *Programmer
-	reg  *registrar
+	rec  NodeRecord // this node's, once setup found the underlay
+	reg  *registrar // the store datastore's
+	kube *kubeSource
 
 	mu    sync.Mutex // guards state
 	state *clusterState
@@ -89,7 +98,7 @@ func New(cfg Config) (*Agent, error) {
 	if err := validNodeName(cfg.Node); err != nil {
 		return nil, err
 	}
-	if cfg.Store == nil {
+	if cfg.Store == nil && cfg.Kube == nil {
 		return nil, errors.New("agent: no store")
 	}
 	if cfg.Mode == "" {
@@ -118,8 +127,11 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.Install != nil {
 		// A bad config file fails the start, not the install much later.
-		if _, err := cfg.Install.conf(cfg.Node); err != nil {
+		if _, err := cfg.Install.conf(cfg.Node, cfg.Install.samplePodCIDRs()); err != nil {
 			return nil, fmt.Errorf("agent: network config: %w", err)
+		}
+		if (cfg.Install.NodeCIDR != nil) != (cfg.Kube != nil) {
+			return nil, errors.New("agent: the node-CIDR install goes with the Kubernetes datastore, and only with it")
 		}
 	}
 	a := &Agent{
@@ -127,9 +139,15 @@ func New(cfg Config) (*Agent, error) {
 		keys: ipam.Keys{Prefix: cfg.Prefix}, trigger: make(chan struct{}, 1), ready: make(chan struct{}), firstProgrammed: make(chan struct{}),
 	}
 	a.state = newClusterState(a.keys, cfg.Prefix)
+	if cfg.Kube != nil {
+		var err error
+		if a.kube, err = newKubeSource(cfg.Kube, a.m); err != nil {
+			return nil, err
+		}
+	}
 	a.m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "podnet", Subsystem: "agent", Name: "node_registered",
-		Help: "1 while the node's record is in the store under a live lease.",
+		Help: "1 while the node is registered: its record in the store under a live lease, or its Node annotated.",
 	}, func() float64 {
 		if a.registered.Load() {
 			return 1
@@ -160,6 +178,8 @@ func (a *Agent) Registry() *prometheus.Registry { return a.m.reg }
 // routes programmed, and why not otherwise.
 func (a *Agent) Ready() error {
 	switch {
+	case !a.registered.Load() && a.kube != nil:
+		return fmt.Errorf("node not registered: Node %s not annotated yet", a.cfg.Node)
 	case !a.registered.Load():
 		return errors.New("node not registered in the store")
 	case !a.watchSynced.Load():
@@ -169,6 +189,8 @@ func (a *Agent) Ready() error {
 			return fmt.Errorf("routes not programmed: %w", *p)
 		}
 		return errors.New("routes not programmed yet")
+	case a.cfg.Install != nil && !a.installed.Load() && a.kube != nil && len(a.ownPodCIDRs()) == 0:
+		return fmt.Errorf("network config not installed: Node %s has no spec.podCIDRs yet (kube-controller-manager --allocate-node-cidrs)", a.cfg.Node)
 	case a.cfg.Install != nil && !a.installed.Load():
 		return errors.New("network config not installed yet")
 	}
@@ -190,46 +212,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	registered := make(chan struct{})
-	ownKey := NodeKey(a.cfg.Prefix, a.cfg.Node)
-	wg.Go(func() { a.reg.run(ctx, func() { close(registered) }) })
-	w := &watcher{
-		store:    a.cfg.Store,
-		prefixes: []string{NodesPrefix(a.cfg.Prefix), a.keys.Affinities(), a.keys.Blocks()},
-		newState: func() *clusterState { return newClusterState(a.keys, a.cfg.Prefix) },
-		replace: func(s *clusterState, rev int64) {
-			a.mu.Lock()
-			a.state = s
-			_, own := s.nodes[a.cfg.Node]
-			a.mu.Unlock()
-			a.haveState.Store(true)
-			if !own && a.reg.writtenBefore(rev) {
-				a.reg.recordLost()
-			}
-			a.kick()
-		},
-		apply: func(key string, value []byte, deleted bool, rev int64) bool {
-			a.mu.Lock()
-			changed, err := a.state.apply(key, value, deleted)
-			a.mu.Unlock()
-			if err != nil {
-				a.log.Warn("ignoring undecodable value", "key", key, "err", err)
-			}
-			if deleted && key == ownKey && a.reg.writtenBefore(rev) {
-				a.reg.recordLost()
-			}
-			if changed {
-				a.kick()
-			}
-			return changed
-		},
-		synced:     func(ok bool) { a.watchSynced.Store(ok) },
-		restarts:   a.m.watchRestarts.Inc,
-		logf:       a.log.Warn,
-		minBackoff: 100 * time.Millisecond, maxBackoff: 5 * time.Second,
+	if a.kube != nil {
+		wg.Go(func() { a.runKube(ctx, func() { close(registered) }) })
+	} else {
+		a.runStore(ctx, &wg, func() { close(registered) })
 	}
-	wg.Go(func() { w.run(ctx) })
 	wg.Go(func() { a.reconcileLoop(ctx) })
-	if a.cfg.GCInterval > 0 {
+	if a.cfg.GCInterval > 0 && a.cfg.Store != nil {
 		wg.Go(func() { a.gcLoop(ctx) })
 	}
 	wg.Go(func() { a.readyLoop(ctx, registered) })
@@ -277,8 +266,10 @@ func (a *Agent) setup() error {
 	}
 	mac := VTEPMAC(a.cfg.Node)
 	a.prog = &Programmer{h: a.h, log: a.log, UnderlayIndex: ul.index, UnderlayAddr: ul.addr, UnderlayMTU: ul.mtu, VTEPMAC: mac, sysctl: sysctl}
-	rec := NodeRecord{Name: a.cfg.Node, Address: ul.addr, VTEPIP: ul.addr, VTEPMAC: mac.String(), LinkLocal6: ul.linkLocal6}
-	a.reg = newRegistrar(a.cfg.Store, a.cfg.Etcd, a.cfg.Prefix, rec, a.cfg.LeaseTTL, a.log, &a.registered)
+	a.rec = NodeRecord{Name: a.cfg.Node, Address: ul.addr, VTEPIP: ul.addr, VTEPMAC: mac.String(), LinkLocal6: ul.linkLocal6}
+	if a.kube == nil {
+		a.reg = newRegistrar(a.cfg.Store, a.cfg.Etcd, a.cfg.Prefix, a.rec, a.cfg.LeaseTTL, a.log, &a.registered)
+	}
 	a.log.Info("agent starting", "mode", a.cfg.Mode, "underlay", ul.name, "address", ul.addr, "link_local6", ul.linkLocal6, "vtep_mac", mac.String())
 	return nil
 }
@@ -358,7 +349,9 @@ func (a *Agent) reconcile() error {
 }
 
 // readyLoop installs the plugins and config once the node is registered
-// and its routes programmed, then marks the agent ready.
+// and its routes programmed, then marks the agent ready. In the node-CIDR
+// model it also waits for the node's podCIDRs, and goes on rewriting the
+// config when they change.
 func (a *Agent) readyLoop(ctx context.Context, registered <-chan struct{}) {
 	for _, ch := range []<-chan struct{}{registered, a.firstProgrammed} {
 		select {
@@ -367,10 +360,14 @@ func (a *Agent) readyLoop(ctx context.Context, registered <-chan struct{}) {
 		case <-ch:
 		}
 	}
-	if a.cfg.Install != nil {
+	switch {
+	case a.cfg.Install != nil && a.cfg.Install.NodeCIDR != nil:
+		a.installNodeCIDRs(ctx)
+		return
+	case a.cfg.Install != nil:
 		backoff := 500 * time.Millisecond
 		for {
-			path, err := a.cfg.Install.apply(a.cfg.Node)
+			path, err := a.cfg.Install.apply(a.cfg.Node, nil)
 			if err == nil {
 				a.installed.Store(true)
 				a.log.Info("network config installed", "path", path)
@@ -385,8 +382,14 @@ func (a *Agent) readyLoop(ctx context.Context, registered <-chan struct{}) {
 			backoff = min(2*backoff, 5*time.Second)
 		}
 	}
-	a.readyOnce.Do(func() { close(a.ready) })
-	a.log.Info("agent ready")
+	a.markReady()
+}
+
+func (a *Agent) markReady() {
+	a.readyOnce.Do(func() {
+		close(a.ready)
+		a.log.Info("agent ready")
+	})
 }
 
 // gcLoop runs IPAM GC every GCInterval.
@@ -411,85 +414,4 @@ func (a *Agent) gcLoop(ctx context.Context) {
 			a.log.Info("IPAM GC released leaked addresses", "count", n)
 		}
 	}
-}
-
-type underlay struct {
-	name  string
-	index int
-	mtu   int
-	addr  netip.Addr
-	// linkLocal6 is the interface's IPv6 link-local address, zero when
-	// it has none (IPv6 off).
-	linkLocal6 netip.Addr
-}
-
-// findUnderlay returns the named interface, or that of the IPv4 default
-// route, with its first global unicast IPv4 address.
-func findUnderlay(h *netlink.Handle, name string) (underlay, error) {
-	var l netlink.Link
-	var err error
-	if name != "" {
-		if l, err = h.LinkByName(name); err != nil {
-			return underlay{}, fmt.Errorf("underlay interface %q: %w", name, err)
-		}
-	} else {
-		routes, err := h.RouteList(nil, netlink.FAMILY_V4)
-		if err != nil {
-			return underlay{}, fmt.Errorf("list routes: %w", err)
-		}
-		for _, r := range routes {
-			if (r.Dst == nil || r.Dst.IP.IsUnspecified()) && r.LinkIndex > 0 {
-				if l, err = h.LinkByIndex(r.LinkIndex); err != nil {
-					return underlay{}, fmt.Errorf("default route's interface: %w", err)
-				}
-				break
-			}
-		}
-		if l == nil {
-			return underlay{}, errors.New("no IPv4 default route to find the underlay interface by: set --underlay-interface")
-		}
-	}
-	addrs, err := h.AddrList(l, netlink.FAMILY_V4)
-	if err != nil {
-		return underlay{}, fmt.Errorf("addresses of %s: %w", l.Attrs().Name, err)
-	}
-	u := underlay{name: l.Attrs().Name, index: l.Attrs().Index, mtu: l.Attrs().MTU}
-	for _, ad := range addrs {
-		ip, ok := netip.AddrFromSlice(ad.IP)
-		if ok && ip.Unmap().IsGlobalUnicast() {
-			u.addr = ip.Unmap()
-			break
-		}
-	}
-	if !u.addr.IsValid() {
-		return underlay{}, fmt.Errorf("underlay interface %s has no global unicast IPv4 address", l.Attrs().Name)
-	}
-	// Without IPv6 on the interface (or in the kernel) there is none.
-	addrs6, _ := h.AddrList(l, netlink.FAMILY_V6)
-	for _, ad := range addrs6 {
-		if ip, ok := netip.AddrFromSlice(ad.IP); ok && ip.IsLinkLocalUnicast() {
-			u.linkLocal6 = ip
-			break
-		}
-	}
-	return u, nil
-}
-
-// connectedSubnets are the IPv4 subnets of the underlay's addresses.
-func connectedSubnets(h *netlink.Handle, index int) ([]netip.Prefix, error) {
-	l, err := h.LinkByIndex(index)
-	if err != nil {
-		return nil, fmt.Errorf("underlay link %d: %w", index, err)
-	}
-	addrs, err := h.AddrList(l, netlink.FAMILY_V4)
-	if err != nil {
-		return nil, fmt.Errorf("addresses of %s: %w", l.Attrs().Name, err)
-	}
-	var out []netip.Prefix
-	for _, ad := range addrs {
-		if p, ok := dataplane.PrefixOf(ad.IPNet); ok {
-			out = append(out, p.Masked())
-		}
-	}
-	return out, nil
 }

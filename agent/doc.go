@@ -12,6 +12,20 @@
 // get blackhole routes so that traffic to their unallocated addresses is
 // dropped instead of following the default route.
 //
+// The datastore is where the node registers and the agent reads the
+// cluster from: the store above (etcd; bbolt for one node), or with
+// Config.Kube the Kubernetes API, for the node-CIDR model. There the
+// node's registration is its own Node's podnet.io/ annotations (underlay
+// address, VTEP MAC, underlay link-local IPv6), patched only when they
+// differ; a Node informer gives every node's record (its annotations,
+// else its InternalIP) and its spec.podCIDRs, which take the place of
+// confirmed blocks: routed to like them, blackholed on their own node.
+// No object per pod exists in the API: each node hands out its pods'
+// addresses from its podCIDRs in a bbolt file of its own, and the agent
+// installs the config naming them once they are known (NodeCIDRInstall).
+// Both datastores fill the same clusterState, and desired.go does not
+// know which one did.
+//
 // The responsibilities are split by file:
 //
 //   - desired.go: pure. From node records, confirmed affinities and
@@ -24,8 +38,12 @@
 //     touches a route it did not make; neighbours and FDB entries live on
 //     podnet.vxlan, which only the agent owns.
 //   - registry.go: the node record and its lease.
-//   - watch.go: List then Watch from the list's revision; on a compacted
-//     or broken watch, list again and resync.
+//   - watch.go, storesource.go: List then Watch from the list's
+//     revision; on a compacted or broken watch, list again and resync.
+//   - kube.go, kuberegistry.go, kubenode.go: the Kubernetes datastore:
+//     a core/v1 client for nodes alone, the Node informer, the
+//     annotations; kubenode.go's Node-to-record conversion is pure.
+//   - nodecidr.go: the node-CIDR install, rewritten when podCIDRs change.
 //   - install.go, gc.go, metrics.go, server.go: plugin and config install
 //     once ready, IPAM GC of this node's leaked addresses, Prometheus
 //     metrics, /metrics /healthz /readyz.

@@ -2,8 +2,10 @@ package agent
 
 import (
 	"encoding/json"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/podnet/podnet/install"
@@ -32,7 +34,7 @@ func TestInstall(t *testing.T) {
 		{"generated", InstallConfig{ConfDir: conf, Network: install.Network{Name: "gen", Store: "etcd://192.0.2.10:2379"}}, "10-gen.conflist"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			path, err := tt.ic.apply("node-7")
+			path, err := tt.ic.apply("node-7", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,3 +77,67 @@ func TestInstall(t *testing.T) {
 
 // nopStore is an ipam.Store for tests that never reach the store.
 type nopStore struct{ ipam.Store }
+
+// TestInstallNodeCIDR: in the node-CIDR model the shipped conflist's
+// podnet-ipam gets one pool per podCIDR, named after it, in blocks that
+// fit it, in the node-local store, and the plugin excludes the cluster's
+// CIDRs from masquerade; the rest of the file is kept.
+func TestInstallNodeCIDR(t *testing.T) {
+	shipped := filepath.Join(t.TempDir(), "10-podnet.conflist")
+	if err := os.WriteFile(shipped, []byte(`{"cniVersion":"1.0.0","name":"podnet","plugins":[
+		{"type":"podnet","mode":"routed","mtu":1400,"ipMasq":true,"ipam":{"type":"podnet-ipam","store":"bolt:/elsewhere.db","pools":[{"name":"x","cidr":"192.0.2.0/24"}]}}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ic := InstallConfig{ConfDir: t.TempDir(), NetworkConfig: shipped, NodeCIDR: &NodeCIDRInstall{
+		Store: "bolt:/var/lib/podnet/ipam.db", ClusterCIDRs: []netip.Prefix{pfx("10.244.0.0/16"), pfx("fd00:10:244::/56")}}}
+	b, err := ic.conf("node-1", []netip.Prefix{pfx("10.244.1.0/24"), pfx("fd00:10:244:1::/64")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Plugins []map[string]any `json:"plugins"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	p := doc.Plugins[0]
+	want := map[string]any{
+		"type": "podnet-ipam", "store": "bolt:/var/lib/podnet/ipam.db", "node": "node-1",
+		"pools": []any{
+			map[string]any{"name": "node-10.244.1.0-24", "cidr": "10.244.1.0/24", "blockSize": 26.0},
+			map[string]any{"name": "node-fd00-10-244-1---64", "cidr": "fd00:10:244:1::/64", "blockSize": 122.0},
+		},
+	}
+	if !reflect.DeepEqual(p["ipam"], want) {
+		t.Errorf("ipam %v\nwant %v", p["ipam"], want)
+	}
+	if got := p["masqExclude"]; !reflect.DeepEqual(got, []any{"10.244.0.0/16", "fd00:10:244::/56"}) {
+		t.Errorf("masqExclude %v, want the cluster CIDRs", got)
+	}
+	if p["mtu"] != 1400.0 || p["mode"] != "routed" {
+		t.Errorf("plugin %v: the shipped settings are gone", p)
+	}
+
+	for _, tt := range []struct {
+		name string
+		n    NodeCIDRInstall
+		cidr []netip.Prefix
+	}{
+		{"etcd store", NodeCIDRInstall{Store: "etcd://192.0.2.10:2379", ClusterCIDRs: []netip.Prefix{pfx("10.244.0.0/16")}}, []netip.Prefix{pfx("10.244.1.0/24")}},
+		{"masquerade without cluster CIDRs", NodeCIDRInstall{Store: "bolt:/x.db"}, []netip.Prefix{pfx("10.244.1.0/24")}},
+		{"no podCIDRs", NodeCIDRInstall{Store: "bolt:/x.db", ClusterCIDRs: []netip.Prefix{pfx("10.244.0.0/16")}}, nil},
+	} {
+		ic.NodeCIDR = &tt.n
+		if _, err := ic.conf("node-1", tt.cidr); err == nil {
+			t.Errorf("%s: no error", tt.name)
+		}
+	}
+}
+
+func TestNodeCIDRBlockSize(t *testing.T) {
+	for cidr, want := range map[string]int{"10.244.1.0/24": 26, "10.244.1.0/26": 26, "10.244.1.0/28": 28, "fd00::/64": 122, "fd00::/124": 124} {
+		if got := NodeCIDRBlockSize(pfx(cidr)); got != want {
+			t.Errorf("%s: block size %d, want %d", cidr, got, want)
+		}
+	}
+}

@@ -50,7 +50,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		}),
 		watchRestarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "podnet", Subsystem: "agent", Name: "watch_restarts_total",
-			Help: "Times the store watch broke and the agent listed and resynced.",
+			Help: "Times the store watch (the Node list or watch, with the Kubernetes datastore) broke and the agent listed and resynced.",
 		}),
 		gcReleased: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "podnet", Subsystem: "agent", Name: "gc_released_addresses_total",

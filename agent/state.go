@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/podnet/podnet/ipam"
@@ -20,6 +21,9 @@ type clusterState struct {
 	// borrowed: per block, the addresses held by a node other than the
 	// block's affine node.
 	borrowed map[netip.Prefix]map[netip.Addr]string
+	// podCIDRs: in the Kubernetes datastore, each Node's spec.podCIDRs,
+	// which stand in affinities for confirmed blocks (see setNode).
+	podCIDRs map[string][]netip.Prefix
 }
 
 func newClusterState(keys ipam.Keys, prefix string) *clusterState {
@@ -27,7 +31,45 @@ func newClusterState(keys ipam.Keys, prefix string) *clusterState {
 		keys: keys, nodesPrefix: NodesPrefix(prefix),
 		nodes: map[string]NodeRecord{}, affinities: map[netip.Prefix]string{},
 		borrowed: map[netip.Prefix]map[netip.Addr]string{},
+		podCIDRs: map[string][]netip.Prefix{},
 	}
+}
+
+// setNode records everything the Kubernetes datastore says of one node at
+// once: its record (none when ok is false) and its podCIDRs, which go
+// into affinities as if each were a block confirmed to the node, so that
+// Compute routes them (or blackholes this node's own) as it does blocks.
+// It returns whether anything routing depends on changed.
+func (s *clusterState) setNode(name string, rec NodeRecord, ok bool, cidrs []netip.Prefix) bool {
+	changed := false
+	old, had := s.nodes[name]
+	switch {
+	case ok && (!had || old != rec):
+		s.nodes[name] = rec
+		changed = true
+	case !ok && had:
+		delete(s.nodes, name)
+		changed = true
+	}
+	if slices.Equal(s.podCIDRs[name], cidrs) {
+		return changed
+	}
+	for _, p := range s.podCIDRs[name] {
+		// A CIDR already handed to another node (the controller reuses a
+		// deleted node's) stays that node's.
+		if s.affinities[p] == name {
+			delete(s.affinities, p)
+		}
+	}
+	for _, p := range cidrs {
+		s.affinities[p] = name
+	}
+	if len(cidrs) == 0 {
+		delete(s.podCIDRs, name)
+	} else {
+		s.podCIDRs[name] = slices.Clone(cidrs)
+	}
+	return true
 }
 
 // apply records one key's new value (or deletion). It returns whether

@@ -14,13 +14,18 @@ import (
 
 	"github.com/podnet/podnet/agent"
 	"github.com/podnet/podnet/install"
+	"github.com/podnet/podnet/ipamcni"
 )
 
 // agentOptions are the flags of podnet agent.
 type agentOptions struct {
 	node, storeSpec, mode, underlay, metricsAddr string
 	certFile, keyFile, caFile                    string
-	gcInterval, gcGrace, leaseTTL                time.Duration
+	// --datastore kubernetes: the API server, and the cluster's pod
+	// CIDRs for the plugin's masqExclude.
+	datastore, kubeconfig         string
+	clusterCIDRs                  []string
+	gcInterval, gcGrace, leaseTTL time.Duration
 	// --install, and what it installs from where.
 	doInstall, uninstallOnExit bool
 	srcDir, networkConfig      string
@@ -39,6 +44,14 @@ get blackhole routes. With --install, once the node is registered and its
 routes are programmed it installs the plugins and writes the network config, so
 that a runtime never starts pods on a node whose pod network is not ready.
 
+With --datastore kubernetes there is no etcd: the agent registers the node by
+annotating its Node (podnet.io/underlay-address, podnet.io/vtep-mac,
+podnet.io/link-local6), watches every Node, and routes to each one's
+spec.podCIDRs (kube-controller-manager --allocate-node-cidrs). The config it
+installs hands out this node's pod addresses from its own podCIDRs, in a
+node-local bbolt --store, and excludes --cluster-cidr from masquerade; it is
+written once the Node has podCIDRs, and again if they change.
+
 On SIGTERM it exits leaving routes in place: pods keep working while it
 restarts. It serves /metrics, /healthz and /readyz on --metrics-addr.`,
 		Args: cobra.NoArgs,
@@ -46,7 +59,10 @@ restarts. It serves /metrics, /healthz and /readyz on --metrics-addr.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&ao.node, "node", os.Getenv("NODE_NAME"), "node name (default $NODE_NAME, else the host name)")
-	f.StringVar(&ao.storeSpec, "store", "", "IPAM store: etcd://HOST:PORT[,HOST:PORT] (or bolt:PATH for one node)")
+	f.StringVar(&ao.datastore, "datastore", "etcd", "where nodes register and are watched: etcd (the --store) or kubernetes (Node objects; no etcd)")
+	f.StringVar(&ao.storeSpec, "store", "", "IPAM store: etcd://HOST:PORT[,HOST:PORT] (or bolt:PATH for one node); with --datastore kubernetes, the node-local bolt:PATH (default "+ipamcni.DefaultStore+")")
+	f.StringVar(&ao.kubeconfig, "kubeconfig", "", "with --datastore kubernetes: kubeconfig file (default: the pod's in-cluster config)")
+	f.StringSliceVar(&ao.clusterCIDRs, "cluster-cidr", nil, "with --datastore kubernetes: the cluster's pod CIDRs (kube-controller-manager --cluster-cidr; comma-separated for dual-stack), never masqueraded")
 	f.StringVar(&ao.certFile, "etcd-cert", "", "etcd client certificate")
 	f.StringVar(&ao.keyFile, "etcd-key", "", "etcd client key")
 	f.StringVar(&ao.caFile, "etcd-ca", "", "etcd CA bundle")
@@ -60,7 +76,6 @@ restarts. It serves /metrics, /healthz and /readyz on --metrics-addr.`,
 	f.DurationVar(&ao.gcInterval, "gc-interval", 5*time.Minute, "how often to release this node's leaked addresses (0: never)")
 	f.DurationVar(&ao.gcGrace, "gc-grace", time.Minute, "how long an address's attachment must be missing before GC releases it")
 	f.DurationVar(&ao.leaseTTL, "lease-ttl", 10*time.Second, "TTL of the node registration's etcd lease")
-	_ = cmd.MarkFlagRequired("store")
 	return cmd
 }
 
@@ -69,6 +84,11 @@ func (ao *agentOptions) run(ctx context.Context, opts *globalOptions) error {
 	cfg, err := ao.config(opts)
 	if err != nil {
 		return err
+	}
+	if ao.datastore == datastoreKubernetes {
+		if cfg.Kube.REST, err = ao.restConfig(); err != nil {
+			return err
+		}
 	}
 	store, etcdClient, err := agent.OpenStore(ctx, ao.storeSpec, agent.StoreOptions{CertFile: ao.certFile, KeyFile: ao.keyFile, CAFile: ao.caFile})
 	if err != nil {
@@ -111,6 +131,10 @@ func (ao *agentOptions) config(opts *globalOptions) (agent.Config, error) {
 		LeaseTTL: ao.leaseTTL, GCInterval: ao.gcInterval, GCGrace: ao.gcGrace, CacheDir: opts.cacheDir,
 		Logger: slog.Default(),
 	}
+	nodeCIDR, err := ao.datastoreConfig(&cfg)
+	if err != nil {
+		return agent.Config{}, err
+	}
 	if !ao.doInstall {
 		if ao.uninstallOnExit {
 			slog.Warn("--uninstall-on-exit without --install: the agent installs no config, so it removes none")
@@ -126,6 +150,7 @@ func (ao *agentOptions) config(opts *globalOptions) (agent.Config, error) {
 	cfg.Install = &agent.InstallConfig{
 		SrcDir: srcDir, BinDir: opts.binDirs[0], ConfDir: opts.confDir, NetworkConfig: ao.networkConfig,
 		Network: install.Network{Store: ao.storeSpec}, UninstallOnExit: ao.uninstallOnExit,
+		NodeCIDR: nodeCIDR,
 	}
 	return cfg, nil
 }

@@ -120,14 +120,16 @@ func TestNetworkConfig(t *testing.T) {
 	}
 }
 
-// TestNetValidate runs `podnet net validate` on the ConfigMap's conflist
-// with podnet and its plugins built from the main module: every plugin
-// the config names exists, runs, and supports its cniVersion.
+// TestNetValidate runs `podnet net validate` on the ConfigMap's conflist,
+// and on the node-CIDR ConfigMap's as the agent installs it, with podnet
+// and its plugins built from the main module: every plugin the config
+// names exists, runs, and supports its cniVersion.
 func TestNetValidate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds podnet and its plugins")
 	}
 	_, key, data := conflist(t)
+	_, ncKey, _, ncData := nodeCIDRConflist(t)
 	var missing []string
 	for _, name := range install.PluginNames {
 		if _, err := os.Stat(filepath.Join(rootDir, "plugins", name)); err != nil {
@@ -139,7 +141,7 @@ func TestNetValidate(t *testing.T) {
 	}
 
 	tmp := t.TempDir()
-	cliDir, binDir, confDir := filepath.Join(tmp, "cli"), filepath.Join(tmp, "bin"), filepath.Join(tmp, "net.d")
+	cliDir, binDir := filepath.Join(tmp, "cli"), filepath.Join(tmp, "bin")
 	// The CLI and the main plugin are both called podnet: two directories.
 	goBuild(t, cliDir, "./cmd/podnet")
 	pkgs := make([]string, len(install.PluginNames))
@@ -147,7 +149,21 @@ func TestNetValidate(t *testing.T) {
 		pkgs[i] = "./plugins/" + name
 	}
 	goBuild(t, binDir, pkgs...)
-	if err := os.Mkdir(confDir, 0o755); err != nil {
+	for _, c := range []struct {
+		name, key string
+		data      []byte
+	}{{"etcd", key, data}, {"node-cidr", ncKey, ncData}} {
+		t.Run(c.name, func(t *testing.T) {
+			netValidate(t, filepath.Join(cliDir, "podnet"), binDir, filepath.Join(tmp, c.name), c.key, c.data)
+		})
+	}
+}
+
+// netValidate writes the conflist data as key into a conf dir of its own
+// under dir and runs podnet net validate on it.
+func netValidate(t *testing.T, podnet, binDir, dir, key string, data []byte) {
+	confDir := filepath.Join(dir, "net.d")
+	if err := os.MkdirAll(confDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(confDir, key), data, 0o644); err != nil {
@@ -157,8 +173,8 @@ func TestNetValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(cliDir, "podnet"), "--conf-dir", confDir, "--bin-dir", binDir,
-		"--cache-dir", filepath.Join(tmp, "cache"), "--state-dir", filepath.Join(tmp, "state"),
+	cmd := exec.Command(podnet, "--conf-dir", confDir, "--bin-dir", binDir,
+		"--cache-dir", filepath.Join(dir, "cache"), "--state-dir", filepath.Join(dir, "state"),
 		"net", "validate", list.Name)
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s\n%s", cmd, out)

@@ -35,9 +35,15 @@ type pod struct {
 	agent *corev1.Container
 }
 
+// loadPod finds the DaemonSet's pod in deploy/kubernetes.
 func loadPod(t *testing.T) *pod {
 	t.Helper()
-	m := load(t)
+	return loadPodFrom(t, manifestDir)
+}
+
+func loadPodFrom(t *testing.T, dir string) *pod {
+	t.Helper()
+	m := loadFrom(t, dir)
 	if len(m.daemonSets) != 1 {
 		t.Fatalf("%d DaemonSets, want 1", len(m.daemonSets))
 	}
@@ -248,12 +254,72 @@ func (p *pod) probePort(c *corev1.Container, port intstr.IntOrString) (int32, er
 	return 0, fmt.Errorf("no container port named %q", port.StrVal)
 }
 
+// podCheck is one check of a DaemonSet's pod.
+type podCheck struct {
+	name  string
+	check func(t *testing.T, p *pod)
+}
+
+func runChecks(t *testing.T, p *pod, checks []podCheck) {
+	for _, tt := range checks {
+		t.Run(tt.name, func(t *testing.T) { tt.check(t, p) })
+	}
+}
+
+// TestDaemonSet checks the etcd model's DaemonSet: what every podnet
+// DaemonSet must be (podChecks), and an agent that reaches etcd and no
+// API.
 func TestDaemonSet(t *testing.T) {
 	p := loadPod(t)
-	tests := []struct {
-		name  string
-		check func(t *testing.T, p *pod)
-	}{
+	runChecks(t, p, append(podChecks(),
+		podCheck{"service account without API access", func(t *testing.T, p *pod) {
+			sa := p.m.serviceAccounts[p.spec.ServiceAccountName]
+			if sa == nil {
+				t.Fatalf("serviceAccountName %q: not among the manifests", p.spec.ServiceAccountName)
+			}
+			if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken ||
+				p.spec.AutomountServiceAccountToken == nil || *p.spec.AutomountServiceAccountToken {
+				t.Error("automountServiceAccountToken must be false on the account and the pod: the agent does not use the API")
+			}
+		}},
+		podCheck{"agent reaches etcd", func(t *testing.T, p *pod) {
+			store, _ := p.expandedFlag(t, p.agent, "store")
+			if !strings.HasPrefix(store, "etcd://") || len(store) == len("etcd://") {
+				t.Errorf("agent --store=%q: want etcd://HOST:PORT[,HOST:PORT]", store)
+			}
+		}},
+		podCheck{"etcd TLS files from the secret", etcdTLSCheck},
+	))
+}
+
+func etcdTLSCheck(t *testing.T, p *pod) {
+	set := 0
+	for _, f := range []string{"etcd-cert", "etcd-key", "etcd-ca"} {
+		v, _ := p.expandedFlag(t, p.agent, f)
+		if v == "" {
+			continue
+		}
+		set++
+		if _, vol := p.volumeAt(p.agent, v); vol == nil || vol.Secret == nil {
+			t.Errorf("agent --%s=%s: not on a Secret volume", f, v)
+		}
+	}
+	cert, _ := p.expandedFlag(t, p.agent, "etcd-cert")
+	key, _ := p.expandedFlag(t, p.agent, "etcd-key")
+	if (cert == "") != (key == "") {
+		t.Errorf("agent --etcd-cert=%q --etcd-key=%q: set both or neither", cert, key)
+	}
+	for _, v := range p.spec.Volumes {
+		if v.Secret != nil && p.m.secrets[v.Secret.SecretName] == nil && (v.Secret.Optional == nil || !*v.Secret.Optional) {
+			t.Errorf("volume %s: Secret %q is not shipped, so it must be optional", v.Name, v.Secret.SecretName)
+		}
+	}
+}
+
+// podChecks are what every podnet DaemonSet must be, whatever its
+// datastore.
+func podChecks() []podCheck {
+	return []podCheck{
 		{"tolerates every taint", func(t *testing.T, p *pod) {
 			for _, tol := range p.spec.Tolerations {
 				if tol.Operator == corev1.TolerationOpExists && tol.Key == "" && tol.Effect == "" {
@@ -288,16 +354,6 @@ func TestDaemonSet(t *testing.T) {
 				if p.ds.Spec.Template.Labels[k] != v {
 					t.Errorf("selector %s=%s: template has %q", k, v, p.ds.Spec.Template.Labels[k])
 				}
-			}
-		}},
-		{"service account without API access", func(t *testing.T, p *pod) {
-			sa := p.m.serviceAccounts[p.spec.ServiceAccountName]
-			if sa == nil {
-				t.Fatalf("serviceAccountName %q: not among the manifests", p.spec.ServiceAccountName)
-			}
-			if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken ||
-				p.spec.AutomountServiceAccountToken == nil || *p.spec.AutomountServiceAccountToken {
-				t.Error("automountServiceAccountToken must be false on the account and the pod: the agent does not use the API")
 			}
 		}},
 		{"one image", func(t *testing.T, p *pod) {
@@ -358,35 +414,6 @@ func TestDaemonSet(t *testing.T) {
 			}
 			if v, ok := flagValue(argv(p.agent), "node"); ok && v != "$("+nodeNameEnv+")" {
 				t.Errorf("agent --node=%s: want $(%s) or no flag", v, nodeNameEnv)
-			}
-		}},
-		{"agent reaches etcd", func(t *testing.T, p *pod) {
-			store, _ := p.expandedFlag(t, p.agent, "store")
-			if !strings.HasPrefix(store, "etcd://") || len(store) == len("etcd://") {
-				t.Errorf("agent --store=%q: want etcd://HOST:PORT[,HOST:PORT]", store)
-			}
-		}},
-		{"etcd TLS files from the secret", func(t *testing.T, p *pod) {
-			set := 0
-			for _, f := range []string{"etcd-cert", "etcd-key", "etcd-ca"} {
-				v, _ := p.expandedFlag(t, p.agent, f)
-				if v == "" {
-					continue
-				}
-				set++
-				if _, vol := p.volumeAt(p.agent, v); vol == nil || vol.Secret == nil {
-					t.Errorf("agent --%s=%s: not on a Secret volume", f, v)
-				}
-			}
-			cert, _ := p.expandedFlag(t, p.agent, "etcd-cert")
-			key, _ := p.expandedFlag(t, p.agent, "etcd-key")
-			if (cert == "") != (key == "") {
-				t.Errorf("agent --etcd-cert=%q --etcd-key=%q: set both or neither", cert, key)
-			}
-			for _, v := range p.spec.Volumes {
-				if v.Secret != nil && p.m.secrets[v.Secret.SecretName] == nil && (v.Secret.Optional == nil || !*v.Secret.Optional) {
-					t.Errorf("volume %s: Secret %q is not shipped, so it must be optional", v.Name, v.Secret.SecretName)
-				}
 			}
 		}},
 		{"env references resolve", func(t *testing.T, p *pod) {
@@ -462,8 +489,5 @@ func TestDaemonSet(t *testing.T) {
 				}
 			}
 		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { tt.check(t, p) })
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -21,8 +22,12 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// manifestDir holds the manifests, relative to this package.
-const manifestDir = ".."
+// manifestDir holds the manifests, relative to this package;
+// nodeCIDRDir the node-CIDR model's (the Kubernetes API as datastore).
+const (
+	manifestDir = ".."
+	nodeCIDRDir = "../node-cidr"
+)
 
 // namespace is where every podnet object lives: kube-system, because
 // clusters commonly reserve system-node-critical pods to it and exempt it
@@ -37,16 +42,20 @@ type manifests struct {
 	serviceAccounts map[string]*corev1.ServiceAccount
 	secrets         map[string]*corev1.Secret
 	namespaces      map[string]*corev1.Namespace
+	clusterRoles    map[string]*rbacv1.ClusterRole
+	roleBindings    map[string]*rbacv1.ClusterRoleBinding
 }
 
 // decoder decodes YAML or JSON into typed objects the way the API server
 // does with strict field validation: unknown and duplicate fields are
-// errors, field names are case-sensitive, and only apps/v1 and core/v1
-// are known, so a removed API version (extensions/v1beta1) is an error.
+// errors, field names are case-sensitive, and only apps/v1, core/v1
+// and rbac.authorization.k8s.io/v1 are known, so a removed API version
+// (extensions/v1beta1) is an error.
 func decoder() runtime.Decoder {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(scheme))
 	utilruntime.Must(appsv1.AddToScheme(scheme))
+	utilruntime.Must(rbacv1.AddToScheme(scheme))
 	return serializer.NewCodecFactory(scheme, serializer.EnableStrict).UniversalDeserializer()
 }
 
@@ -109,8 +118,16 @@ func (m *manifests) add(obj runtime.Object) error {
 		meta, seen = o, m.namespaces[o.Name] != nil
 		m.namespaces[o.Name] = o
 		wantNS = "" // cluster-scoped
+	case *rbacv1.ClusterRole:
+		meta, seen = o, m.clusterRoles[o.Name] != nil
+		m.clusterRoles[o.Name] = o
+		wantNS = ""
+	case *rbacv1.ClusterRoleBinding:
+		meta, seen = o, m.roleBindings[o.Name] != nil
+		m.roleBindings[o.Name] = o
+		wantNS = ""
 	default:
-		return fmt.Errorf("kind %s: not one podnet ships (DaemonSet, ConfigMap, ServiceAccount, Secret, Namespace); add it to the test with checks",
+		return fmt.Errorf("kind %s: not one podnet ships (DaemonSet, ConfigMap, ServiceAccount, Secret, Namespace, ClusterRole, ClusterRoleBinding); add it to the test with checks",
 			obj.GetObjectKind().GroupVersionKind())
 	}
 	kind := obj.GetObjectKind().GroupVersionKind().Kind
@@ -125,22 +142,43 @@ func (m *manifests) add(obj runtime.Object) error {
 	return nil
 }
 
-// loaded caches the decoded manifests for every test of the package.
+// loaded caches the decoded manifests of each directory for every test
+// of the package.
 var loaded struct {
-	once sync.Once
+	sync.Mutex
+	dirs map[string]*loadedDir
+}
+
+type loadedDir struct {
 	m    *manifests
 	errs []error
 }
 
-// load returns the decoded manifests, failing the test with every
-// document that did not decode.
+// load returns the decoded manifests of deploy/kubernetes.
 func load(t *testing.T) *manifests {
 	t.Helper()
-	loaded.once.Do(func() { loaded.m, loaded.errs = loadDir(manifestDir) })
-	if len(loaded.errs) > 0 {
-		t.Fatalf("manifests:\n%v", errors.Join(loaded.errs...))
+	return loadFrom(t, manifestDir)
+}
+
+// loadFrom returns the decoded manifests of dir, failing the test with
+// every document that did not decode.
+func loadFrom(t *testing.T, dir string) *manifests {
+	t.Helper()
+	loaded.Lock()
+	if loaded.dirs == nil {
+		loaded.dirs = map[string]*loadedDir{}
 	}
-	return loaded.m
+	l := loaded.dirs[dir]
+	if l == nil {
+		l = &loadedDir{}
+		l.m, l.errs = loadDir(dir)
+		loaded.dirs[dir] = l
+	}
+	loaded.Unlock()
+	if len(l.errs) > 0 {
+		t.Fatalf("manifests in %s:\n%v", dir, errors.Join(l.errs...))
+	}
+	return l.m
 }
 
 func loadDir(dir string) (*manifests, []error) {
@@ -156,6 +194,8 @@ func loadDir(dir string) (*manifests, []error) {
 		serviceAccounts: map[string]*corev1.ServiceAccount{},
 		secrets:         map[string]*corev1.Secret{},
 		namespaces:      map[string]*corev1.Namespace{},
+		clusterRoles:    map[string]*rbacv1.ClusterRole{},
+		roleBindings:    map[string]*rbacv1.ClusterRoleBinding{},
 	}
 	dec := decoder()
 	var errs []error

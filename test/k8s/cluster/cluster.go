@@ -171,6 +171,7 @@ func (c *Cluster) bringUp() {
 	}...)
 	for _, n := range c.Nodes {
 		steps = append(steps,
+			step{n.Name + " kubernetes Service", func() error { return serveKubernetesService(n) }},
 			step{n.Name + " containerd", func() error { return c.startContainerd(n) }},
 			step{n.Name + " kubelet", func() error { return c.startKubelet(n) }})
 	}

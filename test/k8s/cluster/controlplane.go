@@ -152,6 +152,9 @@ func (c *Cluster) startControllers() error {
 		"--service-account-private-key-file="+p.path("sa.key"),
 		"--root-ca-file="+p.path("ca.crt"),
 		"--use-service-account-credentials=false",
+		// Every Node gets spec.podCIDRs, which podnet's node-CIDR model
+		// hands its pods' addresses out of; the etcd model ignores them.
+		"--allocate-node-cidrs=true", "--cluster-cidr="+ClusterCIDR, "--node-cidr-mask-size=24",
 		"--cert-dir="+filepath.Join(c.Dir, "kcm-certs"),
 		"-v=1",
 	); err != nil {

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/ipamcni"
+)
+
+const (
+	datastoreEtcd       = "etcd"
+	datastoreKubernetes = "kubernetes"
+)
+
+// datastoreConfig checks the datastore flags and sets cfg up for the one
+// chosen (the API server's address is read later, in run). For the
+// Kubernetes datastore it returns the node-CIDR install settings.
+func (ao *agentOptions) datastoreConfig(cfg *agent.Config) (*agent.NodeCIDRInstall, error) {
+	switch ao.datastore {
+	case datastoreEtcd:
+		if ao.storeSpec == "" {
+			return nil, errors.New(`required flag "store" not set (or --datastore kubernetes)`)
+		}
+		if ao.kubeconfig != "" || len(ao.clusterCIDRs) > 0 {
+			return nil, errors.New("--kubeconfig and --cluster-cidr go with --datastore kubernetes")
+		}
+		return nil, nil
+	case datastoreKubernetes:
+	default:
+		return nil, fmt.Errorf("--datastore %q: want etcd or kubernetes", ao.datastore)
+	}
+	if ao.storeSpec == "" {
+		ao.storeSpec = ipamcni.DefaultStore
+	}
+	if !strings.HasPrefix(ao.storeSpec, "bolt:") {
+		return nil, fmt.Errorf("--store %q: with --datastore kubernetes each node keeps its addresses in a local bolt:PATH", ao.storeSpec)
+	}
+	var cidrs []netip.Prefix
+	for _, s := range ao.clusterCIDRs {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil || p != p.Masked() {
+			return nil, fmt.Errorf("--cluster-cidr %q: want a network prefix such as 10.244.0.0/16", s)
+		}
+		cidrs = append(cidrs, p)
+	}
+	if ao.doInstall && len(cidrs) == 0 {
+		return nil, errors.New("--datastore kubernetes --install needs --cluster-cidr: traffic between pods of different nodes must not be masqueraded")
+	}
+	cfg.Kube = &agent.KubeConfig{}
+	return &agent.NodeCIDRInstall{Store: ao.storeSpec, ClusterCIDRs: cidrs}, nil
+}
+
+// restConfig reads --kubeconfig, or without it the pod's in-cluster
+// config (the service account's token and CA, and the API server at
+// $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT).
+func (ao *agentOptions) restConfig() (*rest.Config, error) {
+	if ao.kubeconfig != "" {
+		c, err := clientcmd.BuildConfigFromFlags("", ao.kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig: %w", err)
+		}
+		return c, nil
+	}
+	c, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("in-cluster Kubernetes config (or set --kubeconfig): %w", err)
+	}
+	return c, nil
+}

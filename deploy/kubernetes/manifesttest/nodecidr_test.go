@@ -1,0 +1,242 @@
+package manifesttest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"path"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/install"
+	"github.com/podnet/podnet/ipamcni"
+)
+
+// The node-CIDR model's agent runs against the API with exactly these
+// rights on nodes, and no others.
+var nodeCIDRVerbs = []string{"list", "watch", "patch"}
+
+// TestNodeCIDRManifests: deploy/kubernetes/node-cidr decodes strictly,
+// and its objects have the names of deploy/kubernetes's, so that applying
+// one model over the other replaces it instead of running both.
+func TestNodeCIDRManifests(t *testing.T) {
+	m, etcd := loadFrom(t, nodeCIDRDir), load(t)
+	if len(m.daemonSets) != 1 || len(m.clusterRoles) != 1 || len(m.roleBindings) != 1 {
+		t.Fatalf("%d DaemonSets, %d ClusterRoles, %d ClusterRoleBindings; want one each", len(m.daemonSets), len(m.clusterRoles), len(m.roleBindings))
+	}
+	if m.daemonSets[0].Name != etcd.daemonSets[0].Name {
+		t.Errorf("DaemonSet %q, deploy/kubernetes has %q", m.daemonSets[0].Name, etcd.daemonSets[0].Name)
+	}
+	for _, names := range [][2][]string{
+		{sortedKeys(m.configMaps), sortedKeys(etcd.configMaps)},
+		{sortedKeys(m.serviceAccounts), sortedKeys(etcd.serviceAccounts)},
+	} {
+		if !slices.Equal(names[0], names[1]) {
+			t.Errorf("objects %v, deploy/kubernetes has %v", names[0], names[1])
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestNodeCIDRDaemonSet checks the node-CIDR DaemonSet: what every podnet
+// DaemonSet must be, an agent on the Kubernetes datastore with only the
+// rights it uses, and a store the plugins on the host and the agent in
+// its container both find at the same path.
+func TestNodeCIDRDaemonSet(t *testing.T) {
+	p := loadPodFrom(t, nodeCIDRDir)
+	runChecks(t, p, append(podChecks(),
+		podCheck{"API access for nodes alone", nodeCIDRRBACCheck},
+		podCheck{"agent on the Kubernetes datastore", func(t *testing.T, p *pod) {
+			if v, _ := flagValue(argv(p.agent), "datastore"); v != "kubernetes" {
+				t.Errorf("agent --datastore=%q, want kubernetes", v)
+			}
+			for _, f := range []string{"etcd-cert", "etcd-key", "etcd-ca", "kubeconfig"} {
+				if _, ok := flagValue(argv(p.agent), f); ok {
+					t.Errorf("agent --%s: the in-cluster config is the agent's only credential", f)
+				}
+			}
+			if _, err := clusterCIDRs(t, p); err != nil {
+				t.Error(err)
+			}
+		}},
+		podCheck{"node-local store on the host's path", func(t *testing.T, p *pod) {
+			store, _ := p.expandedFlag(t, p.agent, "store")
+			file, ok := strings.CutPrefix(store, "bolt:")
+			if !ok || !path.IsAbs(file) {
+				t.Fatalf("agent --store=%q: want bolt:/ABSOLUTE/PATH", store)
+			}
+			// The plugin opens the path the config names on the host; the
+			// agent's GC opens it in its container.
+			vm, vol := p.volumeAt(p.agent, file)
+			switch {
+			case vol == nil || vol.HostPath == nil:
+				t.Errorf("--store %s: not on a hostPath volume", file)
+			case vm.MountPath != path.Clean(vol.HostPath.Path):
+				t.Errorf("--store %s: mounted at %s from the host's %s; the plugin and the agent must see one path", file, vm.MountPath, vol.HostPath.Path)
+			case vm.ReadOnly:
+				t.Errorf("--store %s: read-only", file)
+			}
+		}},
+	))
+}
+
+// nodeCIDRRBACCheck: the pod mounts its token, and its account is bound
+// to one ClusterRole that lists, watches and patches nodes, nothing else.
+func nodeCIDRRBACCheck(t *testing.T, p *pod) {
+	if p.spec.AutomountServiceAccountToken == nil || !*p.spec.AutomountServiceAccountToken {
+		t.Error("automountServiceAccountToken is not true on the pod: the agent needs its token")
+	}
+	if p.m.serviceAccounts[p.spec.ServiceAccountName] == nil {
+		t.Fatalf("serviceAccountName %q: not among the manifests", p.spec.ServiceAccountName)
+	}
+	for _, b := range p.m.roleBindings {
+		sa := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: p.spec.ServiceAccountName, Namespace: namespace}
+		if !reflect.DeepEqual(b.Subjects, []rbacv1.Subject{sa}) {
+			t.Errorf("ClusterRoleBinding %s binds %+v, want the agent's account alone", b.Name, b.Subjects)
+		}
+		role := p.m.clusterRoles[b.RoleRef.Name]
+		if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.APIGroup != rbacv1.GroupName || role == nil {
+			t.Fatalf("ClusterRoleBinding %s: roleRef %+v is not a ClusterRole of the manifests", b.Name, b.RoleRef)
+		}
+		want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: nodeCIDRVerbs}}
+		if !reflect.DeepEqual(role.Rules, want) || role.AggregationRule != nil {
+			t.Errorf("ClusterRole %s: rules %+v, want %+v", role.Name, role.Rules, want)
+		}
+	}
+}
+
+// clusterCIDRs is the agent's --cluster-cidr, from the ConfigMap.
+func clusterCIDRs(t *testing.T, p *pod) ([]netip.Prefix, error) {
+	v, _ := p.expandedFlag(t, p.agent, "cluster-cidr")
+	var out []netip.Prefix
+	for _, s := range strings.Split(v, ",") {
+		c, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil || c != c.Masked() {
+			return nil, fmt.Errorf("agent --cluster-cidr=%q: want network prefixes, comma-separated", v)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// nodeCIDRConflist renders the node-CIDR ConfigMap's conflist as the
+// agent installs it on a node whose podCIDR is the first /24 of the
+// cluster CIDR.
+func nodeCIDRConflist(t *testing.T) (p *pod, key string, shipped, rendered []byte) {
+	t.Helper()
+	p = loadPodFrom(t, nodeCIDRDir)
+	cm, key, err := p.networkConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped = []byte(cm.Data[key])
+	file := filepath.Join(t.TempDir(), key)
+	if err := os.WriteFile(file, shipped, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cidrs, err := clusterCIDRs(t, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, _ := p.expandedFlag(t, p.agent, "store")
+	ic := agent.InstallConfig{NetworkConfig: file, NodeCIDR: &agent.NodeCIDRInstall{Store: store, ClusterCIDRs: cidrs}}
+	rendered, err = ic.Render("node-1", []netip.Prefix{netip.PrefixFrom(cidrs[0].Addr(), 24)})
+	if err != nil {
+		t.Fatalf("the agent refuses the ConfigMap's conflist: %v", err)
+	}
+	return p, key, shipped, rendered
+}
+
+// TestNodeCIDRNetworkConfig: the shipped conflist leaves to the agent
+// what differs per node, and what the agent makes of it is a config
+// podnet-ipam accepts, with the node's pool in its local store and the
+// cluster CIDR never masqueraded, otherwise as podnet install writes it.
+func TestNodeCIDRNetworkConfig(t *testing.T) {
+	p, key, shipped, rendered := nodeCIDRConflist(t)
+	list, err := cni.ParseNetworkConfigList(shipped, "ConfigMap key "+key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := install.ConfFileName(list.Name); key != want {
+		t.Errorf("key %q for network %q: the agent installs it as %s, so name the key that", key, list.Name, want)
+	}
+	var doc struct {
+		Plugins []map[string]any `json:"plugins"`
+	}
+	if err := json.Unmarshal(shipped, &doc); err != nil || len(doc.Plugins) == 0 {
+		t.Fatalf("plugins: %v", err)
+	}
+	ipam, _ := doc.Plugins[0]["ipam"].(map[string]any)
+	for _, k := range []string{"node", "pools", "store"} {
+		if _, ok := ipam[k]; ok {
+			t.Errorf("ipam.%s in the ConfigMap: the agent sets it per node", k)
+		}
+	}
+	if _, ok := doc.Plugins[0]["masqExclude"]; ok {
+		t.Error("masqExclude in the ConfigMap: the agent sets it from cluster_cidr")
+	}
+
+	if err := json.Unmarshal(rendered, &doc); err != nil {
+		t.Fatal(err)
+	}
+	main := doc.Plugins[0]
+	stdin, _ := json.Marshal(mergeMaps(main, map[string]any{"name": list.Name, "cniVersion": list.CNIVersion}))
+	req, err := ipamcni.ParseRequest(stdin, nil)
+	if err != nil {
+		t.Fatalf("podnet-ipam refuses the installed config: %v", err)
+	}
+	cidrs, _ := clusterCIDRs(t, p)
+	store, _ := p.expandedFlag(t, p.agent, "store")
+	if len(req.Pools) != 1 || req.Pools[0].CIDR != netip.PrefixFrom(cidrs[0].Addr(), 24) || req.Config.Store != store || req.Config.Node != "node-1" {
+		t.Errorf("installed ipam: pools %+v, store %q, node %q", req.Pools, req.Config.Store, req.Config.Node)
+	}
+	if got, want := main["masqExclude"], []any{cidrs[0].String()}; !reflect.DeepEqual(got, want) {
+		t.Errorf("installed masqExclude %v, want the cluster CIDR %v", got, want)
+	}
+
+	ipMasq, _ := main["ipMasq"].(bool)
+	mode, _ := main["mode"].(string)
+	gen, err := install.ConfList(install.Network{Name: list.Name, Mode: mode, IPMasq: &ipMasq, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var genDoc struct {
+		Plugins []map[string]any `json:"plugins"`
+	}
+	if err := json.Unmarshal(gen, &genDoc); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []map[string]any{main, genDoc.Plugins[0]} {
+		delete(m, "ipam")
+		delete(m, "masqExclude")
+	}
+	if len(doc.Plugins) != len(genDoc.Plugins) || !reflect.DeepEqual(main, genDoc.Plugins[0]) {
+		t.Errorf("the installed conflist's plugins are not what podnet install writes:\n%v\n%v", doc.Plugins, genDoc.Plugins)
+	}
+}
+
+func mergeMaps(a, b map[string]any) map[string]any {
+	out := map[string]any{}
+	for _, m := range []map[string]any{a, b} {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
