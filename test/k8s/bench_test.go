@@ -99,14 +99,7 @@ func benchChain(b *testing.B, ch burstChain) []burstResult {
 // installPodnet deploys podnet the way TestNode does: the shipped
 // manifests, localized, created through the API.
 func installPodnet(ctx context.Context, b *testing.B, c *cluster.Cluster) {
-	m, err := c.LoadManifests()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := c.Localize(m); err != nil {
-		b.Fatal(err)
-	}
-	if err := c.Apply(ctx, m); err != nil {
+	if err := c.Deploy(ctx, nil); err != nil {
 		b.Fatal(err)
 	}
 }

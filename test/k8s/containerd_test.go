@@ -42,19 +42,13 @@ func checkContainerd(t *testing.T, cd cluster.Containerd) {
 	c := cluster.Start(t, cluster.WithContainerd(cd))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	m, err := c.LoadManifests()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Localize(m); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Apply(ctx, m); err != nil {
+	var shipped string
+	if err := c.Deploy(ctx, func(m *cluster.Manifests) { shipped = m.ConfigMap.Data["10-podnet.conflist"] }); err != nil {
 		t.Fatal(err)
 	}
 	waitNodeReady(ctx, t, c, cluster.NodeName, 3*time.Minute)
 
-	want := checkInstalledConflist(t, c, m.ConfigMap.Data["10-podnet.conflist"], cni.KnownReaders[libcniReader[cd.Name]])
+	want := checkInstalledConflist(t, c, shipped, cni.KnownReaders[libcniReader[cd.Name]])
 	info, err := c.Nodes[0].RuntimeInfo(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -214,26 +208,13 @@ func deletedSandboxesLeaveNothing(ctx context.Context, t *testing.T, c *cluster.
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		list, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=podnet-diag"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(list.Items) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d pods still there 1m after deletion", len(list.Items))
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	waitNoDiagPods(ctx, t, c)
 	// kubelet confirms a deletion once the sandbox is stopped, its CNI
 	// DEL done; a veth can outlive that for as long as the kernel takes
 	// to destroy the pod's namespace, which on a loaded machine is a
 	// while ("Peer netns reference is invalid" until then).
 	var left []string
-	deadline = time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		left = podLeftovers(t, c, pods, sandboxes)
 		if len(left) == 0 || time.Now().After(deadline) {

@@ -24,17 +24,12 @@ const agentSelector = "app.kubernetes.io/name=podnet"
 // node is Ready and the agent pod ready.
 func deployPodnet(ctx context.Context, t *testing.T, c *cluster.Cluster, edit func(*appsv1.DaemonSet)) {
 	t.Helper()
-	m, err := c.LoadManifests()
+	err := c.Deploy(ctx, func(m *cluster.Manifests) {
+		if edit != nil {
+			edit(m.DaemonSet)
+		}
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Localize(m); err != nil {
-		t.Fatal(err)
-	}
-	if edit != nil {
-		edit(m.DaemonSet)
-	}
-	if err := c.Apply(ctx, m); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(ctx, t, "node Ready after podnet was applied", 3*time.Minute, func() error {

@@ -71,14 +71,7 @@ func TestNode(t *testing.T) {
 	})
 
 	start := time.Now()
-	m, err := c.LoadManifests()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Localize(m); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Apply(ctx, m); err != nil {
+	if err := c.Deploy(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 

@@ -27,14 +27,7 @@ func TestTwoNodes(t *testing.T) {
 	c := cluster.Start(t, cluster.WithNodes(2))
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	m, err := c.LoadManifests()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Localize(m); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Apply(ctx, m); err != nil {
+	if err := c.Deploy(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range c.Nodes {

@@ -81,3 +81,20 @@ func (c *Cluster) Apply(ctx context.Context, m *Manifests) error {
 	}
 	return nil
 }
+
+// Deploy applies deploy/kubernetes as a user of this cluster would:
+// decoded strictly, localized, changed by edit when it is not nil (a
+// user's tuning of the shipped objects), created through the API.
+func (c *Cluster) Deploy(ctx context.Context, edit func(*Manifests)) error {
+	m, err := c.LoadManifests()
+	if err != nil {
+		return err
+	}
+	if err := c.Localize(m); err != nil {
+		return err
+	}
+	if edit != nil {
+		edit(m)
+	}
+	return c.Apply(ctx, m)
+}
