@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -114,8 +115,13 @@ func BenchmarkAgent5000Nodes(b *testing.B) {
 
 // scaleResult is what one run of the agent measured.
 type scaleResult struct {
-	sync, del, add       time.Duration
-	heap, alloc, reqRate float64
+	sync, del, add      time.Duration
+	heap, alloc         float64
+	reqRate, serverRate float64
+	// reconciles the agent ran (the first sync, the idle minute's resync,
+	// one per Node event) and their mean time: each one is a full one.
+	reconciles    uint64
+	reconcileMean time.Duration
 }
 
 func (r scaleResult) report(b *testing.B, n int) {
@@ -123,10 +129,13 @@ func (r scaleResult) report(b *testing.B, n int) {
 	b.ReportMetric(r.heap, "heap_MB")
 	b.ReportMetric(r.alloc, "alloc_MB")
 	b.ReportMetric(r.reqRate, "api_req/s")
+	b.ReportMetric(r.serverRate, "apiserver_node_req/s")
 	b.ReportMetric(float64(r.del.Milliseconds()), "del_ms")
 	b.ReportMetric(float64(r.add.Milliseconds()), "add_ms")
-	b.Logf("model A, %d Nodes: all routes in %s; heap %.1f MB (allocated %.0f MB on the way); %.3f API requests/s idle over %s; one Node deleted -> route withdrawn %s, one created -> route programmed %s",
-		n, r.sync.Round(time.Millisecond), r.heap, r.alloc, r.reqRate, scaleIdle, r.del.Round(time.Millisecond), r.add.Round(time.Millisecond))
+	b.ReportMetric(float64(r.reconcileMean.Microseconds())/1e3, "reconcile_ms")
+	b.Logf("model A, %d Nodes: all routes in %s; heap %.1f MB (allocated %.0f MB on the way); idle over %s: %.3f API requests/s (the agent's count), %.3f requests/s to nodes (apiserver_request_total); one Node deleted -> route withdrawn %s, one created -> route programmed %s; %d reconciles, %s each on average",
+		n, r.sync.Round(time.Millisecond), r.heap, r.alloc, scaleIdle, r.reqRate, r.serverRate, r.del.Round(time.Millisecond), r.add.Round(time.Millisecond),
+		r.reconciles, r.reconcileMean.Round(100*time.Microsecond))
 }
 
 // runScaleAgent runs the agent in ns until it has been measured, and
@@ -167,9 +176,13 @@ func runScaleAgent(ctx context.Context, b *testing.B, c *cluster.Cluster, client
 	case <-time.After(2 * time.Minute):
 		b.Fatalf("agent not ready 2m after its routes: %v", a.Ready())
 	}
-	before := apiRequests(b, reg)
+	before, nodesBefore := apiRequests(b, reg), nodeRequests(ctx, b, c)
 	time.Sleep(scaleIdle)
 	r.reqRate = (apiRequests(b, reg) - before) / scaleIdle.Seconds()
+	// The API server's own count: only the agent uses nodes now (no
+	// controller runs, the benchmark's client is idle). A watch counts
+	// when it ends.
+	r.serverRate = (nodeRequests(ctx, b, c) - nodesBefore) / scaleIdle.Seconds()
 	start = time.Now()
 	if err := client.CoreV1().Nodes().Delete(ctx, scaleNodeName(0), metav1.DeleteOptions{}); err != nil {
 		b.Fatal(err)
@@ -180,6 +193,7 @@ func runScaleAgent(ctx context.Context, b *testing.B, c *cluster.Cluster, client
 	createScaleNodes(ctx, b, client, n, 1)
 	waitScaleRoutes(ctx, b, ns, n, n, true, time.Minute)
 	r.add = time.Since(start)
+	r.reconciles, r.reconcileMean = reconciles(b, reg)
 	// The next run starts from the same n Nodes, node 0 among them.
 	createScaleNodes(ctx, b, client, 0, 1)
 	if err := client.CoreV1().Nodes().Delete(ctx, scaleNodeName(n), metav1.DeleteOptions{}); err != nil {
@@ -211,6 +225,40 @@ func apiRequests(b *testing.B, reg *prometheus.Registry) float64 {
 		}
 		for _, m := range mf.GetMetric() {
 			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// reconciles returns podnet_agent_reconcile_duration_seconds's count and
+// mean.
+func reconciles(b *testing.B, reg *prometheus.Registry) (uint64, time.Duration) {
+	b.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "podnet_agent_reconcile_duration_seconds" || len(mf.GetMetric()) == 0 {
+			continue
+		}
+		h := mf.GetMetric()[0].GetHistogram()
+		if h.GetSampleCount() == 0 {
+			return 0, 0
+		}
+		return h.GetSampleCount(), time.Duration(h.GetSampleSum() / float64(h.GetSampleCount()) * float64(time.Second))
+	}
+	return 0, 0
+}
+
+// nodeRequests sums apiserver_request_total of nodes (every verb and
+// subresource).
+func nodeRequests(ctx context.Context, b *testing.B, c *cluster.Cluster) float64 {
+	b.Helper()
+	var sum float64
+	for k, v := range apiserverRequests(ctx, b, c) {
+		if strings.Contains(k, " core/nodes/") {
+			sum += v
 		}
 	}
 	return sum
