@@ -126,7 +126,7 @@ func parseCounters(r io.Reader, metric string, key func(labels map[string]string
 
 // apiserverRequests is apiserver_request_total by "VERB
 // group/resource/subresource" (group "core" for the core API).
-func apiserverRequests(ctx context.Context, t *testing.T, c *cluster.Cluster) map[string]float64 {
+func apiserverRequests(ctx context.Context, t testing.TB, c *cluster.Cluster) map[string]float64 {
 	t.Helper()
 	body, err := c.Client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {

@@ -78,19 +78,29 @@ type Cluster struct {
 	byName        map[string]*proc
 	sysctls       map[string]string
 	newHostDirs   []string
+	// controlPlaneOnly: etcd and kube-apiserver alone (WithControlPlaneOnly).
+	controlPlaneOnly bool
 }
 
 // Option changes what Start brings up.
 type Option func(*options)
 
 type options struct {
-	nodes      int
-	containerd Containerd
+	nodes        int
+	containerd   Containerd
+	controlPlane bool
 }
 
 // WithNodes brings up n nodes (default 1), each a kubelet and containerd
 // in network and mount namespaces of its own on the shared underlay.
 func WithNodes(n int) Option { return func(o *options) { o.nodes = n } }
+
+// WithControlPlaneOnly brings up etcd and kube-apiserver alone, on the
+// first node's network namespace: no controllers, images, containerd or
+// kubelet. Nothing then writes to the objects a test creates (no
+// allocator gives Nodes podCIDRs, no lifecycle controller taints Nodes
+// without a kubelet), as a benchmark of an API client wants.
+func WithControlPlaneOnly() Option { return func(o *options) { o.controlPlane = true } }
 
 // WithContainerd runs cd as the nodes' containerd, whatever
 // PODNET_K8S_CONTAINERD says.
@@ -123,7 +133,7 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	}
 	c := &Cluster{newHostDirs: absentHostDirs(), t: t, Dir: dir, kubeBin: kubeBin, byName: map[string]*proc{},
 		ModuleRoot: filepath.Dir(filepath.Dir(mod)), logDir: filepath.Join(dir, "logs"),
-		containerd: cd, containerdBin: cdBin}
+		containerd: cd, containerdBin: cdBin, controlPlaneOnly: o.controlPlane}
 	// The namespaces are made first so that they are removed last, after
 	// every process in them has stopped (and the switch's before the
 	// nodes' underlay links, which end on it, are gone).
@@ -162,18 +172,22 @@ func (c *Cluster) bringUp() {
 			step{n.Name + " network", func() error { return c.setupUnderlay(n) }},
 			step{n.Name + " mount namespace", func() error { return c.setupMountNS(n) }})
 	}
+	if !c.controlPlaneOnly {
+		steps = append(steps, step{"images", c.buildImages})
+	}
 	steps = append(steps, []step{
-		{"images", c.buildImages},
 		{"certificates", c.setupPKI},
 		{"etcd", c.startEtcd},
 		{"kube-apiserver", c.startAPIServer},
-		{"controller-manager and scheduler", c.startControllers},
 	}...)
-	for _, n := range c.Nodes {
-		steps = append(steps,
-			step{n.Name + " kubernetes Service", func() error { return serveKubernetesService(n) }},
-			step{n.Name + " containerd", func() error { return c.startContainerd(n) }},
-			step{n.Name + " kubelet", func() error { return c.startKubelet(n) }})
+	if !c.controlPlaneOnly {
+		steps = append(steps, step{"controller-manager and scheduler", c.startControllers})
+		for _, n := range c.Nodes {
+			steps = append(steps,
+				step{n.Name + " kubernetes Service", func() error { return serveKubernetesService(n) }},
+				step{n.Name + " containerd", func() error { return c.startContainerd(n) }},
+				step{n.Name + " kubelet", func() error { return c.startKubelet(n) }})
+		}
 	}
 	for _, s := range steps {
 		start := time.Now()
