@@ -87,7 +87,7 @@ image: build
 # or 2.x runs the node on one of those instead of Debian's 1.6.
 .PHONY: test-k8s
 test-k8s:
-	cd test/k8s && $(GO) test -count=1 -timeout 40m ./...
+	cd test/k8s && $(GO) test -count=1 -timeout 60m ./...
 
 run: deps build
 	$(CURDIR)/scripts/demo.sh $(BIN)
