@@ -175,8 +175,9 @@ func (c *Cluster) netnsPinDir() string {
 }
 
 // RemoveEmptyNetNSPin removes a pin NetNSPins returned whose namespace
-// holds no interface but lo: one containerd made for a sandbox and then
-// forgot (it was killed before the sandbox was recorded). A namespace
+// holds no interface but lo, or that pins nothing (a file containerd made
+// before it mounted a namespace on it): one containerd made for a sandbox
+// and then forgot (it was killed before the sandbox was recorded). A namespace
 // with an interface is refused, as removing it would destroy the
 // interface and hide whatever left it there.
 func (c *Cluster) RemoveEmptyNetNSPin(pin string) error {
@@ -186,11 +187,16 @@ func (c *Cluster) RemoveEmptyNetNSPin(pin string) error {
 	// The pin is a mount in the node's mount namespace: it is looked into
 	// and unmounted there.
 	mnt := "--mount=" + c.Nodes[0].mountNS
+	// containerd makes the file, then mounts the namespace on it; killed
+	// in between, it leaves a file that pins nothing.
+	if exec.Command("nsenter", mnt, "--", "mountpoint", "-q", pin).Run() != nil {
+		return os.Remove(pin)
+	}
 	// nsenter opens every namespace file before it enters any, so the pin
 	// is opened by a second nsenter, inside the mount namespace.
-	out, err := exec.Command("nsenter", mnt, "--", "nsenter", "--net="+pin, "ip", "-o", "link", "show").Output()
+	out, err := exec.Command("nsenter", mnt, "--", "nsenter", "--net="+pin, "ip", "-o", "link", "show").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("links in %s: %w", pin, err)
+		return fmt.Errorf("links in %s: %w: %s", pin, err, strings.TrimSpace(string(out)))
 	}
 	var links []string
 	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
