@@ -17,35 +17,19 @@ import (
 // specs from /etc/cdi and /var/run/cdi.
 func (c *Cluster) containerdConfigV3(n *Node) string {
 	root := filepath.Join(n.Root, "containerd")
-	return fmt.Sprintf(`version = 3
-root = %[1]q
-state = %[2]q
-
-[grpc]
-  address = %[3]q
-
-[ttrpc]
-  address = %[4]q
-
-[debug]
-  address = %[5]q
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = %[6]q
-
-[plugins."io.containerd.nri.v1.nri"]
+	return containerdHeader(n, 3, "") + fmt.Sprintf(`[plugins."io.containerd.nri.v1.nri"]
   disable = true
 
 [plugins."io.containerd.cri.v1.images"]
   snapshotter = "overlayfs"
   [plugins."io.containerd.cri.v1.images".pinned_images]
-    sandbox = %[7]q
+    sandbox = %[1]q
 
 [plugins."io.containerd.cri.v1.runtime"]
   # runc cannot set oom_score_adj below the parent's without
   # CAP_SYS_RESOURCE, which a test machine may lack.
   restrict_oom_score_adj = true
-  cdi_spec_dirs = [%[8]q]
+  cdi_spec_dirs = [%[2]q]
   [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
@@ -56,7 +40,5 @@ state = %[2]q
     # bin_dirs since 2.1 (bin_dir is deprecated).
     bin_dirs = ["/opt/cni/bin"]
     conf_dir = "/etc/cni/net.d"
-`, filepath.Join(root, "root"), filepath.Join(root, "state"), n.containerdSock,
-		n.containerdSock+".ttrpc", n.containerdSock+".debug", filepath.Join(root, "opt"),
-		PauseImage, filepath.Join(root, "cdi"))
+`, PauseImage, filepath.Join(root, "cdi"))
 }

@@ -145,30 +145,10 @@ func (c *Cluster) containerdConfig(n *Node) string {
 	if c.containerd.configVersion == 3 {
 		return c.containerdConfigV3(n)
 	}
-	root := filepath.Join(n.Root, "containerd")
-	return fmt.Sprintf(`version = 2
-root = %[1]q
-state = %[2]q
-# Plugins this node has no use for; they only log errors on load.
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]
-
-[grpc]
-  address = %[3]q
-
-[ttrpc]
-  address = %[4]q
-
-[debug]
-  address = %[5]q
-
-[metrics]
-  address = %[8]q
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = %[6]q
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %[7]q
+	// Plugins this node has no use for; they only log errors on load.
+	disabled := `disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]`
+	return containerdHeader(n, 2, disabled) + fmt.Sprintf(`[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %[1]q
   # runc cannot set oom_score_adj below the parent's without
   # CAP_SYS_RESOURCE, which a test machine may lack.
   restrict_oom_score_adj = true
@@ -186,9 +166,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/opt/cni/bin"
     conf_dir = "/etc/cni/net.d"
-`, filepath.Join(root, "root"), filepath.Join(root, "state"), n.containerdSock,
-		n.containerdSock+".ttrpc", n.containerdSock+".debug", filepath.Join(root, "opt"),
-		PauseImage, ContainerdMetricsAddr)
+`, PauseImage)
 }
 
 // startKubelet starts the node's kubelet under a cgroup root of its own
@@ -273,4 +251,35 @@ evictionHard:
   imagefs.available: 1%%
   nodefs.inodesFree: 1%%
 `, n.cgroupRoot, resolv, n.containerdSock, n.PodLogsDir, n.IP, c.pki.path("ca.crt"))
+}
+
+// containerdHeader is the start of the node's containerd config in the
+// given config version: every path of containerd's under the node's root
+// and its metrics on loopback, the same for every containerd the harness
+// runs. topLevel holds more top-level keys, which must come before the
+// first table.
+func containerdHeader(n *Node, version int, topLevel string) string {
+	root := filepath.Join(n.Root, "containerd")
+	return fmt.Sprintf(`version = %[1]d
+root = %[2]q
+state = %[3]q
+%[9]s
+
+[grpc]
+  address = %[4]q
+
+[ttrpc]
+  address = %[5]q
+
+[debug]
+  address = %[6]q
+
+[metrics]
+  address = %[7]q
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %[8]q
+
+`, version, filepath.Join(root, "root"), filepath.Join(root, "state"), n.containerdSock,
+		n.containerdSock+".ttrpc", n.containerdSock+".debug", ContainerdMetricsAddr, filepath.Join(root, "opt"), topLevel)
 }
