@@ -22,6 +22,11 @@ type Store interface {
 	// new store revision. A failed compare returns an error matching
 	// ErrConflict and changes nothing.
 	Txn(ctx context.Context, cmps []Compare, ops []Op) (int64, error)
+	// Write applies w if w.Key's ModRevision equals w.ModRevision (see
+	// Write) and returns the key's new ModRevision, 0 after a delete. A
+	// failed compare returns an error matching ErrConflict and changes
+	// nothing; deleting a missing key unconditionally is not an error.
+	Write(ctx context.Context, w Write) (int64, error)
 	// Watch streams changes to keys under prefix from revision fromRev
 	// (0: from now, which includes nothing this Store has already seen
 	// written, even when served by a replica that lags) until ctx ends. The channel closes after ctx ends or
@@ -98,3 +103,52 @@ var (
 	// KindWriteFailed.
 	ErrWrite = errors.New("store write failed")
 )
+
+// AnyRevision as Write.ModRevision makes a write unconditional.
+const AnyRevision int64 = -1
+
+// Write is one conditional put or delete of a single key: the only kind of
+// write every store can make, the Kubernetes API included (one object,
+// compare-and-swap on its resourceVersion).
+type Write struct {
+	Key string
+	// ModRevision the key must have for the write to apply: 0 means the
+	// key must not exist, AnyRevision means no condition.
+	ModRevision int64
+	Value       []byte
+	Delete      bool
+}
+
+// TxnWrite performs w through a store's multi-key Txn: how the stores
+// that have one implement Write. It returns the key's new ModRevision, 0
+// after a delete.
+func TxnWrite(ctx context.Context, txn func(context.Context, []Compare, []Op) (int64, error), w Write) (int64, error) {
+	var cmps []Compare
+	if w.ModRevision != AnyRevision {
+		cmps = []Compare{{Key: w.Key, ModRevision: w.ModRevision}}
+	}
+	op := Put(w.Key, w.Value)
+	if w.Delete {
+		op = Del(w.Key)
+	}
+	rev, err := txn(ctx, cmps, []Op{op})
+	if err != nil || w.Delete {
+		return 0, err
+	}
+	return rev, nil
+}
+
+type freshReadKey struct{}
+
+// FreshRead marks ctx so that a store which serves reads from a cache
+// reads through to its source instead: for decisions that write nothing
+// (a repeated ADD returning held addresses, Check's re-reads).
+func FreshRead(ctx context.Context) context.Context {
+	return context.WithValue(ctx, freshReadKey{}, true)
+}
+
+// IsFreshRead reports whether ctx was marked by FreshRead.
+func IsFreshRead(ctx context.Context) bool {
+	v, _ := ctx.Value(freshReadKey{}).(bool)
+	return v
+}

@@ -319,3 +319,8 @@ func (s *Store) Close() error {
 	s.lock.unlock()
 	return errors.Join(s.failed(), err)
 }
+
+// Write implements ipam.Store: one key, through Txn.
+func (s *Store) Write(ctx context.Context, w ipam.Write) (int64, error) {
+	return ipam.TxnWrite(ctx, s.Txn, w)
+}

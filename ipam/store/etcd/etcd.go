@@ -214,3 +214,8 @@ func wrap(what string, ctx context.Context, err error) error {
 	}
 	return fmt.Errorf("etcd %s: %w", what, err)
 }
+
+// Write implements ipam.Store: one key, through Txn.
+func (s *Store) Write(ctx context.Context, w ipam.Write) (int64, error) {
+	return ipam.TxnWrite(ctx, s.Txn, w)
+}

@@ -396,3 +396,8 @@ func (m *watchMessage) response(prefix string, fromRev int64) ipam.WatchResponse
 	}
 	return wr
 }
+
+// Write implements ipam.Store: one key, through Txn.
+func (s *Store) Write(ctx context.Context, w ipam.Write) (int64, error) {
+	return ipam.TxnWrite(ctx, s.Txn, w)
+}

@@ -31,6 +31,10 @@ func Run(t *testing.T, newStore func(t *testing.T) ipam.Store) {
 		{"WatchFromNow", testWatchFromNow},
 		{"WatchReplay", testWatchReplay},
 		{"CanceledContext", testCanceled},
+		{"WriteCreateUpdateDelete", testWriteCreateUpdateDelete},
+		{"WriteDeleteWithRevision", testWriteDeleteWithRevision},
+		{"WriteUpdateMissingIsConflict", testWriteUpdateMissing},
+		{"WriteConcurrentCAS", testWriteConcurrentCAS},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -302,5 +306,112 @@ func testCanceled(t *testing.T, s ipam.Store, p string) {
 	}
 	if _, err := s.Txn(ctx, nil, []ipam.Op{ipam.Put(p+"k", nil)}); !errors.Is(err, ipam.ErrUnavailable) {
 		t.Errorf("Txn with canceled ctx: err = %v, want ErrUnavailable", err)
+	}
+}
+
+func mustWrite(t *testing.T, s ipam.Store, w ipam.Write) int64 {
+	t.Helper()
+	rev, err := s.Write(ctxT(t), w)
+	if err != nil {
+		t.Fatalf("Write(%s at %d, delete=%v): %v", w.Key, w.ModRevision, w.Delete, err)
+	}
+	return rev
+}
+
+func testWriteCreateUpdateDelete(t *testing.T, s ipam.Store, p string) {
+	k := p + "k"
+	r1 := mustWrite(t, s, ipam.Write{Key: k, Value: []byte("v1")})
+	if kv := mustGet(t, s, k); string(kv.Value) != "v1" || kv.ModRevision != r1 {
+		t.Fatalf("after create: %+v, want v1 at %d", kv, r1)
+	}
+	if _, err := s.Write(ctxT(t), ipam.Write{Key: k, Value: []byte("x")}); !errors.Is(err, ipam.ErrConflict) {
+		t.Fatalf("create of an existing key: err = %v, want ErrConflict", err)
+	}
+	r2 := mustWrite(t, s, ipam.Write{Key: k, ModRevision: r1, Value: []byte("v2")})
+	if r2 == r1 {
+		t.Fatalf("update kept revision %d", r1)
+	}
+	if _, err := s.Write(ctxT(t), ipam.Write{Key: k, ModRevision: r1, Value: []byte("stale")}); !errors.Is(err, ipam.ErrConflict) {
+		t.Fatalf("update at a stale revision: err = %v, want ErrConflict", err)
+	}
+	r3 := mustWrite(t, s, ipam.Write{Key: k, ModRevision: ipam.AnyRevision, Value: []byte("v3")})
+	if kv := mustGet(t, s, k); string(kv.Value) != "v3" || kv.ModRevision != r3 {
+		t.Fatalf("after unconditional put: %+v, want v3 at %d", kv, r3)
+	}
+	if rev := mustWrite(t, s, ipam.Write{Key: k, ModRevision: r3, Delete: true}); rev != 0 {
+		t.Fatalf("delete returned revision %d, want 0", rev)
+	}
+	if _, err := s.Get(ctxT(t), k); !errors.Is(err, ipam.ErrNotFound) {
+		t.Fatalf("after delete: err = %v, want ErrNotFound", err)
+	}
+	mustWrite(t, s, ipam.Write{Key: k, ModRevision: ipam.AnyRevision, Delete: true})
+}
+
+func testWriteDeleteWithRevision(t *testing.T, s ipam.Store, p string) {
+	k := p + "k"
+	r1 := mustWrite(t, s, ipam.Write{Key: k, Value: []byte("v1")})
+	r2 := mustWrite(t, s, ipam.Write{Key: k, ModRevision: r1, Value: []byte("v2")})
+	if _, err := s.Write(ctxT(t), ipam.Write{Key: k, ModRevision: r1, Delete: true}); !errors.Is(err, ipam.ErrConflict) {
+		t.Fatalf("delete at a stale revision: err = %v, want ErrConflict", err)
+	}
+	if kv := mustGet(t, s, k); string(kv.Value) != "v2" {
+		t.Fatalf("a refused delete changed the key: %+v", kv)
+	}
+	mustWrite(t, s, ipam.Write{Key: k, ModRevision: r2, Delete: true})
+}
+
+func testWriteUpdateMissing(t *testing.T, s ipam.Store, p string) {
+	k := p + "gone"
+	r1 := mustWrite(t, s, ipam.Write{Key: k, Value: []byte("v1")})
+	mustWrite(t, s, ipam.Write{Key: k, ModRevision: r1, Delete: true})
+	if _, err := s.Write(ctxT(t), ipam.Write{Key: k, ModRevision: r1, Value: []byte("v2")}); !errors.Is(err, ipam.ErrConflict) {
+		t.Fatalf("update of a deleted key: err = %v, want ErrConflict", err)
+	}
+	if _, err := s.Write(ctxT(t), ipam.Write{Key: k, ModRevision: r1, Delete: true}); !errors.Is(err, ipam.ErrConflict) {
+		t.Fatalf("conditional delete of a deleted key: err = %v, want ErrConflict", err)
+	}
+	if _, err := s.Get(ctxT(t), k); !errors.Is(err, ipam.ErrNotFound) {
+		t.Fatalf("a refused update created the key: err = %v", err)
+	}
+}
+
+// testWriteConcurrentCAS has writers race read-modify-write on one key:
+// every increment lands exactly once.
+func testWriteConcurrentCAS(t *testing.T, s ipam.Store, p string) {
+	k := p + "counter"
+	mustWrite(t, s, ipam.Write{Key: k, Value: []byte("0")})
+	const writers, each = 4, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for done := 0; done < each; {
+				kv, err := s.Get(ctxT(t), k)
+				if err != nil {
+					errs <- err
+					return
+				}
+				n, _ := strconv.Atoi(string(kv.Value))
+				_, err = s.Write(ctxT(t), ipam.Write{Key: k, ModRevision: kv.ModRevision, Value: []byte(strconv.Itoa(n + 1))})
+				switch {
+				case errors.Is(err, ipam.ErrConflict):
+				case err != nil:
+					errs <- err
+					return
+				default:
+					done++
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if kv := mustGet(t, s, k); string(kv.Value) != strconv.Itoa(writers*each) {
+		t.Fatalf("counter = %s, want %d", kv.Value, writers*each)
 	}
 }
