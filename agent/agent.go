@@ -16,6 +16,7 @@ import (
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/ipam"
+	"github.com/podnet/podnet/ipamcni"
 	"github.com/podnet/podnet/netns"
 )
 
@@ -53,6 +54,9 @@ type Config struct {
 	// CacheDir is the CNI cache directory GC reads attachments from
 	// (default cni.DefaultCacheDir; the results are under results/).
 	CacheDir string
+	// ReleaseDir is where DELs record releases they could not make
+	// (default ipamcni.DefaultReleaseDir); GC finishes them.
+	ReleaseDir string
 	// Install, when set, is applied once the agent is ready.
 	Install *InstallConfig
 	// Registry receives the agent's metrics; nil makes a new one with the
@@ -121,6 +125,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.ReleaseDir == "" {
+		cfg.ReleaseDir = ipamcni.DefaultReleaseDir
 	}
 	if cfg.CacheDir == "" {
 		cfg.CacheDir = cni.DefaultCacheDir
@@ -385,6 +392,19 @@ func (a *Agent) readyLoop(ctx context.Context, registered <-chan struct{}) {
 	a.markReady()
 }
 
+// releaseRecorded runs c.releaseTombstones and reports what it did.
+func (a *Agent) releaseRecorded(ctx context.Context, c *collector) {
+	n, err := c.releaseTombstones(ctx)
+	a.m.gcReleased.Add(float64(n))
+	if err != nil {
+		a.m.gcErrors.Inc()
+		a.log.Warn("releases recorded by DELs", "dir", c.releaseDir, "err", err)
+	}
+	if n > 0 {
+		a.log.Info("released the addresses DELs could not", "handles", n)
+	}
+}
+
 func (a *Agent) markReady() {
 	a.readyOnce.Do(func() {
 		close(a.ready)
@@ -392,10 +412,16 @@ func (a *Agent) markReady() {
 	})
 }
 
-// gcLoop runs IPAM GC every GCInterval.
+// gcLoop runs IPAM GC every GCInterval: the releases DELs recorded, at
+// start and then every pass, and the addresses whose attachment is gone.
 func (a *Agent) gcLoop(ctx context.Context) {
-	c := &collector{alloc: ipam.New(a.cfg.Store, ipam.Config{Keys: a.keys}), node: a.cfg.Node,
+	c := &collector{alloc: ipam.New(a.cfg.Store, ipam.Config{Keys: a.keys}), store: a.cfg.Store, keys: a.keys,
+		node: a.cfg.Node, releaseDir: a.cfg.ReleaseDir,
 		cacheDir: a.cfg.CacheDir, grace: a.cfg.GCGrace, now: time.Now, suspects: map[string]time.Time{}}
+	if err := ipamcni.UnclaimAll(c.releaseDir); err != nil {
+		a.log.Warn("release records claimed before a restart", "dir", c.releaseDir, "err", err)
+	}
+	a.releaseRecorded(ctx, c)
 	t := time.NewTicker(a.cfg.GCInterval)
 	defer t.Stop()
 	for {
@@ -404,6 +430,7 @@ func (a *Agent) gcLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		a.releaseRecorded(ctx, c)
 		n, err := c.pass(ctx)
 		a.m.gcReleased.Add(float64(n))
 		if err != nil {

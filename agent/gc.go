@@ -22,11 +22,16 @@ import (
 // ReleaseByHandle), so an allocation made after a pass began is never
 // touched.
 type collector struct {
-	alloc    *ipam.Allocator
-	node     string
-	cacheDir string
-	grace    time.Duration
-	now      func() time.Time
+	alloc *ipam.Allocator
+	store ipam.Store
+	keys  ipam.Keys
+	node  string
+	// releaseDir holds the releases DELs left for the agent
+	// (ipamcni.Tombstone); empty: none are looked for.
+	releaseDir string
+	cacheDir   string
+	grace      time.Duration
+	now        func() time.Time
 	// suspects: handle -> when a pass first found it uncached.
 	suspects map[string]time.Time
 }

@@ -35,6 +35,10 @@ type Config struct {
 	Routes           []*cni.Route `json:"routes,omitempty"`
 	StrictAffinity   bool         `json:"strictAffinity,omitempty"`
 	MaxBlocksPerHost int          `json:"maxBlocksPerHost,omitempty"`
+	// ReleaseDir is where a DEL that cannot reach an etcd or Kubernetes
+	// store records the release for the node's agent (default
+	// DefaultReleaseDir; see Tombstone).
+	ReleaseDir string `json:"releaseDir,omitempty"`
 }
 
 // PoolConfig is a pool as the configuration writes it.

@@ -114,6 +114,17 @@ func (p *IPAM) AddAttachment(ctx context.Context, at PodInterface) (*cni.Result,
 func (p *IPAM) addAttachment(ctx context.Context, at PodInterface) (*cni.Result, error) {
 	containerID := at.ContainerID
 	handle := Handle(p.req.Network, containerID)
+	if remoteStore(p.req) {
+		// A container ID used again after a DEL that left a release
+		// for the agent: the handle's addresses are this ADD's now
+		// (AutoAssign returns them), and the agent must not free them.
+		switch err := ClearTombstone(releaseDir(p.req), handle); {
+		case errors.Is(err, ErrReleasing):
+			return nil, cni.Errorf(cni.CodeTryAgainLater, "podnet-ipam: %s: %v", handle, err)
+		case err != nil:
+			return nil, cni.Errorf(cni.CodeIOFailure, "podnet-ipam: release record of %s: %v", handle, err)
+		}
+	}
 	ep := p.endpoint(at)
 	attrs := allocationAttrs(ep, p.req, at)
 	var addrs []netip.Prefix

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/podnet/podnet/cni"
 )
@@ -32,12 +33,13 @@ func ParseReleaseRequest(stdin []byte) (*Request, error) {
 		EtcdCAFile   string `json:"etcdCAFile"`
 		Prefix       string `json:"prefix"`
 		Node         string `json:"node"`
+		ReleaseDir   string `json:"releaseDir"`
 	}
 	if err := json.Unmarshal(nc.IPAM, &c); err != nil {
 		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "ipam: %v", err)
 	}
 	r := &Request{Network: nc.Name, Config: Config{Store: c.Store, EtcdCertFile: c.EtcdCertFile, EtcdKeyFile: c.EtcdKeyFile,
-		EtcdCAFile: c.EtcdCAFile, Prefix: c.Prefix, Node: c.Node}}
+		EtcdCAFile: c.EtcdCAFile, Prefix: c.Prefix, Node: c.Node, ReleaseDir: c.ReleaseDir}}
 	if r.Config.Store == "" {
 		r.Config.Store = DefaultStore
 	}
@@ -54,13 +56,27 @@ func ParseReleaseRequest(stdin []byte) (*Request, error) {
 // Release releases the attachment's addresses and endpoint (DelAttachment)
 // for a DEL. A bbolt store that does not exist has allocated nothing: the
 // release succeeds without creating it, as a DEL on a fresh host, or
-// after the store was removed, must.
+// after the store was removed, must. When an etcd or Kubernetes store
+// cannot be reached (code 11), the release is recorded as a Tombstone for
+// the node's agent and the DEL succeeds; only if that record cannot be
+// written does the DEL fail, and the runtime retries it.
 func Release(ctx context.Context, req *Request, at PodInterface) error {
 	if path, ok := strings.CutPrefix(req.Config.Store, "bolt:"); ok && path != "" {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 	}
+	err := release(ctx, req, at)
+	if err == nil || CodeOf(err) != cni.CodeTryAgainLater || !remoteStore(req) {
+		return err
+	}
+	if terr := WriteTombstone(releaseDir(req), tombstoneFor(req, at, time.Now())); terr != nil {
+		return cni.Errorf(cni.CodeIOFailure, "podnet-ipam: %v; and the release could not be recorded for later: %v", err, terr)
+	}
+	return nil
+}
+
+func release(ctx context.Context, req *Request, at PodInterface) error {
 	p, err := Open(ctx, req)
 	if err != nil {
 		return err

@@ -26,6 +26,7 @@ type agentOptions struct {
 	datastore, kubeconfig         string
 	clusterCIDRs                  []string
 	gcInterval, gcGrace, leaseTTL time.Duration
+	releaseDir                    string
 	// --install, and what it installs from where.
 	doInstall, uninstallOnExit bool
 	srcDir, networkConfig      string
@@ -75,6 +76,7 @@ restarts. It serves /metrics, /healthz and /readyz on --metrics-addr.`,
 	f.BoolVar(&ao.uninstallOnExit, "uninstall-on-exit", false, "remove the network config when the agent exits")
 	f.DurationVar(&ao.gcInterval, "gc-interval", 5*time.Minute, "how often to release this node's leaked addresses (0: never)")
 	f.DurationVar(&ao.gcGrace, "gc-grace", time.Minute, "how long an address's attachment must be missing before GC releases it")
+	f.StringVar(&ao.releaseDir, "release-dir", ipamcni.DefaultReleaseDir, "where DELs record releases they could not make while the store was unreachable; GC finishes them")
 	f.DurationVar(&ao.leaseTTL, "lease-ttl", 10*time.Second, "TTL of the node registration's etcd lease")
 	return cmd
 }
@@ -128,7 +130,7 @@ func (ao *agentOptions) config(opts *globalOptions) (agent.Config, error) {
 	}
 	cfg := agent.Config{
 		Node: node, Mode: m, UnderlayInterface: ao.underlay,
-		LeaseTTL: ao.leaseTTL, GCInterval: ao.gcInterval, GCGrace: ao.gcGrace, CacheDir: opts.cacheDir,
+		LeaseTTL: ao.leaseTTL, GCInterval: ao.gcInterval, GCGrace: ao.gcGrace, CacheDir: opts.cacheDir, ReleaseDir: ao.releaseDir,
 		Logger: slog.Default(),
 	}
 	nodeCIDR, err := ao.datastoreConfig(&cfg)

@@ -1,0 +1,149 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/podnet/podnet/ipam"
+	"github.com/podnet/podnet/ipam/store/etcd/etcdtest"
+	"github.com/podnet/podnet/ipam/store/etcdgw"
+	"github.com/podnet/podnet/ipamcni"
+)
+
+// TestDelWithStoreDownLeavesReleaseForGC: a DEL while etcd is down
+// succeeds and records the release; the agent's GC makes it once etcd is
+// back, and an ADD reusing the handle meanwhile keeps its addresses.
+func TestDelWithStoreDownLeavesReleaseForGC(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	dir := t.TempDir()
+	stdin := []byte(fmt.Sprintf(`{"cniVersion":"1.1.0","name":"net1","type":"podnet","ipam":{"type":"podnet-ipam",
+		"store":"etcd://%s","node":"self","releaseDir":%q,"pools":[{"name":"v4","cidr":"10.107.0.0/16"}]}}`,
+		strings.TrimPrefix(ec.Endpoints()[0], "http://"), dir))
+	pod := func(id string) ipamcni.PodInterface {
+		return ipamcni.PodInterface{ContainerID: id, IfName: "eth0", Args: [][2]string{{"K8S_POD_NAMESPACE", "ns"}, {"K8S_POD_NAME", id}}}
+	}
+	add := func(ctx context.Context, id string) error {
+		req, err := ipamcni.ParseRequest(stdin, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := ipamcni.Open(ctx, req)
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		_, err = p.AddAttachment(ctx, pod(id))
+		return err
+	}
+	del := func(ctx context.Context, id string) error {
+		req, err := ipamcni.ParseReleaseRequest(stdin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ipamcni.Release(ctx, req, pod(id))
+	}
+	ctx := context.Background()
+	for _, id := range []string{"gone", "back"} {
+		if err := add(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ec.Stop(0)
+	for _, id := range []string{"gone", "back"} {
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := del(dctx, id)
+		cancel()
+		if err != nil {
+			t.Fatalf("DEL of %s with etcd down: %v, want success and a record", id, err)
+		}
+	}
+	stones, err := ipamcni.ReadTombstones(dir)
+	if err != nil || len(stones) != 2 {
+		t.Fatalf("records after two DELs: %+v, %v", stones, err)
+	}
+	ec.Restart(0)
+	// The container "back" is added again before the agent gets to it:
+	// its record goes, and its address stays its own.
+	if err := add(ctx, "back"); err != nil {
+		t.Fatal(err)
+	}
+
+	store, err := etcdgw.New(etcdgw.Options{Endpoints: ec.Endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	alloc := ipam.New(store, ipam.Config{})
+	c := &collector{alloc: alloc, store: store, node: "self", releaseDir: dir}
+	n, err := c.releaseTombstones(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("GC of the records: released %d, %v; want 1", n, err)
+	}
+	for id, want := range map[string]int{"gone": 0, "back": 1} {
+		ips, err := alloc.IPsByHandle(ctx, ipamcni.Handle("net1", id))
+		if err != nil || len(ips) != want {
+			t.Errorf("%s holds %v (%v), want %d addresses", id, ips, err, want)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("release dir keeps %v", ents)
+	}
+	// Clean up the store as a DEL would.
+	if err := del(ctx, "back"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTombstoneClaimOrdering: an ADD of a handle the agent is releasing
+// waits (ErrReleasing) until the release is done; one that comes first
+// drops the record, and the agent's claim then finds nothing.
+func TestTombstoneClaimOrdering(t *testing.T) {
+	dir := t.TempDir()
+	ts := ipamcni.Tombstone{Node: "self", Network: "n", Handle: "n.c1", ContainerID: "c1"}
+	if err := ipamcni.WriteTombstone(dir, ts); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := ipamcni.ClaimTombstone(dir, "n.c1"); !ok || err != nil {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if err := ipamcni.ClearTombstone(dir, "n.c1"); !errors.Is(err, ipamcni.ErrReleasing) {
+		t.Fatalf("ADD during the release: %v, want ErrReleasing", err)
+	}
+	if err := ipamcni.DoneTombstone(dir, "n.c1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ipamcni.ClearTombstone(dir, "n.c1"); err != nil {
+		t.Fatalf("ADD after the release: %v", err)
+	}
+	if err := ipamcni.WriteTombstone(dir, ts); err != nil {
+		t.Fatal(err)
+	}
+	if err := ipamcni.ClearTombstone(dir, "n.c1"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := ipamcni.ClaimTombstone(dir, "n.c1"); ok || err != nil {
+		t.Fatalf("claim after the ADD dropped the record: %v %v", ok, err)
+	}
+	// A claim a crash left is put back at the agent's start.
+	if err := ipamcni.WriteTombstone(dir, ts); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := ipamcni.ClaimTombstone(dir, "n.c1"); !ok {
+		t.Fatal("claim failed")
+	}
+	if err := ipamcni.UnclaimAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ipamcni.ReadTombstones(dir); err != nil || len(got) != 1 || got[0].Handle != "n.c1" {
+		t.Fatalf("after UnclaimAll: %+v %v", got, err)
+	}
+	if err := ipamcni.WriteTombstone(dir, ipamcni.Tombstone{Handle: "../x"}); err == nil {
+		t.Fatal("a handle with a path separator named a file")
+	}
+}

@@ -1,0 +1,254 @@
+package ipamcni
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/podnet/podnet/ipam"
+)
+
+// DefaultReleaseDir is where a DEL leaves the releases it could not make
+// for the node's agent to finish (Config.ReleaseDir).
+const DefaultReleaseDir = "/var/lib/podnet/releases"
+
+// Tombstone is a release a DEL could not make because the store was
+// unreachable: the DEL succeeds (a pod's teardown must not hang on the
+// IPAM's datastore) and the node's agent releases the handle once the
+// store answers again. Until then the addresses stay allocated: leaked
+// for a while, never given out twice.
+type Tombstone struct {
+	Node        string `json:"node"`
+	Network     string `json:"network"`
+	Handle      string `json:"handle"`
+	ContainerID string `json:"containerID"`
+	// Endpoint is the attachment's endpoint ID (node/namespace/pod/ifname),
+	// empty for a release by handle alone.
+	Endpoint string `json:"endpoint,omitempty"`
+	// Prefix is the store key prefix the addresses were allocated under.
+	Prefix string    `json:"prefix,omitempty"`
+	Time   time.Time `json:"time"`
+}
+
+// tombstoneName is a handle as a file name: <network>.<containerID> is
+// made of CNI's identifier characters, which are safe in a path.
+var tombstoneName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
+
+func tombstonePath(dir, handle string) (string, error) {
+	if !tombstoneName.MatchString(handle) || len(handle) > 250 {
+		return "", fmt.Errorf("handle %q cannot name a release file", handle)
+	}
+	return filepath.Join(dir, handle+".json"), nil
+}
+
+// WriteTombstone records ts in dir durably: written to a temporary file,
+// synced, renamed over any earlier record of the handle, and the
+// directory synced, so a crash leaves the old record or the new one.
+func WriteTombstone(dir string, ts Tombstone) error {
+	path, err := tombstonePath(dir, ts.Handle)
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(ts)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("release dir: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("release dir: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // after the rename: nothing to remove
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("record release of %s in %s: %w", ts.Handle, dir, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// ErrReleasing means the agent is releasing the handle's addresses now:
+// an ADD of the handle must wait for it (code 11, the runtime retries).
+var ErrReleasing = errors.New("the node agent is releasing this handle's addresses")
+
+// claimedPath is where the agent moves a record while it releases it.
+func claimedPath(path string) string {
+	return filepath.Join(filepath.Dir(path), ".claimed-"+filepath.Base(path))
+}
+
+// ClearTombstone is what an ADD of handle does first: a record of the
+// handle is dropped (the ADD takes the handle's addresses over); if the
+// agent has claimed it, the ADD gets ErrReleasing. Ordering makes it
+// race-free against ClaimTombstone: the remove comes first, and a record
+// that vanished under it was renamed by the agent, whose claim file is
+// then still there until the release is done.
+func ClearTombstone(dir, handle string) error {
+	path, err := tombstonePath(dir, handle)
+	if err != nil {
+		return err
+	}
+	err = os.Remove(path)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if _, err := os.Lstat(claimedPath(path)); err == nil {
+		return ErrReleasing
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// ClaimTombstone takes the record of handle for releasing: ok is false
+// when an ADD dropped it first. The caller releases the addresses and
+// then calls DoneTombstone.
+func ClaimTombstone(dir, handle string) (ok bool, err error) {
+	path, err := tombstonePath(dir, handle)
+	if err != nil {
+		return false, err
+	}
+	err = os.Rename(path, claimedPath(path))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// DoneTombstone ends a claim: released (or found invalid), the record goes.
+func DoneTombstone(dir, handle string) error {
+	path, err := tombstonePath(dir, handle)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(claimedPath(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// UnclaimTombstone puts back a record whose release failed, for the next
+// pass; no ADD can have replaced it meanwhile (ADDs of a claimed handle
+// wait). An agent starting up puts back every claim a crash left.
+func UnclaimTombstone(dir, handle string) error {
+	path, err := tombstonePath(dir, handle)
+	if err != nil {
+		return err
+	}
+	return os.Rename(claimedPath(path), path)
+}
+
+// ReadTombstones returns every record in dir (none when dir does not
+// exist). A file that does not decode is reported in the error and
+// skipped, so one bad file does not hold up the others.
+func ReadTombstones(dir string) ([]Tombstone, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Tombstone
+	var errs []error
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var ts Tombstone
+		if err := json.Unmarshal(data, &ts); err != nil || ts.Handle+".json" != name {
+			errs = append(errs, fmt.Errorf("release file %s: not a release record", filepath.Join(dir, name)))
+			continue
+		}
+		out = append(out, ts)
+	}
+	return out, errors.Join(errs...)
+}
+
+// UnclaimAll puts back every claimed record in dir.
+func UnclaimAll(dir string) error {
+	claimed, err := filepath.Glob(filepath.Join(dir, ".claimed-*.json"))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range claimed {
+		orig := filepath.Join(dir, strings.TrimPrefix(filepath.Base(c), ".claimed-"))
+		errs = append(errs, os.Rename(c, orig))
+	}
+	return errors.Join(errs...)
+}
+
+// tombstoneFor is the record of a release at for req that failed now.
+func tombstoneFor(req *Request, at PodInterface, now time.Time) Tombstone {
+	ts := Tombstone{Node: req.Config.Node, Network: req.Network, Handle: Handle(req.Network, at.ContainerID),
+		ContainerID: at.ContainerID, Prefix: req.Config.Prefix, Time: now.UTC()}
+	if at.IfName != "" {
+		ts.Endpoint = EndpointID(req.Config.Node, at).String()
+	}
+	return ts
+}
+
+// remoteStore reports whether req's store is one a node agent serves
+// (etcd, the Kubernetes API): only there is anybody left to finish a
+// release later. A bbolt file on a machine without an agent is retried by
+// the runtime instead.
+func remoteStore(req *Request) bool {
+	return !strings.HasPrefix(req.Config.Store, "bolt:")
+}
+
+// releaseDir is where req's tombstones go.
+func releaseDir(req *Request) string {
+	if req.Config.ReleaseDir != "" {
+		return req.Config.ReleaseDir
+	}
+	return DefaultReleaseDir
+}
+
+// Endpoint of a tombstone, parsed; ok is false for a release by handle.
+func (ts Tombstone) EndpointID() (id ipam.EndpointID, ok bool, err error) {
+	if ts.Endpoint == "" {
+		return ipam.EndpointID{}, false, nil
+	}
+	id, err = ipam.ParseEndpointID(ts.Endpoint)
+	return id, err == nil, err
+}
