@@ -97,7 +97,9 @@ func testKubeStorePrefixes(t *testing.T, c *cluster.Cluster, kc string, dc dynam
 	if _, err := def.Write(ctx, ipam.Write{Key: dk, Value: blockValue(t, cidr, "node-a", nil)}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { def.Write(context.Background(), ipam.Write{Key: dk, ModRevision: ipam.AnyRevision, Delete: true}) })
+	t.Cleanup(func() {
+		def.Write(context.Background(), ipam.Write{Key: dk, ModRevision: ipam.AnyRevision, Delete: true})
+	})
 	if _, err := set.Write(ctx, ipam.Write{Key: sk, Value: blockValue(t, cidr, "node-b", nil)}); err != nil {
 		t.Fatal(err)
 	}
