@@ -18,7 +18,8 @@ import (
 // Kubernetes store (docs/design/kubernetes-ipam.md 4.4 item 1), in
 // process: open (read and parse the kubeconfig, its CA and client
 // certificate), the TCP connect and TLS handshake, and one GET of a pool;
-// then Close. Beside it: the GET alone on a kept connection, and the
+// then Close. Beside it: the open alone, the GET alone on a kept
+// connection, and the
 // harness's dial from the control plane's network namespace (a setns
 // round trip on a fresh thread that a plugin does not pay), to subtract.
 //
@@ -39,6 +40,15 @@ func BenchmarkKubeStoreOpen(b *testing.B) {
 				b.Fatal(err)
 			}
 			if _, err := s.Get(ctx, key); err != nil {
+				b.Fatal(err)
+			}
+			s.Close()
+		}
+	})
+	b.Run("open-only", func(b *testing.B) {
+		for b.Loop() {
+			s, err := kube.Open(kube.Options{Kubeconfig: kc, Dial: c.DialContext})
+			if err != nil {
 				b.Fatal(err)
 			}
 			s.Close()
