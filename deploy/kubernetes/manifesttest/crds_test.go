@@ -238,7 +238,7 @@ func TestMaxBlockFits(t *testing.T) {
 func TestCRDValidationRefuses(t *testing.T) {
 	block := func(mod func(map[string]any)) []byte {
 		spec := map[string]any{"cidr": "10.244.1.64/26", "affinity": "host:n1", "owners": make([]int, 64), "free": []int{0, 1}, "sequence": 3,
-			"attributes": []any{map[string]any{"handle": "net.c1", "node": "n1", "extra": map[string]any{"endpoint": "n1/default/p/eth0"}}},
+			"attributes":    []any{map[string]any{"handle": "net.c1", "node": "n1", "extra": map[string]any{"endpoint": "n1/default/p/eth0"}}},
 			"affinitySince": "2026-01-02T03:04:05.123456789Z", "futureField": 1}
 		if mod != nil {
 			mod(spec)
