@@ -4,7 +4,11 @@
 // decodes strictly into its Kubernetes API type, the DaemonSet,
 // ConfigMap, ServiceAccount and RBAC agree with each other and with
 // deploy/Containerfile, and the network config each ConfigMap carries,
-// as the agent installs it, is one podnet accepts.
+// as the agent installs it, is one podnet accepts. The custom resources
+// of deploy/kubernetes/crds are checked with the API server's own
+// validation packages: structural schemas, CEL rules that compile within
+// the cost budget, what they refuse, and that the largest block fits
+// under etcd's request limit.
 //
 // It is a module of its own so that the main module's go.mod does not
 // carry the API machinery's test-only dependencies; it uses podnet's

@@ -4,7 +4,7 @@
 //
 // The full etcd client (ipam/store/etcd) costs a plugin about 4 ms of
 // package initialisation and 10 MB of memory on every exec; this client is
-// encoding/json and a small HTTP/1.1 client of its own (http.go: not even
+// encoding/json and a small HTTP/1.1 client (internal/minihttp: not even
 // net/http, whose initialisation and pages cost the podnet plugin about a
 // quarter of a millisecond per exec), with crypto/tls for https members.
 // The node agent and the CLI, which live long, use the full client; both

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/podnet/podnet/internal/minihttp"
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipam/store/etcdconf"
 )
@@ -22,8 +23,8 @@ type Options = etcdconf.Cluster
 
 // Store is an ipam.Store over the v3 gateway.
 type Store struct {
-	endpoints []endpoint
-	client    *httpClient
+	endpoints []minihttp.Endpoint
+	client    *minihttp.Client
 	current   atomic.Int32 // index of the endpoint that last answered
 	user      string
 	password  string
@@ -40,14 +41,14 @@ func New(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := &httpClient{dialTimeout: opts.DialTimeout}
+	client := &minihttp.Client{DialTimeout: opts.DialTimeout}
 	scheme := "http://"
 	if opts.TLS() {
 		tc, err := opts.TLSConfig()
 		if err != nil {
 			return nil, err
 		}
-		client.tlsConfig = tc
+		client.TLSConfig = tc
 		scheme = "https://"
 	}
 	s := &Store{client: client, user: opts.Username, password: opts.Password}
@@ -63,8 +64,8 @@ func New(opts Options) (*Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		if ep.tls && client.tlsConfig == nil {
-			client.tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		if ep.TLS && client.TLSConfig == nil {
+			client.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
 		s.endpoints = append(s.endpoints, ep)
 	}
@@ -76,7 +77,7 @@ func New(opts Options) (*Store, error) {
 
 // Close implements ipam.Store.
 func (s *Store) Close() error {
-	s.client.closeIdle()
+	s.client.CloseIdle()
 	return nil
 }
 
@@ -212,12 +213,12 @@ func (s *Store) call(ctx context.Context, path string, req, out any) error {
 	if err != nil {
 		return err
 	}
-	defer resp.body.Close()
-	data, err := io.ReadAll(resp.body)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return unavailable(ctx, err)
 	}
-	return decodeAnswer(ctx, resp.status, data, out)
+	return decodeAnswer(ctx, resp.Status, data, out)
 }
 
 func decodeAnswer(ctx context.Context, status int, data []byte, out any) error {
@@ -242,7 +243,7 @@ func decodeAnswer(ctx context.Context, status int, data []byte, out any) error {
 
 // post sends body to the current endpoint, moving on to the next one while
 // they cannot be dialled.
-func (s *Store) post(ctx context.Context, path string, body []byte, stream bool) (*response, error) {
+func (s *Store) post(ctx context.Context, path string, body []byte, stream bool) (*minihttp.Response, error) {
 	start := int(s.current.Load())
 	var lastErr error
 	for i := range s.endpoints {
@@ -254,13 +255,13 @@ func (s *Store) post(ctx context.Context, path string, body []byte, stream bool)
 		} else if tok != "" {
 			headers = append(headers, [2]string{"Authorization", tok})
 		}
-		resp, err := s.client.post(ctx, ep, path, headers, body, stream)
+		resp, err := s.client.Do(ctx, ep, request(path, headers, body, stream))
 		if err == nil {
 			s.current.Store(int32(idx))
 			return resp, nil
 		}
-		lastErr = fmt.Errorf("%s: %w", ep.base, err)
-		var de *dialError
+		lastErr = fmt.Errorf("%s: %w", ep.Base, err)
+		var de *minihttp.DialError
 		if ctx.Err() != nil || !errors.As(err, &de) {
 			break // the request may have reached the member: do not resend
 		}
@@ -268,8 +269,12 @@ func (s *Store) post(ctx context.Context, path string, body []byte, stream bool)
 	return nil, unavailable(ctx, lastErr)
 }
 
+func request(path string, headers [][2]string, body []byte, stream bool) minihttp.Request {
+	return minihttp.Request{Path: path, Header: headers, ContentType: "application/json", Body: body, Stream: stream}
+}
+
 // authToken logs in once when a user is configured.
-func (s *Store) authToken(ctx context.Context, ep endpoint) (string, error) {
+func (s *Store) authToken(ctx context.Context, ep minihttp.Endpoint) (string, error) {
 	if s.user == "" {
 		return "", nil
 	}
@@ -279,16 +284,16 @@ func (s *Store) authToken(ctx context.Context, ep endpoint) (string, error) {
 		return s.token, nil
 	}
 	body, _ := json.Marshal(map[string]string{"name": s.user, "password": s.password})
-	resp, err := s.client.post(ctx, ep, "/v3/auth/authenticate", nil, body, false)
+	resp, err := s.client.Do(ctx, ep, request("/v3/auth/authenticate", nil, body, false))
 	if err != nil {
 		return "", unavailable(ctx, err)
 	}
-	defer resp.body.Close()
-	data, _ := io.ReadAll(resp.body)
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
 	var r struct {
 		Token string `json:"token"`
 	}
-	if err := decodeAnswer(ctx, resp.status, data, &r); err != nil {
+	if err := decodeAnswer(ctx, resp.Status, data, &r); err != nil {
 		return "", fmt.Errorf("etcd authenticate %q: %w", s.user, err)
 	}
 	s.token = r.Token
@@ -316,13 +321,13 @@ func (s *Store) Watch(ctx context.Context, prefix string, fromRev int64) (<-chan
 	if err != nil {
 		return nil, fmt.Errorf("etcd watch %s: %w", prefix, err)
 	}
-	if resp.status != 200 {
-		data, _ := io.ReadAll(resp.body)
-		resp.body.Close()
-		return nil, fmt.Errorf("etcd watch %s: %w", prefix, decodeAnswer(ctx, resp.status, data, nil))
+	if resp.Status != 200 {
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return nil, fmt.Errorf("etcd watch %s: %w", prefix, decodeAnswer(ctx, resp.Status, data, nil))
 	}
 	out := make(chan ipam.WatchResponse, 16)
-	go streamWatch(ctx, resp.body, out, prefix, fromRev)
+	go streamWatch(ctx, resp.Body, out, prefix, fromRev)
 	return out, nil
 }
 
@@ -400,4 +405,16 @@ func (m *watchMessage) response(prefix string, fromRev int64) ipam.WatchResponse
 // Write implements ipam.Store: one key, through Txn.
 func (s *Store) Write(ctx context.Context, w ipam.Write) (int64, error) {
 	return ipam.TxnWrite(ctx, s.Txn, w)
+}
+
+// parseEndpoint accepts a member's base URL: scheme, host and port.
+func parseEndpoint(raw string) (minihttp.Endpoint, error) {
+	ep, err := minihttp.ParseEndpoint(raw)
+	if err != nil {
+		return ep, fmt.Errorf("etcd store: %w", err)
+	}
+	if ep.Path != "" {
+		return ep, fmt.Errorf("etcd store: endpoint %q: want scheme://host:port", raw)
+	}
+	return ep, nil
 }

@@ -65,3 +65,14 @@ func TestPrefixEnd(t *testing.T) {
 		}
 	}
 }
+
+func TestParseEndpoint(t *testing.T) {
+	if ep, err := parseEndpoint("https://10.0.0.1:2379"); err != nil || !ep.TLS || ep.HostPort != "10.0.0.1:2379" {
+		t.Fatalf("%+v %v", ep, err)
+	}
+	for _, bad := range []string{"ftp://x:1", "http://:2379", "http://x:2379/prefix"} {
+		if _, err := parseEndpoint(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -1,4 +1,4 @@
-package etcdgw
+package minihttp
 
 import (
 	"bufio"
@@ -17,18 +17,21 @@ import (
 func TestReadHead(t *testing.T) {
 	in := "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 	br := bufio.NewReader(strings.NewReader(in))
-	status, length, chunked, keep, err := readHead(br)
-	if err != nil || status != 200 || length != 2 || chunked || !keep {
-		t.Fatalf("got %d %d %v %v %v", status, length, chunked, keep, err)
+	h, err := readHead(br)
+	if err != nil || h.status != 200 || h.length != 2 || h.chunked || !h.keep {
+		t.Fatalf("got %+v %v", h, err)
+	}
+	if got := (&Response{Header: h.header}).Get("CONTENT-TYPE"); got != "application/json" {
+		t.Errorf("Content-Type %q", got)
 	}
 	for _, bad := range []string{"", "SPDY/3 200 OK\r\n\r\n", "HTTP/1.1 abc OK\r\n\r\n", "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "HTTP/1.1 200 OK\r\nContent-"} {
-		if _, _, _, _, err := readHead(bufio.NewReader(strings.NewReader(bad))); err == nil {
+		if _, err := readHead(bufio.NewReader(strings.NewReader(bad))); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	_, _, chunked, keep, _ = readHead(bufio.NewReader(strings.NewReader("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")))
-	if !chunked || keep {
-		t.Errorf("chunked %v keep %v", chunked, keep)
+	h, _ = readHead(bufio.NewReader(strings.NewReader("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")))
+	if !h.chunked || h.keep {
+		t.Errorf("chunked %v keep %v", h.chunked, h.keep)
 	}
 }
 
@@ -52,7 +55,7 @@ func TestChunkedReader(t *testing.T) {
 // serve answers each connection's requests with body, closing the
 // connection after perConn answers, saying so in the last answer when
 // announce is set; it counts connections.
-func serve(t *testing.T, perConn int, announce bool, body string) (endpoint, *atomic.Int32) {
+func serve(t *testing.T, perConn int, announce bool, body string) (Endpoint, *atomic.Int32) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -70,7 +73,7 @@ func serve(t *testing.T, perConn int, announce bool, body string) (endpoint, *at
 			go answer(c, perConn, announce, body)
 		}
 	}()
-	ep, err := parseEndpoint("http://" + l.Addr().String())
+	ep, err := ParseEndpoint("http://" + l.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,10 +118,10 @@ func skipRequest(br *bufio.Reader) error {
 // waitClosed blocks until the close of every idle connection of c to ep
 // has arrived: a read that ends in EOF. Nothing is read, since a closed
 // connection has nothing to give.
-func waitClosed(t *testing.T, c *httpClient, ep endpoint) {
+func waitClosed(t *testing.T, c *Client, ep Endpoint) {
 	t.Helper()
 	c.mu.Lock()
-	idle := slices.Clone(c.idle[ep.hostPort])
+	idle := slices.Clone(c.idle[ep.HostPort])
 	c.mu.Unlock()
 	for _, hc := range idle {
 		hc.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -129,18 +132,18 @@ func waitClosed(t *testing.T, c *httpClient, ep endpoint) {
 	}
 }
 
-func post(t *testing.T, c *httpClient, ep endpoint) string {
+func post(t *testing.T, c *Client, ep Endpoint) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	resp, err := c.post(ctx, ep, "/v3/kv/range", nil, []byte(`{"key":"eA=="}`), false)
+	resp, err := c.Do(ctx, ep, Request{Path: "/v3/kv/range", ContentType: "application/json", Body: []byte(`{"key":"eA=="}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.body.Close()
-	b, err := io.ReadAll(resp.body)
-	if err != nil || resp.status != 200 {
-		t.Fatalf("%d %v", resp.status, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.Status != 200 {
+		t.Fatalf("%d %v", resp.Status, err)
 	}
 	return string(b)
 }
@@ -149,7 +152,7 @@ func post(t *testing.T, c *httpClient, ep endpoint) string {
 // or closed while it was idle, is replaced without an error.
 func TestConnectionReuse(t *testing.T) {
 	for _, announce := range []bool{true, false} {
-		c := &httpClient{dialTimeout: time.Second}
+		c := &Client{DialTimeout: time.Second}
 		ep, conns := serve(t, 3, announce, `{"ok":true}`)
 		for i := range 7 {
 			if !announce && i%3 == 0 && i > 0 {
@@ -162,21 +165,42 @@ func TestConnectionReuse(t *testing.T) {
 		if n := conns.Load(); n != 3 {
 			t.Errorf("announce=%v: %d connections for 7 requests at 3 per connection, want 3", announce, n)
 		}
-		c.closeIdle()
+		c.CloseIdle()
 	}
 }
 
 func TestParseEndpoint(t *testing.T) {
-	ep, err := parseEndpoint("https://10.0.0.1:2379")
-	if err != nil || !ep.tls || ep.hostPort != "10.0.0.1:2379" || ep.host != "10.0.0.1" {
+	ep, err := ParseEndpoint("https://10.0.0.1:2379")
+	if err != nil || !ep.TLS || ep.HostPort != "10.0.0.1:2379" || ep.Host != "10.0.0.1" || ep.Path != "" {
 		t.Fatalf("%+v %v", ep, err)
 	}
-	if ep, err := parseEndpoint("http://[fd00::1]"); err != nil || ep.hostPort != "[fd00::1]:80" {
+	if ep, err := ParseEndpoint("http://[fd00::1]"); err != nil || ep.HostPort != "[fd00::1]:80" {
 		t.Fatalf("%+v %v", ep, err)
 	}
-	for _, bad := range []string{"ftp://x:1", "http://:2379", "http://x:2379/prefix"} {
-		if _, err := parseEndpoint(bad); err == nil {
+	if ep, err := ParseEndpoint("https://api.example:6443/k8s/clusters/c1/"); err != nil || ep.Path != "/k8s/clusters/c1" {
+		t.Fatalf("%+v %v", ep, err)
+	}
+	for _, bad := range []string{"ftp://x:1", "http://:2379", "http://x:2379/p?q=1", "https://u:p@x"} {
+		if _, err := ParseEndpoint(bad); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestRequestEncode(t *testing.T) {
+	ep := Endpoint{HostPort: "h:1", Path: "/base"}
+	for _, tt := range []struct {
+		r    Request
+		want string
+	}{
+		{Request{Method: "GET", Path: "/x?a=1", Header: [][2]string{{"Accept", "application/json"}}},
+			"GET /base/x?a=1 HTTP/1.1\r\nHost: h:1\r\nAccept: application/json\r\n\r\n"},
+		{Request{Path: "/y", ContentType: "application/json", Body: []byte("{}")},
+			"POST /base/y HTTP/1.1\r\nHost: h:1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"},
+		{Request{Method: "PUT", Path: "/z"}, "PUT /base/z HTTP/1.1\r\nHost: h:1\r\nContent-Length: 0\r\n\r\n"},
+	} {
+		if got := tt.r.encode(ep); got != tt.want {
+			t.Errorf("encode(%+v) =\n%q, want\n%q", tt.r, got, tt.want)
 		}
 	}
 }

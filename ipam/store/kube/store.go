@@ -1,0 +1,208 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/podnet/podnet/internal/minihttp"
+	"github.com/podnet/podnet/ipam"
+)
+
+// SpecPrefix starts a store spec naming a kubeconfig:
+// "kubernetes:/etc/cni/net.d/podnet-kubeconfig".
+const SpecPrefix = "kubernetes:"
+
+// ParseSpec returns the kubeconfig path of a "kubernetes:PATH" store spec.
+func ParseSpec(spec string) (string, bool) {
+	path, ok := strings.CutPrefix(spec, SpecPrefix)
+	return path, ok && path != ""
+}
+
+// DefaultDialTimeout bounds a connection to the API server.
+const DefaultDialTimeout = time.Second
+
+// listPage is how many objects one LIST request asks for.
+const listPage = 500
+
+// Options configure a Store.
+type Options struct {
+	// Kubeconfig is the path of a kubeconfig file in JSON: server,
+	// certificate-authority(-data), and token, tokenFile or a client
+	// certificate and key (files or data).
+	Kubeconfig string
+	// Prefix is the allocator's key prefix; "" means ipam.DefaultPrefix.
+	// Another prefix is a set of its own (see the package doc).
+	Prefix string
+	// DialTimeout defaults to DefaultDialTimeout.
+	DialTimeout time.Duration
+	// Dial, when set, opens TCP connections (tests reach an API server
+	// in a network namespace this way).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Store is an ipam.Store over the Kubernetes API.
+type Store struct {
+	conn    *conn
+	client  *minihttp.Client
+	names   names
+	tokenMu sync.Mutex
+	// broken is set once the server answered a resourceVersion that is
+	// not an etcd revision: every later call fails with it.
+	broken atomic.Pointer[error]
+}
+
+var _ ipam.Store = (*Store)(nil)
+
+// Open reads the kubeconfig and returns a Store; it does not connect
+// until the first request.
+func Open(o Options) (*Store, error) {
+	if o.Kubeconfig == "" {
+		return nil, errors.New("kubernetes store: no kubeconfig")
+	}
+	c, err := loadKubeconfig(o.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return newStore(c, o), nil
+}
+
+func newStore(c *conn, o Options) *Store {
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = DefaultDialTimeout
+	}
+	return &Store{conn: c, names: newNames(o.Prefix),
+		client: &minihttp.Client{DialTimeout: o.DialTimeout, TLSConfig: c.tls, Dial: o.Dial}}
+}
+
+// Close implements ipam.Store.
+func (s *Store) Close() error {
+	s.client.CloseIdle()
+	return nil
+}
+
+func (s *Store) usable() error {
+	if p := s.broken.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Get implements ipam.Store with a quorum read.
+func (s *Store) Get(ctx context.Context, key string) (ipam.KV, error) {
+	r, err := s.names.ref(key)
+	if err != nil {
+		return ipam.KV{}, err
+	}
+	return s.get(ctx, r)
+}
+
+func (s *Store) get(ctx context.Context, r ref) (ipam.KV, error) {
+	if err := s.usable(); err != nil {
+		return ipam.KV{}, err
+	}
+	c := call{method: "GET", path: r.res.plural + "/" + r.name}
+	code, body, err := s.do(ctx, c)
+	switch {
+	case err != nil:
+		return ipam.KV{}, err
+	case code != 200:
+		return ipam.KV{}, errorFor(ctx, apiError(c.op(), code, body))
+	}
+	return s.kv(r, body)
+}
+
+// List implements ipam.Store: a paginated LIST of each resource whose
+// keys can start with prefix, filtered by key. The revision returned is
+// 0: Kubernetes lists have no store revision the allocator could use.
+func (s *Store) List(ctx context.Context, prefix string) ([]ipam.KV, int64, error) {
+	if err := s.usable(); err != nil {
+		return nil, 0, err
+	}
+	var out []ipam.KV
+	for _, res := range resources {
+		seg := s.names.prefix + res.segment
+		if !strings.HasPrefix(seg, prefix) && !strings.HasPrefix(prefix, seg) {
+			continue
+		}
+		kvs, err := s.list(ctx, res)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, kv := range kvs {
+			if strings.HasPrefix(kv.Key, prefix) {
+				out = append(out, kv)
+			}
+		}
+	}
+	// Object names do not sort as keys do (':' and '-' swap places).
+	slices.SortFunc(out, func(a, b ipam.KV) int { return strings.Compare(a.Key, b.Key) })
+	return out, 0, nil
+}
+
+// listAnswer is a page of a LIST.
+type listAnswer struct {
+	Metadata struct {
+		Continue string `json:"continue"`
+	} `json:"metadata"`
+	Items []object `json:"items"`
+}
+
+func (s *Store) list(ctx context.Context, res *resource) ([]ipam.KV, error) {
+	var out []ipam.KV
+	q := url.Values{"labelSelector": {s.names.selector()}, "limit": {strconv.Itoa(listPage)}}
+	for {
+		c := call{method: "GET", path: res.plural + "?" + q.Encode()}
+		code, body, err := s.do(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		if code != 200 {
+			return nil, errorFor(ctx, apiError(c.op(), code, body))
+		}
+		var page listAnswer
+		if err := json.Unmarshal(body, &page); err != nil {
+			return nil, fmt.Errorf("kubernetes store: %s: undecodable answer: %v", c.op(), err)
+		}
+		for _, o := range page.Items {
+			kv, err := s.toKV(res, o)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, kv)
+		}
+		if page.Metadata.Continue == "" {
+			return out, nil
+		}
+		q.Set("continue", page.Metadata.Continue)
+	}
+}
+
+// Txn implements ipam.Store for what is one Write: one op, and at most
+// one compare, on the op's key. The Kubernetes API has no transaction
+// over several objects.
+func (s *Store) Txn(ctx context.Context, cmps []ipam.Compare, ops []ipam.Op) (int64, error) {
+	if len(ops) != 1 || len(cmps) > 1 || (len(cmps) == 1 && cmps[0].Key != ops[0].Key) {
+		return 0, fmt.Errorf("kubernetes store: a transaction of %d writes and %d compares: %w (one write, compared on its own key, only)", len(ops), len(cmps), errors.ErrUnsupported)
+	}
+	w := ipam.Write{Key: ops[0].Key, Value: ops[0].Value, Delete: ops[0].Delete, ModRevision: ipam.AnyRevision}
+	if len(cmps) == 1 {
+		w.ModRevision = cmps[0].ModRevision
+	}
+	return s.Write(ctx, w)
+}
+
+// Watch implements ipam.Store by refusing: agents watch the custom
+// resources with informers instead.
+func (s *Store) Watch(ctx context.Context, prefix string, fromRev int64) (<-chan ipam.WatchResponse, error) {
+	return nil, fmt.Errorf("kubernetes store: watch %s: %w (watch the podnet.io resources with an informer)", prefix, errors.ErrUnsupported)
+}
