@@ -15,8 +15,10 @@ import (
 // Config is the "ipam" object of a network configuration.
 type Config struct {
 	Type string `json:"type"`
-	// Store is "bolt:/var/lib/podnet/ipam.db" (default) or
-	// "etcd://host:port[,host:port...]" ("etcds://" for TLS).
+	// Store is "bolt:/var/lib/podnet/ipam.db" (default),
+	// "etcd://host:port[,host:port...]" ("etcds://" for TLS), or
+	// "kubernetes:/etc/cni/net.d/podnet-kubeconfig" (block IPAM on the
+	// Kubernetes API, through a kubeconfig in JSON the agent writes).
 	Store        string `json:"store"`
 	EtcdCertFile string `json:"etcdCertFile,omitempty"`
 	EtcdKeyFile  string `json:"etcdKeyFile,omitempty"`

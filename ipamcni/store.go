@@ -9,6 +9,7 @@ import (
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipam/store/bolt"
 	"github.com/podnet/podnet/ipam/store/etcdgw"
+	"github.com/podnet/podnet/ipam/store/kube"
 )
 
 // OpenStore opens the configured store for a process that may keep it a
@@ -56,6 +57,16 @@ func openStore(ctx context.Context, c *Config, use storeUse) (ipam.Store, error)
 			return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "ipam.store %q: no etcd endpoints", c.Store)
 		}
 		return etcdgw.New(etcdgw.Options{Endpoints: eps, CertFile: c.EtcdCertFile, KeyFile: c.EtcdKeyFile, CAFile: c.EtcdCAFile})
+	case ok && kind == "kubernetes":
+		path, ok := kube.ParseSpec(c.Store)
+		if !ok {
+			return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "ipam.store %q: no kubeconfig path", c.Store)
+		}
+		s, err := kube.Open(kube.Options{Kubeconfig: path, Prefix: c.Prefix})
+		if err != nil {
+			return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "ipam.store %q: %v", c.Store, err)
+		}
+		return s, nil
 	}
-	return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "ipam.store %q: want bolt:PATH or etcd://HOST:PORT[,HOST:PORT]", c.Store)
+	return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "ipam.store %q: want bolt:PATH, etcd://HOST:PORT[,HOST:PORT] or kubernetes:KUBECONFIG", c.Store)
 }
