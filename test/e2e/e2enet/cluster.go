@@ -135,6 +135,14 @@ func (c *Cluster) ConfPath(n *Node) string {
 // StartAgent runs `podnet agent` inside the node's namespace, with the
 // datastore's flags and extra, and waits until it is ready.
 func (c *Cluster) StartAgent(n *Node, extra ...string) {
+	c.T.Helper()
+	c.LaunchAgent(n, extra...)
+	c.WaitReady(n)
+}
+
+// LaunchAgent is StartAgent without the wait: the agent may wait for
+// something its datastore has not said yet.
+func (c *Cluster) LaunchAgent(n *Node, extra ...string) {
 	t := c.T
 	t.Helper()
 	n.log = &SyncBuffer{}
@@ -155,7 +163,6 @@ func (c *Cluster) StartAgent(n *Node, extra ...string) {
 	n.agent, n.exited = cmd, make(chan struct{})
 	go func() { n.exitErr = cmd.Wait(); close(n.exited) }()
 	t.Cleanup(func() { c.StopAgent(n, syscall.SIGTERM) })
-	c.waitReady(n)
 }
 
 // StopAgent signals the node's agent (a process this test started) and
@@ -182,20 +189,15 @@ func (c *Cluster) StopAgent(n *Node, sig syscall.Signal) {
 	}
 }
 
-func (c *Cluster) waitReady(n *Node) {
+// WaitReady waits until n's agent serves /readyz with 200 OK.
+func (c *Cluster) WaitReady(n *Node) {
 	t := c.T
 	t.Helper()
-	cl := HTTPIn(n.NS.Path)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := cl.Get("http://" + metricsAddr + "/readyz")
+		err := c.Ready(n)
 		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-			err = fmt.Errorf("%s: %s", resp.Status, body)
+			return
 		}
 		select {
 		case <-n.exited:
@@ -207,6 +209,21 @@ func (c *Cluster) waitReady(n *Node) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Ready is nil once n's agent serves /readyz with 200 OK, else why not:
+// the agent's own reason when it answers.
+func (c *Cluster) Ready(n *Node) error {
+	resp, err := HTTPIn(n.NS.Path).Get("http://" + metricsAddr + "/readyz")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(body))
+	}
+	return nil
 }
 
 // Get fetches path from the node agent's metrics server.

@@ -1,10 +1,12 @@
 package e2enet
 
 import (
+	"errors"
 	"net/netip"
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/podnet/podnet/agent"
 )
@@ -132,4 +134,56 @@ func Without(nodes []*Node, n *Node) []*Node {
 		}
 	}
 	return out
+}
+
+// VXLANPeer reports whether n's VXLAN device holds a neighbour or
+// forwarding entry for m's VTEP (its MAC): what n keeps of m besides
+// routes. A node without the device has none.
+func (n *Node) VXLANPeer(m *Node) (bool, error) {
+	l, err := n.NS.Handle.LinkByName(agent.VXLANDevice)
+	if err != nil {
+		var notFound netlink.LinkNotFoundError
+		if errors.As(err, &notFound) {
+			return false, nil
+		}
+		return false, err
+	}
+	mac := agent.VTEPMAC(m.Name).String()
+	for _, family := range []int{unix.AF_INET, unix.AF_INET6, unix.AF_BRIDGE} {
+		neighs, err := n.NS.Handle.NeighList(l.Attrs().Index, family)
+		if err != nil {
+			return false, err
+		}
+		for _, e := range neighs {
+			if e.HardwareAddr.String() == mac {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// WaitVXLANPeer waits until every node in on holds (want) or lacks
+// (!want) VXLAN entries for of's VTEP, and returns how long it took.
+func (c *Cluster) WaitVXLANPeer(of *Node, on []*Node, want bool, timeout time.Duration) time.Duration {
+	t := c.T
+	t.Helper()
+	start := time.Now()
+	for {
+		done := true
+		for _, n := range on {
+			ok, err := n.VXLANPeer(of)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done = done && ok == want
+		}
+		if done {
+			return time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			t.Fatalf("VXLAN entries for %s's VTEP on %d nodes: want present=%v, not within %v", of.Name, len(on), want, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
