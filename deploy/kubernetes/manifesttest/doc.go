@@ -1,10 +1,13 @@
-// Package manifesttest checks podnet's Kubernetes manifests in
-// deploy/kubernetes (the etcd model) and deploy/kubernetes/node-cidr (the
-// node-CIDR model, the Kubernetes API as datastore): every document
-// decodes strictly into its Kubernetes API type, the DaemonSet,
-// ConfigMap, ServiceAccount and RBAC agree with each other and with
-// deploy/Containerfile, and the network config each ConfigMap carries,
-// as the agent installs it, is one podnet accepts.
+// Package manifesttest checks podnet's Kubernetes manifests, every
+// variant of deploy/kubernetes: the default (deploy/kubernetes itself,
+// the Kubernetes API as datastore, pods addressed from their Node's
+// spec.podCIDRs) and deploy/kubernetes/etcd (block IPAM in etcd). In each,
+// every document decodes strictly into its Kubernetes API type, the
+// DaemonSet, ConfigMap, ServiceAccount and RBAC agree with each other and
+// with deploy/Containerfile, RBAC grants exactly what the agent uses, and
+// the network config each ConfigMap carries, as the agent installs it,
+// is one podnet-ipam and `podnet net validate` accept. No other directory
+// of deploy/kubernetes may hold manifests unless a test here checks it.
 //
 // It is a module of its own so that the main module's go.mod does not
 // carry the API machinery's test-only dependencies; it uses podnet's
