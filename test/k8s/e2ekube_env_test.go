@@ -45,10 +45,10 @@ const (
 	e2eServerName = "kubernetes"
 )
 
-// nodeCIDRConfigMapPath is the shipped node-CIDR ConfigMap: the one place
+// nodeCIDRConfigMapPath is the shipped default ConfigMap (node CIDR): the one place
 // this test names its path.
 func nodeCIDRConfigMapPath(root string) string {
-	return filepath.Join(root, "deploy/kubernetes/node-cidr/configmap.yaml")
+	return filepath.Join(root, "deploy/kubernetes/configmap.yaml")
 }
 
 // e2eShipped is what the agents run with from the shipped ConfigMap.

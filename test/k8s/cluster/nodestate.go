@@ -4,16 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"google.golang.org/grpc"
 
 	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/internal/testutil"
@@ -113,36 +108,32 @@ type IPAMRecords struct {
 	Endpoints []ipam.Endpoint
 }
 
-// IPAMRecords reads the handles and workload endpoints from the cluster's
-// etcd, under podnet's default prefix (the one the shipped manifests use).
+// IPAMRecords reads the handles and workload endpoints from the IPAM
+// store of the deployed variant (OpenIPAMStore), under podnet's default
+// prefix (the one the shipped manifests use).
 func (c *Cluster) IPAMRecords(ctx context.Context) (*IPAMRecords, error) {
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{EtcdEndpoint}, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return c.DialContext(ctx, "tcp", addr)
-		})},
-	})
+	st, err := c.OpenIPAMStore(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer cli.Close()
+	defer st.Close()
 	keys := ipam.Keys{}
 	rec := &IPAMRecords{}
-	hs, err := cli.Get(ctx, keys.Handles(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	hs, _, err := st.List(ctx, keys.Handles())
 	if err != nil {
-		return nil, fmt.Errorf("etcd: handles: %w", err)
+		return nil, fmt.Errorf("IPAM store: handles: %w", err)
 	}
-	for _, kv := range hs.Kvs {
-		rec.Handles = append(rec.Handles, strings.TrimPrefix(string(kv.Key), keys.Handles()))
+	for _, kv := range hs {
+		rec.Handles = append(rec.Handles, strings.TrimPrefix(kv.Key, keys.Handles()))
 	}
-	ws, err := cli.Get(ctx, keys.Workloads(), clientv3.WithPrefix())
+	ws, _, err := st.List(ctx, keys.Workloads())
 	if err != nil {
-		return nil, fmt.Errorf("etcd: workload endpoints: %w", err)
+		return nil, fmt.Errorf("IPAM store: workload endpoints: %w", err)
 	}
-	for _, kv := range ws.Kvs {
+	for _, kv := range ws {
 		var e ipam.Endpoint
 		if err := json.Unmarshal(kv.Value, &e); err != nil {
-			return nil, fmt.Errorf("etcd: %s: %w", kv.Key, err)
+			return nil, fmt.Errorf("IPAM store: %s: %w", kv.Key, err)
 		}
 		rec.Endpoints = append(rec.Endpoints, e)
 	}
