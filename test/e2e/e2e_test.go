@@ -132,7 +132,7 @@ func checkGC(t *testing.T, c *cluster, n *node) {
 	}
 	start := time.Now()
 	for {
-		ips, err := c.alloc.IPsByHandle(ctx, handle)
+		ips, err := c.alloc.IPsByHandle(ctx, n.name, handle)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +146,7 @@ func checkGC(t *testing.T, c *cluster, n *node) {
 	}
 	t.Logf("GC released the leaked address %v after it was allocated (grace %v)", time.Since(start), gcGrace)
 	for _, p := range c.allPods() {
-		ips, err := c.alloc.IPsByHandle(ctx, c.network.name+"."+p.id)
+		ips, err := c.alloc.IPsByHandle(ctx, p.node.name, c.network.name+"."+p.id)
 		if err != nil || len(ips) != len(p.addrs()) {
 			t.Fatalf("pod %s's addresses after GC: %v, %v", p.id, ips, err)
 		}
