@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+
+	"github.com/podnet/podnet/ipam"
 	"sync"
 	"time"
 )
@@ -14,7 +16,7 @@ func (a *Agent) runStore(ctx context.Context, wg *sync.WaitGroup, registered fun
 	ownKey := NodeKey(a.cfg.Prefix, a.cfg.Node)
 	wg.Go(func() { a.reg.run(ctx, registered) })
 	w := &watcher{
-		store:    a.cfg.Store,
+		store:    a.cfg.Store.(ipam.Watcher), // checked by New
 		prefixes: []string{NodesPrefix(a.cfg.Prefix), a.keys.Nodes()},
 		newState: func() *clusterState { return newClusterState(a.keys, a.cfg.Prefix) },
 		replace: func(s *clusterState, rev int64) {

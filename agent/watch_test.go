@@ -16,7 +16,7 @@ import (
 // breakableStore ends every open watch with ErrCompacted on demand, as
 // etcd does when a watcher falls behind a compaction.
 type breakableStore struct {
-	ipam.Store
+	*bolt.Store
 	mu     sync.Mutex
 	breaks []chan struct{}
 }

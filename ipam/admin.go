@@ -25,7 +25,7 @@ func (a *Allocator) Blocks(ctx context.Context) ([]BlockInfo, error) {
 		if err != nil {
 			return err
 		}
-		kvs, _, err := a.store.List(ctx, a.keys.Blocks())
+		kvs, err := a.store.List(ctx, a.keys.Blocks())
 		if err != nil {
 			return err
 		}
@@ -104,7 +104,7 @@ func (a *Allocator) disablePool(ctx context.Context, name string) (poolRev, erro
 // dropPoolBlocks lets every block of pool p go, or refuses when one holds
 // addresses.
 func (a *Allocator) dropPoolBlocks(ctx context.Context, p Pool) error {
-	kvs, _, err := a.store.List(ctx, a.keys.Blocks())
+	kvs, err := a.store.List(ctx, a.keys.Blocks())
 	if err != nil {
 		return err
 	}

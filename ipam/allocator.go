@@ -373,7 +373,7 @@ func (f *famAssign) fromNewBlocks(ctx context.Context) error {
 // index names the block (the borrow's intent) before the block is written,
 // so the address is findable from the node at every step (I1).
 func (f *famAssign) borrow(ctx context.Context) error {
-	kvs, _, err := f.a.store.List(ctx, f.a.keys.Blocks())
+	kvs, err := f.a.store.List(ctx, f.a.keys.Blocks())
 	if err != nil {
 		return err
 	}

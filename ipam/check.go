@@ -168,7 +168,7 @@ func (a *Allocator) readSnapshot(ctx context.Context, s *snapshot) error {
 		}
 		return nil
 	}
-	kvs, _, err := a.store.List(ctx, a.keys.Nodes())
+	kvs, err := a.store.List(ctx, a.keys.Nodes())
 	if err != nil {
 		return err
 	}
@@ -179,7 +179,7 @@ func (a *Allocator) readSnapshot(ctx context.Context, s *snapshot) error {
 			s.indexes[strings.TrimPrefix(kv.Key, a.keys.Nodes())] = x
 		}
 	}
-	if kvs, _, err = a.store.List(ctx, a.keys.Blocks()); err != nil {
+	if kvs, err = a.store.List(ctx, a.keys.Blocks()); err != nil {
 		return err
 	}
 	for _, kv := range kvs {

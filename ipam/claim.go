@@ -263,7 +263,7 @@ func (a *Allocator) adopt(ctx context.Context, node string, cidr netip.Prefix) e
 
 // blocksIn lists the blocks that exist in pool p.
 func (a *Allocator) blocksIn(ctx context.Context, p Pool) (map[netip.Prefix]bool, error) {
-	kvs, _, err := a.store.List(ctx, a.keys.Blocks())
+	kvs, err := a.store.List(ctx, a.keys.Blocks())
 	if err != nil {
 		return nil, err
 	}

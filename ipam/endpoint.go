@@ -230,7 +230,7 @@ func (a *Allocator) Endpoints(ctx context.Context, node string) ([]Endpoint, err
 				return err
 			}
 		} else {
-			kvs, _, err := a.store.List(ctx, a.keys.Blocks())
+			kvs, err := a.store.List(ctx, a.keys.Blocks())
 			if err != nil {
 				return err
 			}

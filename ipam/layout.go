@@ -49,7 +49,7 @@ func (a *Allocator) checkLayout(ctx context.Context, node string) error {
 // prefix, or, for the default prefix, v1 pools under V1Prefix.
 func (a *Allocator) findV1(ctx context.Context, node string) (string, string, error) {
 	p := a.keys.prefix()
-	kvs, _, err := a.store.List(ctx, p+"ipam/affinities/"+node+"/")
+	kvs, err := a.store.List(ctx, p+"ipam/affinities/"+node+"/")
 	if err != nil {
 		return "", "", err
 	}
@@ -59,7 +59,7 @@ func (a *Allocator) findV1(ctx context.Context, node string) (string, string, er
 	if p != DefaultPrefix {
 		return "", "", nil
 	}
-	if kvs, _, err = a.store.List(ctx, V1Prefix+"ipam/pools/"); err != nil || len(kvs) == 0 {
+	if kvs, err = a.store.List(ctx, V1Prefix+"ipam/pools/"); err != nil || len(kvs) == 0 {
 		return "", "", err
 	}
 	return V1Prefix, "pools", nil

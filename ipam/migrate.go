@@ -188,7 +188,7 @@ func (d *v1Data) addAffinity(prefix string) func(KV) error {
 }
 
 func eachKV(ctx context.Context, store Store, prefix string, fn func(KV) error) error {
-	kvs, _, err := store.List(ctx, prefix)
+	kvs, err := store.List(ctx, prefix)
 	if err != nil {
 		return err
 	}

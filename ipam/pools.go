@@ -70,7 +70,7 @@ type poolRev struct {
 }
 
 func (a *Allocator) listPools(ctx context.Context) ([]poolRev, error) {
-	kvs, _, err := a.store.List(ctx, a.keys.Pools())
+	kvs, err := a.store.List(ctx, a.keys.Pools())
 	if err != nil {
 		return nil, err
 	}

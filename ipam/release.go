@@ -160,7 +160,7 @@ func (a *Allocator) ReleaseByHandle(ctx context.Context, node, handle string) er
 func (a *Allocator) handleBlocks(ctx context.Context, w *writeSet, node, handle string) ([]*blockRef, error) {
 	var refs []*blockRef
 	if node == "" {
-		kvs, _, err := a.store.List(ctx, a.keys.Blocks())
+		kvs, err := a.store.List(ctx, a.keys.Blocks())
 		if err != nil {
 			return nil, err
 		}

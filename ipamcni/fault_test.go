@@ -81,7 +81,7 @@ func TestKilledBetweenClaimAndConfirm(t *testing.T) {
 		t.Fatalf("index the killed claim left: %+v %v", x, err)
 	}
 	pending := x.Blocks[0].CIDR
-	if blocks, _, _ := st.List(ctx, keys.Blocks()); len(blocks) != 0 {
+	if blocks, _ := st.List(ctx, keys.Blocks()); len(blocks) != 0 {
 		t.Fatalf("blocks the killed claim left: %v", blocks)
 	}
 	later := func() time.Time { return time.Now().Add(time.Hour) }

@@ -96,7 +96,7 @@ func (c *countingStore) Get(ctx context.Context, key string) (ipam.KV, error) {
 	return c.Store.Get(ctx, key)
 }
 
-func (c *countingStore) List(ctx context.Context, prefix string) ([]ipam.KV, int64, error) {
+func (c *countingStore) List(ctx context.Context, prefix string) ([]ipam.KV, error) {
 	c.reads.Add(1)
 	return c.Store.List(ctx, prefix)
 }

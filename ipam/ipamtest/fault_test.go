@@ -34,9 +34,9 @@ func (s stuckStore) Get(ctx context.Context, key string) (ipam.KV, error) {
 	return s.Store.Get(ctx, key)
 }
 
-func (s stuckStore) List(ctx context.Context, prefix string) ([]ipam.KV, int64, error) {
+func (s stuckStore) List(ctx context.Context, prefix string) ([]ipam.KV, error) {
 	if s.stuck.Load() {
-		return nil, 0, s.wait(ctx)
+		return nil, s.wait(ctx)
 	}
 	return s.Store.List(ctx, prefix)
 }

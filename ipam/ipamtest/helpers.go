@@ -67,7 +67,7 @@ func (e env) editBlock(cidr netip.Prefix, fn func(b *ipam.Block)) {
 // count is how many keys are under prefix.
 func (e env) count(prefix string) int {
 	e.t.Helper()
-	kvs, _, err := e.store.List(ctxT(e.t), prefix)
+	kvs, err := e.store.List(ctxT(e.t), prefix)
 	if err != nil {
 		e.t.Fatal(err)
 	}
