@@ -105,6 +105,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Store == nil && cfg.Kube == nil {
 		return nil, errors.New("agent: no store")
 	}
+	if _, ok := cfg.Store.(ipam.Watcher); cfg.Kube == nil && !ok {
+		return nil, fmt.Errorf("agent: store %T cannot be watched (no ipam.Watcher), so it cannot be the datastore", cfg.Store)
+	}
 	if cfg.Mode == "" {
 		cfg.Mode = ModeAuto
 	}

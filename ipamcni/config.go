@@ -23,7 +23,7 @@ type Config struct {
 	EtcdCertFile string `json:"etcdCertFile,omitempty"`
 	EtcdKeyFile  string `json:"etcdKeyFile,omitempty"`
 	EtcdCAFile   string `json:"etcdCAFile,omitempty"`
-	// Prefix is the store key prefix (default /podnet/v1/).
+	// Prefix is the store key prefix (default ipam.DefaultPrefix, /podnet/v2/).
 	Prefix string `json:"prefix,omitempty"`
 	// Pools are created when missing; existing pools are used as they
 	// are (the store is the truth once it has them).
