@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -95,25 +96,24 @@ func (c *cluster) addNode(i int) *e2enet.Node {
 	return c.AddNode(i, pools...)
 }
 
-// blocksOf returns the blocks affine to node.
+// blocksOf returns the blocks node's IPAM index routes to it.
 func (c *cluster) blocksOf(node string) []netip.Prefix {
 	t := c.t
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	keys := ipam.Keys{}
-	kvs, _, err := c.ipamS.List(ctx, keys.NodeAffinities(node))
+	kv, err := c.ipamS.Get(ctx, ipam.Keys{}.Node(node))
+	if errors.Is(err, ipam.ErrNotFound) {
+		return nil
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []netip.Prefix
-	for _, kv := range kvs {
-		p, err := keys.ParseBlockKey(kv.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, p)
+	var x ipam.NodeIndex
+	if err := json.Unmarshal(kv.Value, &x); err != nil {
+		t.Fatal(err)
 	}
+	out, _ := x.Routes()
 	return out
 }
 

@@ -134,7 +134,7 @@ func checkGC(t *testing.T, c *cluster, n *e2enet.Node) {
 	}
 	start := time.Now()
 	for {
-		ips, err := c.alloc.IPsByHandle(ctx, handle)
+		ips, err := c.alloc.IPsByHandle(ctx, n.Name, handle)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +148,7 @@ func checkGC(t *testing.T, c *cluster, n *e2enet.Node) {
 	}
 	t.Logf("GC released the leaked address %v after it was allocated (grace %v)", time.Since(start), e2enet.GCGrace)
 	for _, p := range c.AllPods() {
-		ips, err := c.alloc.IPsByHandle(ctx, c.network.name+"."+p.ID)
+		ips, err := c.alloc.IPsByHandle(ctx, p.Node.Name, c.network.name+"."+p.ID)
 		if err != nil || len(ips) != len(p.Addrs()) {
 			t.Fatalf("pod %s's addresses after GC: %v, %v", p.ID, ips, err)
 		}

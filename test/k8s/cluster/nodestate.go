@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 
 	"github.com/google/nftables"
@@ -100,9 +101,10 @@ func (c *Cluster) PodNFTElements() ([]NFTElement, error) {
 	return out, nil
 }
 
-// IPAMRecords are the store's per-pod records: the handles (one per
-// attachment's addresses, <network>.<container ID>, plus one per node
-// gateway) and the workload endpoints.
+// IPAMRecords are the store's per-pod records: the handles that hold
+// addresses (one per attachment, <network>.<container ID>, plus one per
+// node gateway), read from the blocks' allocation attributes, and the
+// workload endpoints derived from them.
 type IPAMRecords struct {
 	Handles   []string
 	Endpoints []ipam.Endpoint
@@ -119,23 +121,29 @@ func (c *Cluster) IPAMRecords(ctx context.Context) (*IPAMRecords, error) {
 	defer st.Close()
 	keys := ipam.Keys{}
 	rec := &IPAMRecords{}
-	hs, _, err := st.List(ctx, keys.Handles())
+	bs, _, err := st.List(ctx, keys.Blocks())
 	if err != nil {
-		return nil, fmt.Errorf("IPAM store: handles: %w", err)
+		return nil, fmt.Errorf("IPAM store: blocks: %w", err)
 	}
-	for _, kv := range hs {
-		rec.Handles = append(rec.Handles, strings.TrimPrefix(kv.Key, keys.Handles()))
-	}
-	ws, _, err := st.List(ctx, keys.Workloads())
-	if err != nil {
-		return nil, fmt.Errorf("IPAM store: workload endpoints: %w", err)
-	}
-	for _, kv := range ws {
-		var e ipam.Endpoint
-		if err := json.Unmarshal(kv.Value, &e); err != nil {
+	seen := map[string]bool{}
+	for _, kv := range bs {
+		var b ipam.Block
+		if err := json.Unmarshal(kv.Value, &b); err != nil {
 			return nil, fmt.Errorf("IPAM store: %s: %w", kv.Key, err)
 		}
-		rec.Endpoints = append(rec.Endpoints, e)
+		for _, k := range b.Owners {
+			if k <= 0 || k > len(b.Attributes) {
+				continue
+			}
+			if h := b.Attributes[k-1].Handle; h != "" && !seen[h] {
+				seen[h] = true
+				rec.Handles = append(rec.Handles, h)
+			}
+		}
+	}
+	sort.Strings(rec.Handles)
+	if rec.Endpoints, err = ipam.New(st, ipam.Config{}).Endpoints(ctx, ""); err != nil {
+		return nil, fmt.Errorf("IPAM store: workload endpoints: %w", err)
 	}
 	return rec, nil
 }
