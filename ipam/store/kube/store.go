@@ -40,6 +40,11 @@ type Options struct {
 	// certificate-authority(-data), and token, tokenFile or a client
 	// certificate and key (files or data).
 	Kubeconfig string
+	// KubeconfigJSON, when set, is the kubeconfig itself (Kubeconfig is
+	// then only its name in messages, and relative paths in it are
+	// relative to the working directory): the agent passes its own
+	// credentials this way.
+	KubeconfigJSON []byte
 	// Prefix is the allocator's key prefix; "" means ipam.DefaultPrefix.
 	// Another prefix is a set of its own (see the package doc).
 	Prefix string
@@ -66,6 +71,13 @@ var _ ipam.Store = (*Store)(nil)
 // Open reads the kubeconfig and returns a Store; it does not connect
 // until the first request.
 func Open(o Options) (*Store, error) {
+	if o.KubeconfigJSON != nil {
+		c, err := parseKubeconfig(o.KubeconfigJSON, "")
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes store: kubeconfig %s: %w", o.Kubeconfig, err)
+		}
+		return newStore(c, o), nil
+	}
 	if o.Kubeconfig == "" {
 		return nil, errors.New("kubernetes store: no kubeconfig")
 	}
