@@ -109,11 +109,14 @@ func (s *Store) usable() error {
 	return nil
 }
 
-// Get implements ipam.Store with a quorum read.
+// Get implements ipam.Store with a quorum read. A key that is no pool,
+// block or node key cannot exist in this store, so reading it finds
+// nothing (the allocator looks for a layout marker and v1 data that only
+// older stores can hold); writing it is refused.
 func (s *Store) Get(ctx context.Context, key string) (ipam.KV, error) {
 	r, err := s.names.ref(key)
 	if err != nil {
-		return ipam.KV{}, err
+		return ipam.KV{}, fmt.Errorf("%w: %v", ipam.ErrNotFound, err)
 	}
 	return s.get(ctx, r)
 }
