@@ -41,6 +41,9 @@ type Config struct {
 	// store records the release for the node's agent (default
 	// DefaultReleaseDir; see Tombstone).
 	ReleaseDir string `json:"releaseDir,omitempty"`
+	// NodeLock is the file this node's plugins lock around each IPAM
+	// operation on the Kubernetes API (default DefaultNodeLock).
+	NodeLock string `json:"nodeLock,omitempty"`
 }
 
 // PoolConfig is a pool as the configuration writes it.

@@ -51,7 +51,9 @@ func (p *IPAM) endpoint(at PodInterface) *ipam.EndpointID {
 // replaced frees only its own addresses, and the newer one is then the
 // endpoint.
 func (p *IPAM) DelAttachment(ctx context.Context, at PodInterface) error {
-	return cniError(p.alloc.ReleaseByHandle(ctx, p.req.Config.Node, Handle(p.req.Network, at.ContainerID)))
+	return cniError(p.nodeLocked(ctx, func() error {
+		return p.alloc.ReleaseByHandle(ctx, p.req.Config.Node, Handle(p.req.Network, at.ContainerID))
+	}))
 }
 
 // Allocator is the IPAM's allocator, for callers that inspect the store

@@ -110,14 +110,19 @@ func (p *IPAM) families() (v4, v6 []string) {
 // have one (the first ADD of a cluster): checking them up front would read
 // the pools a second time on every ADD.
 func (p *IPAM) AddAttachment(ctx context.Context, at PodInterface) (*cni.Result, error) {
-	res, err := p.addAttachment(ctx, at)
-	var missing *ipam.NoSuchPoolError
-	if errors.As(err, &missing) {
-		if err := p.ensurePools(ctx); err != nil {
-			return nil, cniError(err)
-		}
+	var res *cni.Result
+	err := p.nodeLocked(ctx, func() error {
+		var err error
 		res, err = p.addAttachment(ctx, at)
-	}
+		var missing *ipam.NoSuchPoolError
+		if errors.As(err, &missing) {
+			if err := p.ensurePools(ctx); err != nil {
+				return err
+			}
+			res, err = p.addAttachment(ctx, at)
+		}
+		return err
+	})
 	return res, cniError(err)
 }
 
