@@ -60,8 +60,8 @@ func scalePodCIDR(i int) netip.Prefix {
 
 // BenchmarkAgent5000Nodes measures the node-CIDR model (issue 14, model
 // A: the Kubernetes datastore, a Node informer, routes to every Node's
-// spec.podCIDRs) at 5,000 nodes. Model B (block IPAM on CRDs) is not
-// measured here.
+// spec.podCIDRs) at 5,000 nodes; BenchmarkAgent5000NodesBlocks does
+// model B.
 //
 // It starts etcd and kube-apiserver alone (cluster.WithControlPlaneOnly:
 // no allocator or lifecycle controller writes to the Nodes), creates
@@ -86,13 +86,7 @@ func scalePodCIDR(i int) netip.Prefix {
 //
 // PODNET_SCALE_NODES=500 measures another size.
 func BenchmarkAgent5000Nodes(b *testing.B) {
-	n := scaleNodesDefault
-	if s := os.Getenv("PODNET_SCALE_NODES"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil || n < 1 || n > 16000 {
-			b.Fatalf("PODNET_SCALE_NODES=%q: want 1 to 16000", s)
-		}
-	}
+	n := scaleNodes(b)
 	c := cluster.Start(b, cluster.WithControlPlaneOnly())
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
@@ -108,9 +102,22 @@ func BenchmarkAgent5000Nodes(b *testing.B) {
 	b.Logf("%d Nodes created in %s", n+1, time.Since(start).Round(time.Millisecond))
 	for range b.N {
 		// A fresh namespace each run: no route of the last one's counts.
-		r := runScaleAgent(ctx, b, c, client, scaleAgentNetNS(b), n)
-		r.report(b, n)
+		r := runScaleAgent(ctx, b, c, scaleAgentNetNS(b), n, nodeCIDRScale(client))
+		r.report(b, n, "model A")
 	}
+}
+
+// scaleNodes is the number of fake nodes: scaleNodesDefault, or
+// $PODNET_SCALE_NODES.
+func scaleNodes(b *testing.B) int {
+	n := scaleNodesDefault
+	if s := os.Getenv("PODNET_SCALE_NODES"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 1 || n > 16000 {
+			b.Fatalf("PODNET_SCALE_NODES=%q: want 1 to 16000", s)
+		}
+	}
+	return n
 }
 
 // scaleResult is what one run of the agent measured.
@@ -134,7 +141,7 @@ func (r scaleResult) reconcileMean() time.Duration {
 	return r.reconcile / time.Duration(r.reconciles)
 }
 
-func (r scaleResult) report(b *testing.B, n int) {
+func (r scaleResult) report(b *testing.B, n int, model string) {
 	b.ReportMetric(r.sync.Seconds(), "sync_s")
 	b.ReportMetric(r.heap, "heap_MB")
 	b.ReportMetric(r.alloc, "alloc_MB")
@@ -143,22 +150,49 @@ func (r scaleResult) report(b *testing.B, n int) {
 	b.ReportMetric(float64(r.del.Milliseconds()), "del_ms")
 	b.ReportMetric(float64(r.add.Milliseconds()), "add_ms")
 	b.ReportMetric(float64(r.reconcileMean().Microseconds())/1e3, "reconcile_ms")
-	b.Logf("model A, %d Nodes: all routes in %s; heap %.1f MB (allocated %.0f MB on the way); idle over %s: %.3f API requests/s (the agent's count), %.3f requests/s to nodes (apiserver_request_total); one Node deleted -> route withdrawn %s, one created -> route programmed %s; reconciles: %d up to ready taking %s, %d after it %s each on average",
-		n, r.sync.Round(time.Millisecond), r.heap, r.alloc, scaleIdle, r.reqRate, r.serverRate, r.del.Round(time.Millisecond), r.add.Round(time.Millisecond),
+	b.Logf("%s, %d Nodes: all routes in %s; heap %.1f MB (allocated %.0f MB on the way); idle over %s: %.3f API requests/s (the agent's count), %.3f requests/s to what it watches (apiserver_request_total); one node's routing source deleted -> route withdrawn %s, created -> route programmed %s; reconciles: %d up to ready taking %s, %d after it %s each on average",
+		model, n, r.sync.Round(time.Millisecond), r.heap, r.alloc, scaleIdle, r.reqRate, r.serverRate, r.del.Round(time.Millisecond), r.add.Round(time.Millisecond),
 		r.syncReconciles, r.syncReconcile.Round(time.Millisecond), r.reconciles, r.reconcileMean().Round(100*time.Microsecond))
+}
+
+// scaleModel is what differs between the IPAM models at scale: the
+// agent's datastore, what the benchmark deletes and creates again to
+// withdraw and restore one node's route, and which of the API server's
+// request counters the agent's watches move.
+type scaleModel struct {
+	kube func(cfg *rest.Config) *agent.KubeConfig
+	// remove and restore take fake node i's route source away and back.
+	remove, restore func(ctx context.Context, i int) error
+	// serverRequests sums apiserver_request_total of the resources the
+	// agent follows.
+	resources []string
+}
+
+// nodeCIDRScale is model A: Nodes and their podCIDRs.
+func nodeCIDRScale(client *kubernetes.Clientset) scaleModel {
+	return scaleModel{
+		kube: func(cfg *rest.Config) *agent.KubeConfig { return &agent.KubeConfig{REST: cfg} },
+		remove: func(ctx context.Context, i int) error {
+			return client.CoreV1().Nodes().Delete(ctx, scaleNodeName(i), metav1.DeleteOptions{})
+		},
+		restore: func(ctx context.Context, i int) error {
+			return createScaleNodesErr(ctx, client, i, 1)
+		},
+		resources: []string{" core/nodes/"},
+	}
 }
 
 // runScaleAgent runs the agent in ns until it has been measured, and
 // stops it. Its routes stay in ns (as on a real node whose agent
 // restarts); the namespace's removal takes them.
-func runScaleAgent(ctx context.Context, b *testing.B, c *cluster.Cluster, client *kubernetes.Clientset, ns string, n int) scaleResult {
+func runScaleAgent(ctx context.Context, b *testing.B, c *cluster.Cluster, ns string, n int, m scaleModel) scaleResult {
 	b.Helper()
 	reg := prometheus.NewRegistry()
 	cfg := rest.CopyConfig(c.Config)
 	cfg.UserAgent = "podnet-agent"
 	heapBefore, allocBefore := liveHeap()
 	a, err := agent.New(agent.Config{
-		Node: scaleAgentNode, Kube: &agent.KubeConfig{REST: cfg}, NetNS: ns, Mode: agent.ModeHostGW,
+		Node: scaleAgentNode, Kube: m.kube(cfg), NetNS: ns, Mode: agent.ModeHostGW,
 		Registry: reg, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
@@ -187,31 +221,28 @@ func runScaleAgent(ctx context.Context, b *testing.B, c *cluster.Cluster, client
 		b.Fatalf("agent not ready 2m after its routes: %v", a.Ready())
 	}
 	r.syncReconciles, r.syncReconcile = reconciles(b, reg)
-	before, nodesBefore := apiRequests(b, reg), nodeRequests(ctx, b, c)
+	before, serverBefore := apiRequests(b, reg), resourceRequests(ctx, b, c, m.resources)
 	time.Sleep(scaleIdle)
 	r.reqRate = (apiRequests(b, reg) - before) / scaleIdle.Seconds()
-	// The API server's own count: only the agent uses nodes now (no
-	// controller runs, the benchmark's client is idle). A watch counts
-	// when it ends.
-	r.serverRate = (nodeRequests(ctx, b, c) - nodesBefore) / scaleIdle.Seconds()
+	// The API server's own count: only the agent uses these resources
+	// now (no controller runs, the benchmark's client is idle). A watch
+	// counts when it ends.
+	r.serverRate = (resourceRequests(ctx, b, c, m.resources) - serverBefore) / scaleIdle.Seconds()
 	start = time.Now()
-	if err := client.CoreV1().Nodes().Delete(ctx, scaleNodeName(0), metav1.DeleteOptions{}); err != nil {
+	if err := m.remove(ctx, 0); err != nil {
 		b.Fatal(err)
 	}
 	waitScaleRoutes(ctx, b, ns, n-1, 0, false, time.Minute)
 	r.del = time.Since(start)
 	start = time.Now()
-	createScaleNodes(ctx, b, client, n, 1)
-	waitScaleRoutes(ctx, b, ns, n, n, true, time.Minute)
+	if err := m.restore(ctx, 0); err != nil {
+		b.Fatal(err)
+	}
+	waitScaleRoutes(ctx, b, ns, n, 0, true, time.Minute)
 	r.add = time.Since(start)
 	r.reconciles, r.reconcile = reconciles(b, reg)
 	r.reconciles -= r.syncReconciles
 	r.reconcile -= r.syncReconcile
-	// The next run starts from the same n Nodes, node 0 among them.
-	createScaleNodes(ctx, b, client, 0, 1)
-	if err := client.CoreV1().Nodes().Delete(ctx, scaleNodeName(n), metav1.DeleteOptions{}); err != nil {
-		b.Fatal(err)
-	}
 	return r
 }
 
@@ -261,14 +292,16 @@ func reconciles(b *testing.B, reg *prometheus.Registry) (uint64, time.Duration) 
 	return 0, 0
 }
 
-// nodeRequests sums apiserver_request_total of nodes (every verb and
-// subresource).
-func nodeRequests(ctx context.Context, b *testing.B, c *cluster.Cluster) float64 {
+// resourceRequests sums apiserver_request_total of the resources whose
+// keys contain one of subs (every verb and subresource).
+func resourceRequests(ctx context.Context, b *testing.B, c *cluster.Cluster, subs []string) float64 {
 	b.Helper()
 	var sum float64
 	for k, v := range apiserverRequests(ctx, b, c) {
-		if strings.Contains(k, " core/nodes/") {
-			sum += v
+		for _, sub := range subs {
+			if strings.Contains(k, sub) {
+				sum += v
+			}
 		}
 	}
 	return sum
@@ -294,6 +327,12 @@ func scaleNodeName(i int) string { return fmt.Sprintf("scale-node-%d", i) }
 // each with its podCIDR and the annotations its agent would have written.
 func createScaleNodes(ctx context.Context, b *testing.B, client *kubernetes.Clientset, from, n int) {
 	b.Helper()
+	if err := createScaleNodesErr(ctx, client, from, n); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func createScaleNodesErr(ctx context.Context, client *kubernetes.Clientset, from, n int) error {
 	idx := make(chan int)
 	errs := make(chan error, 32)
 	var wg sync.WaitGroup
@@ -327,8 +366,9 @@ func createScaleNodes(ctx context.Context, b *testing.B, client *kubernetes.Clie
 	wg.Wait()
 	select {
 	case err := <-errs:
-		b.Fatal(err)
+		return err
 	default:
+		return nil
 	}
 }
 
