@@ -20,6 +20,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/podnet/podnet/ipam"
 )
 
 // KubeConfig selects the Kubernetes datastore: the node registers by
@@ -151,6 +153,10 @@ func (a *Agent) runKube(ctx context.Context, registered func()) {
 	a.haveState.Store(true)
 	a.watchSynced.Store(true)
 	a.kick()
+	if len(informers) == 2 && a.cfg.Store != nil {
+		alloc := ipam.New(a.cfg.Store, ipam.Config{Keys: a.keys})
+		wg.Go(func() { a.sweepDeletedNodes(ctx, inf.GetStore(), informers[1].GetStore(), alloc) })
+	}
 	r := &kubeRegistrar{
 		client: a.kube.client, node: a.cfg.Node, want: NodeAnnotations(a.rec),
 		get: func() (*corev1.Node, bool) {
