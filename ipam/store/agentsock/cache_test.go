@@ -170,7 +170,7 @@ func TestErrorIdentity(t *testing.T) {
 	}
 }
 
-func second[T any](_ T, err error) error         { return err }
+func second[T any](_ T, err error) error        { return err }
 func third[T, U any](_ T, _ U, err error) error { return err }
 
 // failingStore fails every call with err.
