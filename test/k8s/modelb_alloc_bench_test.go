@@ -19,13 +19,13 @@ import (
 	"github.com/podnet/podnet/test/k8s/cluster"
 )
 
-// The shape of BenchmarkModelBAllocations: nodes x perNode concurrent
-// ADDs per wave (design 4.4 item 2: 10 x 40), from one /16 pool.
-const (
-	allocNodes   = 10
-	allocPerNode = 40
-	allocPool    = "10.96.0.0/16"
-)
+// allocPool is BenchmarkModelBAllocations's pool.
+const allocPool = "10.96.0.0/16"
+
+// allocShapes are the waves' shapes, nodes x concurrent ADDs per node:
+// design 4.4 items 2 (10 x 40) and 3 (1 x 40, 10 x 1: queueing on one
+// node's block apart from the API's latency).
+var allocShapes = [][2]int{{10, 40}, {1, 40}, {10, 1}}
 
 // allocBench execs the real podnet-ipam plugin in the control plane's
 // network namespace, where the API server is reachable, as a runtime on
@@ -37,9 +37,11 @@ type allocBench struct {
 	relDir string // ipam.releaseDir: a DEL that cannot release leaves a tombstone here
 	// store returns node i's ipam.store spec.
 	store func(i int) string
-	// nodes names this option's nodes apart from the other options', so
-	// that each option's first wave claims its own blocks.
+	// nodes names this run's nodes apart from the other runs', so that
+	// each run's first wave claims its own blocks.
 	nodes string
+	// shape is nodes x concurrent ADDs per node.
+	shape [2]int
 }
 
 // buildIPAMPlugin builds plugins/podnet-ipam from podnet's module,
@@ -138,9 +140,9 @@ type waveResult struct {
 // wave allocates nodes x perNode addresses at once, checks that no
 // address was given twice, then releases them all at once.
 func (a *allocBench) wave(ctx context.Context, b *testing.B, n int) waveResult {
-	ids := make([][]string, allocNodes)
+	ids := make([][]string, a.shape[0])
 	for i := range ids {
-		for j := range allocPerNode {
+		for j := range a.shape[1] {
 			ids[i] = append(ids[i], fmt.Sprintf("%s-w%d-n%d-p%d-%08x", a.nodes, n, i, j, time.Now().UnixNano()&0xffffffff))
 		}
 	}
@@ -210,7 +212,9 @@ func reportWaves(b *testing.B, prefix string, waves []waveResult) {
 // (store agent:SOCKET, one in-process server and cache per node over the
 // Kubernetes store). Each wave execs 10 node names x 40 concurrent ADDs
 // with unique container IDs, checks no address was given twice, then
-// execs the 400 DELs at once. The first wave claims each node's block
+// execs the 400 DELs at once; the same with 1 x 40 and 10 x 1 (design
+// 4.4 item 3). Run only the 10 x 40 with -bench
+// 'BenchmarkModelBAllocations/.*/10x40'. The first wave claims each node's block
 // (cold) and is reported apart; b.N more waves are warm. Figures:
 // allocations/s (addresses / ADD phase wall time), ADD and DEL p50/p99,
 // podnet.io API requests and 409s per ADD and per DEL
@@ -226,7 +230,7 @@ func BenchmarkModelBAllocations(b *testing.B) {
 	}
 	plugin := buildIPAMPlugin(b, c)
 	_, podNS := testutil.NewNetNS(b)
-	socks := make([]string, allocNodes)
+	socks := make([]string, 10)
 	for i := range socks {
 		socks[i], _ = agentSock(b, openKubeStore(b, c, kc, ""))
 	}
@@ -238,15 +242,18 @@ func BenchmarkModelBAllocations(b *testing.B) {
 		{"option2-agent", func(i int) string { return "agent:" + socks[i] }},
 	}
 	for k, o := range options {
-		b.Run(o.name, func(b *testing.B) {
-			a := &allocBench{c: c, plugin: plugin, podNS: podNS, relDir: b.TempDir(), store: o.store, nodes: fmt.Sprintf("o%d", k)}
-			cold := a.wave(ctx, b, 0)
-			var warm []waveResult
-			for n := 1; b.Loop(); n++ {
-				warm = append(warm, a.wave(ctx, b, n))
-			}
-			reportWaves(b, "cold_", []waveResult{cold})
-			reportWaves(b, "", warm)
-		})
+		for _, shape := range allocShapes {
+			b.Run(fmt.Sprintf("%s/%dx%d", o.name, shape[0], shape[1]), func(b *testing.B) {
+				a := &allocBench{c: c, plugin: plugin, podNS: podNS, relDir: b.TempDir(), store: o.store,
+					nodes: fmt.Sprintf("o%d-%dx%d", k, shape[0], shape[1]), shape: shape}
+				cold := a.wave(ctx, b, 0)
+				var warm []waveResult
+				for n := 1; b.Loop(); n++ {
+					warm = append(warm, a.wave(ctx, b, n))
+				}
+				reportWaves(b, "cold_", []waveResult{cold})
+				reportWaves(b, "", warm)
+			})
+		}
 	}
 }
