@@ -14,7 +14,10 @@
 // plugin stops waiting, and whether the caller asked for a fresh read
 // (ipam.FreshRead). An answer carries the error's identity (ErrNotFound,
 // ErrConflict, ErrUnavailable, ErrWrite, ErrCompacted,
-// errors.ErrUnsupported) and its message.
+// errors.ErrUnsupported) and its message. Requests carry a protocol
+// version; one of another version (a plugin and an agent of different
+// podnet releases, during an upgrade) is refused as unsupported, with a
+// message naming both.
 //
 // The cache (server side) holds, per key, the KV at the revision the
 // backend last returned: filled by Get, written through by a successful

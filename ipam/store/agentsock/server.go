@@ -139,14 +139,16 @@ func (s *Server) answer(ctx context.Context, req request, buf []byte) []byte {
 	}
 	e := start(buf)
 	var err error
-	switch req.op {
-	case opGet:
+	switch {
+	case req.version != version:
+		err = fmt.Errorf("agent store server: request of protocol version %d, this agent speaks %d (plugin and agent of different podnet versions): %w", req.version, version, errors.ErrUnsupported)
+	case req.op == opGet:
 		var kv ipam.KV
 		if kv, err = s.get(ctx, req.key, req.flags&flagFresh != 0); err == nil {
 			e.u8(statusOK)
 			e.kv(kv)
 		}
-	case opList:
+	case req.op == opList:
 		var kvs []ipam.KV
 		var rev int64
 		if kvs, rev, err = s.list(ctx, req.key); err == nil {
@@ -157,7 +159,7 @@ func (s *Server) answer(ctx context.Context, req request, buf []byte) []byte {
 				e.kv(kv)
 			}
 		}
-	case opWrite:
+	case req.op == opWrite:
 		w := ipam.Write{Key: req.key, ModRevision: req.modRev, Value: req.value, Delete: req.flags&flagDelete != 0}
 		var rev int64
 		if rev, err = s.write(ctx, w); err == nil {

@@ -13,13 +13,21 @@ import (
 // A frame is a big-endian uint32 length and that many bytes. A request's
 // bytes are
 //
-//	op u8 | flags u8 | deadline i64 (unix ns, 0: none) | modRevision i64 | key str | value str
+//	version u8 | op u8 | flags u8 | deadline i64 (unix ns, 0: none) | modRevision i64 | key str | value str
 //
-// and an answer's are a status u8, then for statusOK the op's result
+// and an answer's are a status u8 (in every version: a client of another
+// version can read the refusal), then for statusOK the op's result
 // (Get: kv; List: revision i64, count u32, count kvs; Write: revision
 // i64), else the error's message str. A str is a uint32 length and its
 // bytes; a kv is key str, value str, modRevision i64, createRevision i64.
+//
+// The version changes with the format: the agent installs the plugin
+// binaries, but during an upgrade an old plugin may meet a new agent, and
+// a request of another version is answered with statusUnsupported and a
+// message saying so, never misread.
 const (
+	version byte = 1
+
 	opGet   byte = 'G'
 	opList  byte = 'L'
 	opWrite byte = 'W'
@@ -81,6 +89,7 @@ func (e *remoteError) Unwrap() error { return e.kind }
 
 // request is one call, decoded.
 type request struct {
+	version  byte
 	op       byte
 	flags    byte
 	deadline int64
@@ -117,6 +126,7 @@ func (e *enc) frame() []byte {
 
 func encodeRequest(buf []byte, r request) []byte {
 	e := start(buf)
+	e.u8(version)
 	e.u8(r.op)
 	e.u8(r.flags)
 	e.i64(r.deadline)
@@ -215,7 +225,11 @@ func (d *dec) done() error {
 
 func decodeRequest(b []byte) (request, error) {
 	d := dec{b: b}
-	r := request{op: d.u8(), flags: d.u8(), deadline: d.i64(), modRev: d.i64()}
+	r := request{version: d.u8()}
+	if d.err != nil || r.version != version {
+		return r, d.err // another version: answered as unsupported
+	}
+	r.op, r.flags, r.deadline, r.modRev = d.u8(), d.u8(), d.i64(), d.i64()
 	r.key = string(d.str())
 	r.value = d.str()
 	return r, d.done()

@@ -1,6 +1,12 @@
 package agentsock
 
 import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/podnet/podnet/ipam"
@@ -92,5 +98,38 @@ func TestWireRoundTrip(t *testing.T) {
 	}
 	if _, err := decodeRequest(append(frame[4:], 0)); err == nil {
 		t.Fatal("a request with a trailing byte decoded")
+	}
+}
+
+// TestOtherVersionRefused: a request of another protocol version is
+// answered with ErrUnsupported and a message naming both versions.
+func TestOtherVersionRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.sock")
+	l, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, l, nil, Options{}) }()
+	defer func() { cancel(); <-done }()
+	conn, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	frame := encodeRequest(nil, request{op: opGet, key: "/k"})
+	frame[4] = version + 1
+	if _, err := conn.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	answer, err := readFrame(bufio.NewReader(conn), nil, maxAnswer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Client{path: path}
+	err = c.decode(request{op: opGet, key: "/k"}, answer, func(*dec) {})
+	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "protocol version 2, this agent speaks 1") {
+		t.Fatalf("answer to a version 2 request: %v", err)
 	}
 }
