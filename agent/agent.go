@@ -105,6 +105,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Store == nil && cfg.Kube == nil {
 		return nil, errors.New("agent: no store")
 	}
+	if _, ok := cfg.Store.(ipam.Watcher); cfg.Kube == nil && !ok {
+		return nil, fmt.Errorf("agent: store %T cannot be watched (no ipam.Watcher), so it cannot be the datastore", cfg.Store)
+	}
 	if cfg.Mode == "" {
 		cfg.Mode = ModeAuto
 	}
@@ -137,8 +140,9 @@ func New(cfg Config) (*Agent, error) {
 		if _, err := cfg.Install.conf(cfg.Node, cfg.Install.samplePodCIDRs()); err != nil {
 			return nil, fmt.Errorf("agent: network config: %w", err)
 		}
-		if (cfg.Install.NodeCIDR != nil) != (cfg.Kube != nil) {
-			return nil, errors.New("agent: the node-CIDR install goes with the Kubernetes datastore, and only with it")
+		nodeCIDRDatastore := cfg.Kube != nil && cfg.Kube.Blocks == nil
+		if (cfg.Install.NodeCIDR != nil) != nodeCIDRDatastore {
+			return nil, errors.New("agent: the node-CIDR install goes with the Kubernetes datastore's node-CIDR IPAM, and only with it")
 		}
 	}
 	a := &Agent{
@@ -196,7 +200,7 @@ func (a *Agent) Ready() error {
 			return fmt.Errorf("routes not programmed: %w", *p)
 		}
 		return errors.New("routes not programmed yet")
-	case a.cfg.Install != nil && !a.installed.Load() && a.kube != nil && len(a.ownPodCIDRs()) == 0:
+	case a.cfg.Install != nil && !a.installed.Load() && a.cfg.Install.NodeCIDR != nil && len(a.ownPodCIDRs()) == 0:
 		return fmt.Errorf("network config not installed: Node %s has no spec.podCIDRs yet (kube-controller-manager --allocate-node-cidrs)", a.cfg.Node)
 	case a.cfg.Install != nil && !a.installed.Load():
 		return errors.New("network config not installed yet")
@@ -372,6 +376,9 @@ func (a *Agent) readyLoop(ctx context.Context, registered <-chan struct{}) {
 		a.installNodeCIDRs(ctx)
 		return
 	case a.cfg.Install != nil:
+		if a.cfg.Kube != nil && a.cfg.Kube.Blocks != nil && !a.prepareBlocks(ctx) {
+			return
+		}
 		backoff := 500 * time.Millisecond
 		for {
 			path, err := a.cfg.Install.apply(a.cfg.Node, nil)

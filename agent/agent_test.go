@@ -201,10 +201,10 @@ func TestAgentHostGW(t *testing.T) {
 	testutil.WaitFor(t, "a routes b's block after b re-registered", 5*time.Second, wantVia(na.h, blockB, "198.18.0.12"))
 
 	// A block released by b disappears from a.
-	if err := c.alloc.ReleaseByHandle(context.Background(), "net.pod-b"); err != nil {
+	if err := c.alloc.ReleaseByHandle(context.Background(), "b", "net.pod-b"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.alloc.RemoveNode(context.Background(), "b"); err != nil {
+	if err := c.alloc.RemoveNode(context.Background(), "b", ipam.RemoveNodeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, "a drops b's released block", 5*time.Second, func() (bool, error) {

@@ -64,16 +64,23 @@ type kubeconfig struct {
 type namedCluster struct {
 	Name    string `json:"name"`
 	Cluster struct {
-		Server string `json:"server"`
-		CAData string `json:"certificate-authority-data,omitempty"`
+		Server        string `json:"server"`
+		CAData        string `json:"certificate-authority-data,omitempty"`
+		TLSServerName string `json:"tls-server-name,omitempty"`
 	} `json:"cluster"`
 }
 
 type namedUser struct {
-	Name string `json:"name"`
-	User struct {
-		TokenFile string `json:"tokenFile"`
-	} `json:"user"`
+	Name string   `json:"name"`
+	User userAuth `json:"user"`
+}
+
+// userAuth is how a kubeconfig's user authenticates.
+type userAuth struct {
+	Token          string `json:"token,omitempty"`
+	TokenFile      string `json:"tokenFile,omitempty"`
+	ClientCertData []byte `json:"client-certificate-data,omitempty"`
+	ClientKeyData  []byte `json:"client-key-data,omitempty"`
 }
 
 type namedContext struct {
@@ -84,45 +91,49 @@ type namedContext struct {
 	} `json:"context"`
 }
 
-// renderKubeconfig is the plugins' kubeconfig: one cluster, one user
-// whose token is read from tokenPath.
-func renderKubeconfig(server string, caData []byte, tokenPath string) ([]byte, error) {
+// renderKubeconfig is a kubeconfig of one cluster and one user.
+func renderKubeconfig(server, serverName string, caData []byte, user userAuth) ([]byte, error) {
 	kc := kubeconfig{APIVersion: "v1", Kind: "Config", CurrentContext: "podnet"}
 	var c namedCluster
 	c.Name = "podnet"
-	c.Cluster.Server = server
+	c.Cluster.Server, c.Cluster.TLSServerName = server, serverName
 	if len(caData) > 0 {
 		c.Cluster.CAData = base64.StdEncoding.EncodeToString(caData)
 	}
 	var u namedUser
-	u.Name = "podnet-cni"
-	u.User.TokenFile = tokenPath
+	u.Name = "podnet"
+	u.User = user
 	var x namedContext
 	x.Name = "podnet"
-	x.Context.Cluster, x.Context.User = "podnet", "podnet-cni"
+	x.Context.Cluster, x.Context.User = "podnet", "podnet"
 	kc.Clusters, kc.Users, kc.Contexts = []namedCluster{c}, []namedUser{u}, []namedContext{x}
 	return json.MarshalIndent(kc, "", "  ")
 }
 
-// Run writes the credentials, then renews the token until ctx ends,
-// retrying a failure with backoff (the previous token stays valid until
-// its expiry meanwhile).
+// Run writes the credentials, then renews the token until ctx ends.
 func (c *CNICredentials) Run(ctx context.Context) {
+	c.renew(ctx, time.Time{})
+}
+
+// renew renews the token at two thirds of its life (expiry, that of the
+// token written last; zero: now) until ctx ends, retrying a failure with
+// backoff: the previous token stays valid until its expiry meanwhile.
+func (c *CNICredentials) renew(ctx context.Context, expiry time.Time) {
 	backoff := time.Second
+	wait := time.Until(expiry) * 2 / 3
 	for {
-		expiry, err := c.WriteOnce(ctx)
-		wait := time.Until(expiry) * 2 / 3
-		if err != nil {
-			c.Log.Warn("plugin credentials", "dir", c.Dir, "err", err)
-			wait, backoff = backoff, min(2*backoff, time.Minute)
-		} else {
-			backoff = time.Second
-		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
+		case <-time.After(max(wait, 0)):
 		}
+		next, err := c.WriteOnce(ctx)
+		if err != nil {
+			c.Log.Warn("plugin credentials", "dir", c.Dir, "err", err, "retry_in", backoff)
+			wait, backoff = backoff, min(2*backoff, time.Minute)
+			continue
+		}
+		wait, backoff = time.Until(next)*2/3, time.Second
 	}
 }
 
@@ -145,17 +156,31 @@ func (c *CNICredentials) WriteOnce(ctx context.Context) (time.Time, error) {
 		server = c.REST.Host
 	}
 	if len(ca) == 0 {
-		if ca = c.REST.TLSClientConfig.CAData; len(ca) == 0 && c.REST.TLSClientConfig.CAFile != "" {
-			if ca, err = os.ReadFile(c.REST.TLSClientConfig.CAFile); err != nil {
-				return time.Time{}, fmt.Errorf("plugin credentials: CA: %w", err)
-			}
+		if ca, err = restCA(c.REST); err != nil {
+			return time.Time{}, fmt.Errorf("plugin credentials: %w", err)
 		}
 	}
-	kc, err := renderKubeconfig(server, ca, tokenPath)
+	serverName := ""
+	if c.Server == "" {
+		serverName = c.REST.TLSClientConfig.ServerName
+	}
+	kc, err := renderKubeconfig(server, serverName, ca, userAuth{TokenFile: tokenPath})
 	if err != nil {
 		return time.Time{}, err
 	}
 	return expiry, install.WriteFile(filepath.Join(c.Dir, CNIKubeconfigName), kc, 0o600)
+}
+
+// restCA is cfg's CA bundle.
+func restCA(cfg *rest.Config) ([]byte, error) {
+	if ca := cfg.TLSClientConfig.CAData; len(ca) > 0 || cfg.TLSClientConfig.CAFile == "" {
+		return ca, nil
+	}
+	ca, err := os.ReadFile(cfg.TLSClientConfig.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("CA: %w", err)
+	}
+	return ca, nil
 }
 
 // requestToken asks the TokenRequest API for a token of the plugins'

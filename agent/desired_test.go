@@ -152,6 +152,11 @@ func TestVTEPMAC(t *testing.T) {
 	}
 }
 
+// idx is node's index with one claim of 10.103.0.64/26 in state.
+func idx(node string, state ipam.AffinityState) ipam.NodeIndex {
+	return ipam.NodeIndex{Node: node, Blocks: []ipam.NodeBlock{{CIDR: pfx("10.103.0.64/26"), State: state}}}
+}
+
 func TestStateApply(t *testing.T) {
 	keys := ipam.Keys{}
 	s := newClusterState(keys, ipam.DefaultPrefix)
@@ -164,11 +169,11 @@ func TestStateApply(t *testing.T) {
 	}{
 		{NodeKey(ipam.DefaultPrefix, "b"), mustJSON(rec("b", "198.18.0.12")), false, true},
 		{NodeKey(ipam.DefaultPrefix, "b"), mustJSON(rec("b", "198.18.0.12")), false, false},
-		{keys.Affinity("b", pfx("10.103.0.64/26")), mustJSON(ipam.Affinity{State: ipam.AffinityPending}), false, false},
-		{keys.Affinity("b", pfx("10.103.0.64/26")), mustJSON(ipam.Affinity{State: ipam.AffinityConfirmed}), false, true},
-		{keys.Affinity("b", pfx("10.103.0.64/26")), mustJSON(ipam.Affinity{State: ipam.AffinityPendingDeletion}), false, true},
-		{keys.Affinity("b", pfx("10.103.0.64/26")), nil, true, false},
-		{keys.Handle("x"), []byte("{}"), false, false},
+		{keys.Node("b"), mustJSON(idx("b", ipam.AffinityPending)), false, false},
+		{keys.Node("b"), mustJSON(idx("b", ipam.AffinityConfirmed)), false, true},
+		{keys.Node("b"), mustJSON(idx("b", ipam.AffinityPendingDeletion)), false, true},
+		{keys.Node("b"), nil, true, false},
+		{keys.Block(pfx("10.103.0.64/26")), []byte("{}"), false, false},
 	}
 	for i, st := range steps {
 		changed, err := s.apply(st.key, st.value, st.deleted)
@@ -176,20 +181,26 @@ func TestStateApply(t *testing.T) {
 			t.Fatalf("step %d (%s): changed %v, err %v; want changed %v", i, st.key, changed, err, st.changed)
 		}
 	}
-	// A block of a's with one address held by c.
-	b := ipam.NewBlock(pfx("10.103.0.0/26"), ipam.HostAffinity("a"))
-	b.AutoAllocate(1, ipam.Attributes{Handle: "h1", Node: "a"}, nil)
-	b.AutoAllocate(1, ipam.Attributes{Handle: "h2", Node: "c"}, nil)
-	changed, err := s.apply(keys.Block(b.CIDR), mustJSON(b), false)
-	if err != nil || !changed {
-		t.Fatalf("block: changed %v, err %v", changed, err)
+	// c borrows 10.103.0.1 from a's block, and publishes it.
+	a := idx("a", ipam.AffinityConfirmed)
+	a.Blocks[0].CIDR = pfx("10.103.0.0/26")
+	if changed, err := s.apply(keys.Node("a"), mustJSON(a), false); err != nil || !changed {
+		t.Fatalf("a's index: changed %v, err %v", changed, err)
+	}
+	c := ipam.NodeIndex{Node: "c", Borrowed: []ipam.BorrowedBlock{{CIDR: pfx("10.103.0.0/26")}}}
+	if changed, _ := s.apply(keys.Node("c"), mustJSON(c), false); changed {
+		t.Fatal("a borrow's intent changed routes")
+	}
+	c.Borrowed[0].IPs = []netip.Addr{netip.MustParseAddr("10.103.0.1")}
+	if changed, _ := s.apply(keys.Node("c"), mustJSON(c), false); !changed {
+		t.Fatal("a published address did not change routes")
 	}
 	snap := s.snapshot()
-	if len(snap.Borrowed) != 1 || snap.Borrowed[netip.MustParseAddr("10.103.0.1")] != "c" {
-		t.Fatalf("borrowed %v, want 10.103.0.1 held by c", snap.Borrowed)
+	if len(snap.Borrowed) != 1 || snap.Borrowed[netip.MustParseAddr("10.103.0.1")] != "c" || snap.Blocks[pfx("10.103.0.0/26")] != "a" {
+		t.Fatalf("snapshot %+v, want a's block and 10.103.0.1 held by c", snap)
 	}
-	if changed, _ := s.apply(keys.Block(b.CIDR), nil, true); !changed || len(s.snapshot().Borrowed) != 0 {
-		t.Fatal("deleting the block did not drop its borrowed address")
+	if changed, _ := s.apply(keys.Node("c"), nil, true); !changed || len(s.snapshot().Borrowed) != 0 {
+		t.Fatal("deleting c's index did not drop its borrowed address")
 	}
 	if _, err := s.apply(NodeKey(ipam.DefaultPrefix, "bad"), []byte("{"), false); err == nil {
 		t.Fatal("undecodable node record: no error")

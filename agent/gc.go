@@ -64,7 +64,11 @@ func (c *collector) pass(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	rep, err := c.alloc.Check(ctx, ipam.CheckOptions{Live: func(node, handle string) bool {
+	// Claims, releases and borrows that killed plugins left half done.
+	if err := c.alloc.Repair(ctx, c.node); err != nil {
+		return 0, err
+	}
+	rep, err := c.alloc.CheckNode(ctx, c.node, ipam.CheckOptions{Live: func(node, handle string) bool {
 		return node != c.node || cached[handle]
 	}})
 	if err != nil {
@@ -93,7 +97,7 @@ func (c *collector) pass(ctx context.Context) (int, error) {
 		if now.Sub(since) < c.grace {
 			continue
 		}
-		if err := c.alloc.ReleaseByHandle(ctx, h); err != nil {
+		if err := c.alloc.ReleaseByHandle(ctx, c.node, h); err != nil {
 			if firstErr == nil {
 				firstErr = fmt.Errorf("release handle %q: %w", h, err)
 			}

@@ -61,7 +61,11 @@ func TestGC(t *testing.T) {
 	c := &collector{alloc: alloc, node: "self", cacheDir: cache, grace: time.Minute, now: func() time.Time { return now },
 		suspects: map[string]time.Time{}}
 	held := func(h string) int {
-		ips, err := alloc.IPsByHandle(ctx, h)
+		node := "self"
+		if h == "net.other" {
+			node = "peer"
+		}
+		ips, err := alloc.IPsByHandle(ctx, node, h)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -28,12 +30,17 @@ import (
 type KubeConfig struct {
 	// REST reaches the API server: rest.InClusterConfig in a pod.
 	REST *rest.Config
+	// Blocks, when set, selects block IPAM on the API instead of node
+	// CIDRs (see KubeBlocks).
+	Blocks *KubeBlocks
 }
 
 // kubeSource is the agent's side of the Kubernetes datastore: a client
 // for nodes alone, the Node informer, and the signals its events give.
 type kubeSource struct {
 	client *rest.RESTClient
+	// requests counts every request to the API server, by verb and code.
+	requests *prometheus.CounterVec
 	// ownChanged is signalled when this node's Node changed in the cache
 	// (its podCIDRs for the install, its annotations for the
 	// registration, both read from the cache again).
@@ -71,7 +78,7 @@ func newKubeSource(kc *KubeConfig, m *metrics) (*kubeSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: Kubernetes client: %w", err)
 	}
-	return &kubeSource{client: c, ownChanged: make(chan struct{}, 1), ownRegistration: make(chan struct{}, 1)}, nil
+	return &kubeSource{client: c, requests: counter, ownChanged: make(chan struct{}, 1), ownRegistration: make(chan struct{}, 1)}, nil
 }
 
 // countingTransport counts requests by verb and status.
@@ -120,14 +127,24 @@ func (a *Agent) runKube(ctx context.Context, registered func()) {
 		a.log.Error("Node informer", "err", err)
 		return
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		inf.RunWithContext(ctx)
-	}()
-	defer func() { <-done }()
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		return
+	informers := []cache.SharedIndexInformer{inf}
+	if a.cfg.Kube.Blocks != nil {
+		idx, err := a.ipamNodeInformer(a.cfg.Kube.REST)
+		if err != nil {
+			a.log.Error("IPAMNode informer", "err", err)
+			return
+		}
+		informers = append(informers, idx)
+	}
+	var wg sync.WaitGroup
+	for _, i := range informers {
+		wg.Go(func() { i.RunWithContext(ctx) })
+	}
+	defer wg.Wait()
+	for _, i := range informers {
+		if !cache.WaitForCacheSync(ctx.Done(), i.HasSynced) {
+			return
+		}
 	}
 	// Every Node of the list has been applied: routing from the state now
 	// removes only routes to nodes that are really gone.
@@ -153,7 +170,10 @@ func (a *Agent) onNode(obj any) {
 		return
 	}
 	rec, ok := NodeRecordFromNode(n)
-	cidrs := PodCIDRsOf(n)
+	var cidrs []netip.Prefix
+	if a.cfg.Kube.Blocks == nil {
+		cidrs = PodCIDRsOf(n) // with block IPAM, the indexes say what to route
+	}
 	a.mu.Lock()
 	own := n.Name == a.cfg.Node
 	var ownCIDRsChanged bool

@@ -124,7 +124,7 @@ func (r *registrar) register(ctx context.Context) (<-chan *clientv3.LeaseKeepAli
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if r.etcd == nil {
-		rev, err := r.store.Txn(tctx, nil, []ipam.Op{ipam.Put(r.key, val)})
+		rev, err := r.store.Write(tctx, ipam.Write{Key: r.key, ModRevision: ipam.AnyRevision, Value: val})
 		if err != nil {
 			return nil, fmt.Errorf("write %s: %w", r.key, err)
 		}

@@ -16,11 +16,14 @@ type clusterState struct {
 	keys        ipam.Keys
 	nodesPrefix string
 	nodes       map[string]NodeRecord
-	// affinities: confirmed block -> node.
+	// affinities: confirmed block -> node, from the nodes' IPAM indexes.
 	affinities map[netip.Prefix]string
-	// borrowed: per block, the addresses held by a node other than the
-	// block's affine node.
-	borrowed map[netip.Prefix]map[netip.Addr]string
+	// indexed: per node, the confirmed blocks its index lists (what it
+	// put in affinities).
+	indexed map[string][]netip.Prefix
+	// borrowed: per node, the addresses its index publishes in blocks
+	// not affine to it.
+	borrowed map[string][]netip.Addr
 	// podCIDRs: in the Kubernetes datastore, each Node's spec.podCIDRs,
 	// which stand in affinities for confirmed blocks (see setNode).
 	podCIDRs map[string][]netip.Prefix
@@ -30,7 +33,7 @@ func newClusterState(keys ipam.Keys, prefix string) *clusterState {
 	return &clusterState{
 		keys: keys, nodesPrefix: NodesPrefix(prefix),
 		nodes: map[string]NodeRecord{}, affinities: map[netip.Prefix]string{},
-		borrowed: map[netip.Prefix]map[netip.Addr]string{},
+		indexed: map[string][]netip.Prefix{}, borrowed: map[string][]netip.Addr{},
 		podCIDRs: map[string][]netip.Prefix{},
 	}
 }
@@ -79,10 +82,8 @@ func (s *clusterState) apply(key string, value []byte, deleted bool) (bool, erro
 	switch {
 	case strings.HasPrefix(key, s.nodesPrefix):
 		return s.applyNode(strings.TrimPrefix(key, s.nodesPrefix), value, deleted)
-	case strings.HasPrefix(key, s.keys.Affinities()):
-		return s.applyAffinity(key, value, deleted)
-	case strings.HasPrefix(key, s.keys.Blocks()):
-		return s.applyBlock(key, value, deleted)
+	case strings.HasPrefix(key, s.keys.Nodes()):
+		return s.applyIndex(strings.TrimPrefix(key, s.keys.Nodes()), value, deleted)
 	}
 	return false, nil
 }
@@ -103,72 +104,41 @@ func (s *clusterState) applyNode(name string, value []byte, deleted bool) (bool,
 	return !had || old != rec, nil
 }
 
-func (s *clusterState) applyAffinity(key string, value []byte, deleted bool) (bool, error) {
-	node, cidr, err := s.keys.ParseAffinityKey(key)
-	if err != nil {
-		return false, err
-	}
-	old, had := s.affinities[cidr]
-	confirmed := false
+// applyIndex records what node's IPAM index routes to it: its confirmed
+// blocks and its published borrowed addresses (invariant I3 of the
+// design: nothing else of a node is routed). A block an allocation
+// writes changes no index, so allocations cause no event here.
+func (s *clusterState) applyIndex(node string, value []byte, deleted bool) (bool, error) {
+	var blocks []netip.Prefix
+	var addrs []netip.Addr
+	var err error
 	if !deleted {
-		var a ipam.Affinity
-		if err = json.Unmarshal(value, &a); err == nil {
-			confirmed = a.State == ipam.AffinityConfirmed
+		var x ipam.NodeIndex
+		if err = json.Unmarshal(value, &x); err == nil {
+			blocks, addrs = x.Routes()
 		}
 	}
-	if !confirmed {
-		// Only the affinity's own node may take the route away: a stale
-		// key of another node for the same block must not.
-		if had && old == node {
-			delete(s.affinities, cidr)
-			return true, err
-		}
-		return false, err
-	}
-	s.affinities[cidr] = node
-	return !had || old != node, nil
-}
-
-func (s *clusterState) applyBlock(key string, value []byte, deleted bool) (bool, error) {
-	cidr, err := s.keys.ParseBlockKey(key)
-	if err != nil {
-		return false, err
-	}
-	old := s.borrowed[cidr]
-	var now map[netip.Addr]string
-	if !deleted {
-		var b ipam.Block
-		if err = json.Unmarshal(value, &b); err == nil {
-			now = borrowedIn(&b)
+	oldBlocks, oldAddrs := s.indexed[node], s.borrowed[node]
+	for _, p := range oldBlocks {
+		// Only the index's own node may take the route away.
+		if s.affinities[p] == node {
+			delete(s.affinities, p)
 		}
 	}
-	if len(now) == 0 {
-		delete(s.borrowed, cidr)
+	for _, p := range blocks {
+		s.affinities[p] = node
+	}
+	if len(blocks) == 0 {
+		delete(s.indexed, node)
 	} else {
-		s.borrowed[cidr] = now
+		s.indexed[node] = blocks
 	}
-	return !maps.Equal(old, now), err
-}
-
-// borrowedIn returns the addresses of b held by a node other than b's
-// affine node.
-func borrowedIn(b *ipam.Block) map[netip.Addr]string {
-	owner, _ := strings.CutPrefix(b.Affinity, "host:")
-	var out map[netip.Addr]string
-	for ord, k := range b.Owners {
-		if k <= 0 || k > len(b.Attributes) {
-			continue
-		}
-		node := b.Attributes[k-1].Node
-		if node == "" || node == owner {
-			continue
-		}
-		if out == nil {
-			out = map[netip.Addr]string{}
-		}
-		out[b.Addr(ord)] = node
+	if len(addrs) == 0 {
+		delete(s.borrowed, node)
+	} else {
+		s.borrowed[node] = addrs
 	}
-	return out
+	return !slices.Equal(oldBlocks, blocks) || !slices.Equal(oldAddrs, addrs), err
 }
 
 // snapshot copies the state for Compute.
@@ -178,8 +148,10 @@ func (s *clusterState) snapshot() *Snapshot {
 		Blocks:   maps.Clone(s.affinities),
 		Borrowed: map[netip.Addr]string{},
 	}
-	for _, m := range s.borrowed {
-		maps.Copy(snap.Borrowed, m)
+	for node, addrs := range s.borrowed {
+		for _, a := range addrs {
+			snap.Borrowed[a] = node
+		}
 	}
 	return snap
 }

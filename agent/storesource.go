@@ -2,20 +2,22 @@ package agent
 
 import (
 	"context"
+
+	"github.com/podnet/podnet/ipam"
 	"sync"
 	"time"
 )
 
 // runStore is the store datastore (etcd, or bbolt for one node): the
 // registrar keeps the node's record in the store, and the watcher keeps
-// the cluster state in step with the store's nodes, affinities and
-// blocks. registered is called once, after the first registration.
+// the cluster state in step with the store's node records and IPAM node
+// indexes (never blocks: an allocation causes no watch event). registered is called once, after the first registration.
 func (a *Agent) runStore(ctx context.Context, wg *sync.WaitGroup, registered func()) {
 	ownKey := NodeKey(a.cfg.Prefix, a.cfg.Node)
 	wg.Go(func() { a.reg.run(ctx, registered) })
 	w := &watcher{
-		store:    a.cfg.Store,
-		prefixes: []string{NodesPrefix(a.cfg.Prefix), a.keys.Affinities(), a.keys.Blocks()},
+		store:    a.cfg.Store.(ipam.Watcher), // checked by New
+		prefixes: []string{NodesPrefix(a.cfg.Prefix), a.keys.Nodes()},
 		newState: func() *clusterState { return newClusterState(a.keys, a.cfg.Prefix) },
 		replace: func(s *clusterState, rev int64) {
 			a.mu.Lock()

@@ -45,20 +45,11 @@ func (c *collector) releaseTombstones(ctx context.Context) (int, error) {
 }
 
 // releaseRecorded makes the release a DEL recorded, as the DEL would
-// have: the attachment's endpoint goes only if it still names the
-// container.
+// have: the handle's addresses on this node, and with them its endpoint.
 func (c *collector) releaseRecorded(ctx context.Context, ts ipamcni.Tombstone) error {
 	alloc := c.alloc
 	if ts.Prefix != "" && ts.Prefix != c.keys.Prefix {
 		alloc = ipam.New(c.store, ipam.Config{Keys: ipam.Keys{Prefix: ts.Prefix}})
 	}
-	id, ok, err := ts.EndpointID()
-	switch {
-	case err != nil:
-		return err
-	case ok:
-		return alloc.ReleaseAttachment(ctx, ts.Handle, id, ts.ContainerID)
-	default:
-		return alloc.ReleaseByHandle(ctx, ts.Handle)
-	}
+	return alloc.ReleaseByHandle(ctx, ts.Node, ts.Handle)
 }

@@ -86,7 +86,7 @@ func TestDelWithStoreDownLeavesReleaseForGC(t *testing.T) {
 		t.Fatalf("GC of the records: released %d, %v; want 1", n, err)
 	}
 	for id, want := range map[string]int{"gone": 0, "back": 1} {
-		ips, err := alloc.IPsByHandle(ctx, ipamcni.Handle("net1", id))
+		ips, err := alloc.IPsByHandle(ctx, "self", ipamcni.Handle("net1", id))
 		if err != nil || len(ips) != want {
 			t.Errorf("%s holds %v (%v), want %d addresses", id, ips, err, want)
 		}

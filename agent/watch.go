@@ -16,7 +16,7 @@ import (
 // channel closed), it lists again and resyncs from scratch: events lost
 // while the watch was down are never needed.
 type watcher struct {
-	store    ipam.Store
+	store    ipam.Watcher
 	prefixes []string
 	// replace installs a freshly listed state; apply changes the current
 	// one. Both return whether routing may have changed. They run on the
@@ -74,7 +74,7 @@ func (w *watcher) session(ctx context.Context) error {
 	fresh := w.newState()
 	revs := make([]int64, len(w.prefixes))
 	for i, p := range w.prefixes {
-		kvs, rev, err := w.store.List(ctx, p)
+		kvs, rev, err := w.store.ListRev(ctx, p)
 		if err != nil {
 			return fmt.Errorf("list %s: %w", p, err)
 		}

@@ -16,7 +16,7 @@ import (
 // breakableStore ends every open watch with ErrCompacted on demand, as
 // etcd does when a watcher falls behind a compaction.
 type breakableStore struct {
-	ipam.Store
+	*bolt.Store
 	mu     sync.Mutex
 	breaks []chan struct{}
 }
@@ -85,7 +85,7 @@ func TestWatcherResyncsAfterCompaction(t *testing.T) {
 	)
 	w := &watcher{
 		store:    s,
-		prefixes: []string{NodesPrefix(ipam.DefaultPrefix), keys.Affinities(), keys.Blocks()},
+		prefixes: []string{NodesPrefix(ipam.DefaultPrefix), keys.Nodes()},
 		newState: func() *clusterState { return newClusterState(keys, ipam.DefaultPrefix) },
 		replace: func(st *clusterState, _ int64) {
 			mu.Lock()
@@ -106,7 +106,7 @@ func TestWatcherResyncsAfterCompaction(t *testing.T) {
 	go w.run(ctx)
 	put := func(name, addr string) {
 		b := []byte(`{"name":"` + name + `","address":"` + addr + `"}`)
-		if _, err := s.Txn(ctx, nil, []ipam.Op{ipam.Put(NodeKey(ipam.DefaultPrefix, name), b)}); err != nil {
+		if _, err := s.Write(ctx, ipam.Write{Key: NodeKey(ipam.DefaultPrefix, name), ModRevision: ipam.AnyRevision, Value: b}); err != nil {
 			t.Fatal(err)
 		}
 	}

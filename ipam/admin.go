@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"context"
+	"encoding/json"
 	"net/netip"
 	"strings"
 )
@@ -24,7 +25,7 @@ func (a *Allocator) Blocks(ctx context.Context) ([]BlockInfo, error) {
 		if err != nil {
 			return err
 		}
-		kvs, _, err := a.store.List(ctx, a.keys.Blocks())
+		kvs, err := a.store.List(ctx, a.keys.Blocks())
 		if err != nil {
 			return err
 		}
@@ -46,49 +47,92 @@ func (a *Allocator) Blocks(ctx context.Context) ([]BlockInfo, error) {
 	return out, err
 }
 
-// DeletePool removes a pool. A pool that still has allocated addresses is
-// refused (disable it, let its pods go, then delete it); its empty blocks
-// are deleted with it, with their affinities, in one transaction.
+// DeletePool removes a pool. The pool is disabled first, so that no new
+// address or block comes from it; a pool that still has allocated
+// addresses is then refused (it stays disabled: let its pods go, then
+// delete it again). Its empty blocks are let go (a node's through the
+// three steps of releaseBlockOnce), and the pool is deleted last. Run
+// again after a crash, it finishes the job.
 func (a *Allocator) DeletePool(ctx context.Context, name string) error {
 	return a.retry(ctx, "delete pool "+quote(name), func(ctx context.Context) error {
-		pools, err := a.listPools(ctx)
+		target, err := a.disablePool(ctx, name)
 		if err != nil {
 			return err
 		}
-		var target *poolRev
-		for i := range pools {
-			if pools[i].pool.Name == name {
-				target = &pools[i]
+		for pass := 0; pass < 2; pass++ {
+			// The second pass catches a block claimed by an allocation
+			// that read the pool before it was disabled.
+			if err := a.dropPoolBlocks(ctx, target.pool); err != nil {
+				return err
+			}
+			if pass == 0 {
+				_, err := a.write(ctx, Write{Key: a.keys.Pool(name), ModRevision: target.rev, Delete: true})
+				if err != nil {
+					return err
+				}
 			}
 		}
-		if target == nil {
-			return errorf(KindInvalid, "no pool %q", name)
+		return nil
+	})
+}
+
+// disablePool marks pool name disabled and returns it at its new
+// revision.
+func (a *Allocator) disablePool(ctx context.Context, name string) (poolRev, error) {
+	pools, err := a.listPools(ctx)
+	if err != nil {
+		return poolRev{}, err
+	}
+	for _, p := range pools {
+		if p.pool.Name != name {
+			continue
 		}
-		cmps := []Compare{{Key: a.keys.Pool(name), ModRevision: target.rev}}
-		ops := []Op{Del(a.keys.Pool(name))}
-		kvs, _, err := a.store.List(ctx, a.keys.Blocks())
+		if p.pool.Disabled {
+			return p, nil
+		}
+		p.pool.Disabled = true
+		v, err := json.Marshal(p.pool)
+		if err != nil {
+			return poolRev{}, err
+		}
+		p.rev, err = a.write(ctx, Write{Key: a.keys.Pool(name), ModRevision: p.rev, Value: v})
+		return p, err
+	}
+	return poolRev{}, errorf(KindInvalid, "no pool %q", name)
+}
+
+// dropPoolBlocks lets every block of pool p go, or refuses when one holds
+// addresses.
+func (a *Allocator) dropPoolBlocks(ctx context.Context, p Pool) error {
+	kvs, err := a.store.List(ctx, a.keys.Blocks())
+	if err != nil {
+		return err
+	}
+	for _, kv := range kvs {
+		b, err := decodeBlock(kv)
 		if err != nil {
 			return err
 		}
-		for _, kv := range kvs {
-			b, err := decodeBlock(kv)
+		if !p.CIDR.Contains(b.CIDR.Addr()) {
+			continue
+		}
+		if !b.Empty() {
+			return errorf(KindInvalid, "pool %q: block %s still has %d allocated address(es); the pool is disabled: release them, then delete it again",
+				p.Name, b.CIDR, b.Size()-b.NumFree())
+		}
+		if node, ok := strings.CutPrefix(b.Affinity, "host:"); ok {
+			released, err := a.releaseBlockOnce(ctx, node, b.CIDR, 0)
 			if err != nil {
 				return err
 			}
-			if !target.pool.CIDR.Contains(b.CIDR.Addr()) {
+			if released {
 				continue
 			}
-			if !b.Empty() {
-				return errorf(KindInvalid, "pool %q: block %s still has %d allocated address(es); release them first", name, b.CIDR, b.Size()-b.NumFree())
-			}
-			cmps = append(cmps, Compare{Key: kv.Key, ModRevision: kv.ModRevision})
-			ops = append(ops, Del(kv.Key))
-			if node, ok := strings.CutPrefix(b.Affinity, "host:"); ok {
-				ops = append(ops, Del(a.keys.Affinity(node, b.CIDR)))
-			}
+			// Not in its node's index: delete it directly.
 		}
-		a.txns.Add(1)
-		_, err = a.store.Txn(ctx, cmps, ops)
-		return err
-	})
+		if _, err := a.write(ctx, Write{Key: kv.Key, ModRevision: kv.ModRevision, Delete: true}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

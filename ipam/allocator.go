@@ -18,7 +18,8 @@ type Config struct {
 	// MaxBlocksPerHost caps the blocks one node may claim; 0 is no cap.
 	MaxBlocksPerHost int
 	// NodeLabels returns a node's labels for pool node selectors; nil
-	// means no node has labels.
+	// means no node has labels. It is called only when an eligible pool
+	// has a selector.
 	NodeLabels func(ctx context.Context, node string) (map[string]string, error)
 	// Timeout bounds an operation whose context has no deadline
 	// (default 30s).
@@ -32,19 +33,34 @@ type Config struct {
 	// O(1) reads while a pool is mostly free; the list bounds the cost
 	// when it is nearly full.
 	ClaimProbes int
-	// Now is the clock for affinity and block timestamps.
+	// ClaimTimeout is how long a claim or a block's release may stay in
+	// flight (a pending or pendingDeletion index entry) before Check
+	// reports it and GC finishes it (default 1m). The node's own next
+	// allocation finishes a pending claim at once.
+	ClaimTimeout time.Duration
+	// MigrateV1 makes the allocator carry a layout v1 it finds (V1Prefix,
+	// or v1 keys under its own prefix) over to its layout (MigrateV1)
+	// instead of refusing to run: for a store only one node uses (bbolt),
+	// whose plugins all run this version.
+	MigrateV1 bool
+	// SkipV1Check is for stores that never held layout v1 (the
+	// Kubernetes store, which holds only pools, blocks and indexes): the
+	// allocator does not look for v1 data in them.
+	SkipV1Check bool
+	// Now is the clock for index and block timestamps.
 	Now func() time.Time
 }
 
 // Allocator hands out addresses from pools kept in a Store. It holds no
 // state of its own between calls, so any number of Allocators, in any
 // number of processes, may share one store; all coordination is in the
-// store's compare-on-revision transactions.
+// store's single-key conditional writes.
 type Allocator struct {
-	store Store
-	keys  Keys
-	cfg   Config
-	txns  atomic.Int64 // Txn calls made, for the transactions-per-allocation benchmark
+	store    Store
+	keys     Keys
+	cfg      Config
+	writes   atomic.Int64 // Write calls made, for the writes-per-allocation tests
+	layoutOK atomic.Bool  // no v1 data to fear (see layout.go)
 }
 
 // New returns an Allocator over store.
@@ -58,14 +74,19 @@ func New(store Store, cfg Config) *Allocator {
 	if cfg.ClaimProbes <= 0 {
 		cfg.ClaimProbes = 32
 	}
+	if cfg.ClaimTimeout <= 0 {
+		cfg.ClaimTimeout = time.Minute
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Allocator{store: store, keys: cfg.Keys, cfg: cfg}
+	a := &Allocator{store: store, keys: cfg.Keys, cfg: cfg}
+	a.layoutOK.Store(cfg.SkipV1Check)
+	return a
 }
 
-// Txns returns how many store transactions the allocator has made.
-func (a *Allocator) Txns() int64 { return a.txns.Load() }
+// Writes returns how many store writes the allocator has made.
+func (a *Allocator) Writes() int64 { return a.writes.Load() }
 
 // Range limits allocation to Start..End (inclusive) within Subnet, as a
 // CNI runtime's ipRanges entry does. A zero Start or End means the
@@ -101,11 +122,9 @@ type AutoAssignArgs struct {
 	// addresses to them.
 	Ranges []Range
 	// Endpoint, when set, is the workload endpoint the addresses are for
-	// (see endpoint.go). It is written in the allocation's transaction,
-	// with IPs set to the handle's addresses, replacing an endpoint of
-	// another container; its Handle is set to Handle. Each address gets
-	// the attribute AttrEndpoint.
-	Endpoint *Endpoint
+	// (see endpoint.go): each address gets the attributes AttrEndpoint
+	// and AttrCreated, from which the endpoint is derived.
+	Endpoint *EndpointID
 }
 
 // Assignment is what a handle holds: each address with its block's
@@ -117,8 +136,8 @@ type Assignment struct {
 // AutoAssign gives the handle Num4 IPv4 and Num6 IPv6 addresses. It is
 // idempotent: a handle that already holds addresses gets them back, topped
 // up to the counts asked for, so a repeated ADD never takes a second
-// address. In steady state it costs one store transaction, which writes the
-// blocks and the handle together.
+// address. In steady state it reads the pools, the node's index and the
+// node's blocks, and makes one store write: the block's.
 func (a *Allocator) AutoAssign(ctx context.Context, args AutoAssignArgs) (Assignment, error) {
 	if err := validName("handle", args.Handle); err != nil {
 		return Assignment{}, err
@@ -130,13 +149,9 @@ func (a *Allocator) AutoAssign(ctx context.Context, args AutoAssignArgs) (Assign
 		return Assignment{}, errorf(KindInvalid, "handle %q: negative address count %d/%d", args.Handle, args.Num4, args.Num6)
 	}
 	if args.Endpoint != nil {
-		if err := validEndpoint(args.Endpoint, args.Handle, args.Node); err != nil {
+		if err := validEndpoint(*args.Endpoint, args.Node); err != nil {
 			return Assignment{}, err
 		}
-		ep := *args.Endpoint
-		ep.Handle = args.Handle
-		args.Endpoint = &ep
-		args.Attrs = withEndpointAttr(args.Attrs, ep.ID())
 	}
 	var out Assignment
 	err := a.retry(ctx, "assign addresses to handle "+quote(args.Handle), func(ctx context.Context) error {
@@ -149,11 +164,14 @@ func (a *Allocator) AutoAssign(ctx context.Context, args AutoAssignArgs) (Assign
 
 func (a *Allocator) autoAssignOnce(ctx context.Context, args AutoAssignArgs) (Assignment, error) {
 	w := a.newWriteSet()
-	held, err := a.held(ctx, w, args.Handle)
+	held, err := a.held(ctx, w, args.Node, args.Handle, true)
 	if err != nil {
 		return Assignment{}, err
 	}
 	attrs := Attributes{Handle: args.Handle, Node: args.Node, Extra: args.Attrs}
+	if args.Endpoint != nil {
+		attrs.Extra = endpointAttrs(args.Attrs, *args.Endpoint, a.cfg.Now())
+	}
 	for _, fam := range []struct {
 		bits  int
 		want  int
@@ -175,11 +193,6 @@ func (a *Allocator) autoAssignOnce(ctx context.Context, args AutoAssignArgs) (As
 		}
 		held = append(held, got...)
 	}
-	if args.Endpoint != nil {
-		if err := w.setEndpoint(ctx, *args.Endpoint, held); err != nil {
-			return Assignment{}, err
-		}
-	}
 	if err := w.commit(ctx); err != nil {
 		return Assignment{}, err
 	}
@@ -194,28 +207,35 @@ func (a *Allocator) autoAssignOnce(ctx context.Context, args AutoAssignArgs) (As
 	return out, nil
 }
 
-// held returns the addresses handle already holds, reading its blocks
-// into w so that a top-up allocation sees the same revisions.
-func (a *Allocator) held(ctx context.Context, w *writeSet, handle string) ([]netip.Prefix, error) {
-	h, err := w.handle(ctx, handle)
-	if err != nil || h.h == nil {
+// held returns the addresses handle holds on node, reading the node's
+// index and the blocks it names into w (invariant I1: that is everywhere
+// they can be), so that a top-up allocation sees the same revisions. With
+// repair, it also queues what a killed operation left unfinished: a
+// borrowed address of the handle not yet published, and the node's
+// pending claims (finished by fromOwnBlocks).
+func (a *Allocator) held(ctx context.Context, w *writeSet, node, handle string, repair bool) ([]netip.Prefix, error) {
+	ix, err := w.index(ctx, node)
+	if err != nil {
 		return nil, err
 	}
+	if ix.x == nil {
+		return nil, a.checkLayout(ctx, node)
+	}
 	var out []netip.Prefix
-	for _, k := range sortedKeys(h.h.Blocks) {
-		cidr, err := netip.ParsePrefix(k)
-		if err != nil {
-			return nil, errorf(KindInternal, "handle %q: block %q: %v", handle, k, err)
-		}
+	for _, cidr := range ix.x.cidrs() {
 		r, err := w.block(ctx, cidr)
 		if err != nil {
 			return nil, err
 		}
 		if r.b == nil {
-			continue // Check reports the dangling handle
+			continue // a claim in flight, or Check reports it
 		}
-		for _, addr := range r.b.AddrsOf(handle) {
+		addrs := r.b.AddrsOf(handle)
+		for _, addr := range addrs {
 			out = append(out, netip.PrefixFrom(addr, cidr.Bits()))
+		}
+		if repair && len(addrs) > 0 && r.b.Affinity != HostAffinity(node) {
+			ix.addPublish(cidr, addrs...)
 		}
 	}
 	return out, nil
@@ -248,15 +268,15 @@ func (r famRequest) inPools(cidr netip.Prefix) bool {
 // first, then from newly claimed blocks, then, unless StrictAffinity, from
 // other nodes' blocks.
 func (a *Allocator) assignFamily(ctx context.Context, w *writeSet, req famRequest) ([]netip.Prefix, error) {
-	f := &famAssign{a: a, w: w, req: req, filter: req.filter()}
-	// The node's blocks already looked at, which a claim must not take
-	// for new. Kept out of f, whose contents end up in blocks, so that
-	// it stays on the stack.
-	known := map[netip.Prefix]bool{}
-	if err := f.fromOwnBlocks(ctx, known); err != nil {
+	ix, err := w.index(ctx, req.node)
+	if err != nil {
 		return nil, err
 	}
-	if err := f.fromNewBlocks(ctx, known); err != nil {
+	f := &famAssign{a: a, w: w, ix: ix, req: req, filter: req.filter()}
+	if err := f.fromOwnBlocks(ctx); err != nil {
+		return nil, err
+	}
+	if err := f.fromNewBlocks(ctx); err != nil {
 		return nil, err
 	}
 	if !f.done() && !a.cfg.StrictAffinity {
@@ -275,104 +295,85 @@ func (a *Allocator) assignFamily(ctx context.Context, w *writeSet, req famReques
 type famAssign struct {
 	a      *Allocator
 	w      *writeSet
+	ix     *indexRef
 	req    famRequest
 	filter func(netip.Addr) bool
 	got    []netip.Prefix
-	// claimed counts the node's blocks, for MaxBlocksPerHost.
-	claimed int
 }
 
 func (f *famAssign) done() bool { return len(f.got) >= f.req.need }
 
-// take allocates what is still needed from r's block.
-func (f *famAssign) take(ctx context.Context, r *blockRef) error {
+// take allocates what is still needed from r's block; an address from a
+// block not affine to the node is published in the node's index once the
+// block is written.
+func (f *famAssign) take(r *blockRef) {
 	addrs := r.b.AutoAllocate(f.req.need-len(f.got), f.req.attrs, f.filter)
 	if len(addrs) == 0 {
-		return nil
+		return
 	}
 	r.b.EmptySince = time.Time{}
 	r.dirty = true
 	for _, addr := range addrs {
 		f.got = append(f.got, netip.PrefixFrom(addr, r.b.CIDR.Bits()))
 	}
-	return f.w.addToHandle(ctx, f.req.attrs.Handle, r.b.CIDR, len(addrs))
+	if r.b.Affinity != HostAffinity(f.req.node) {
+		f.ix.addPublish(r.b.CIDR, addrs...)
+	}
 }
 
-// fromOwnBlocks takes addresses from the blocks affine to the node, and
-// adds each to known.
-func (f *famAssign) fromOwnBlocks(ctx context.Context, known map[netip.Prefix]bool) error {
-	affs, err := f.a.nodeAffinities(ctx, f.req.node)
-	if err != nil {
-		return err
+// fromOwnBlocks takes addresses from the blocks the node's index claims,
+// finishing a pending claim it meets: it is finished even when this
+// allocation needs no block, so the node's next allocation repairs what a
+// killed one left.
+func (f *famAssign) fromOwnBlocks(ctx context.Context) error {
+	if f.ix.x == nil {
+		return nil
 	}
-	for _, af := range affs {
-		known[af.cidr] = true
-		if af.state == AffinityPendingDeletion {
+	for _, e := range slices.Clone(f.ix.x.Blocks) {
+		if e.State == AffinityPendingDeletion || !f.req.inPools(e.CIDR) {
 			continue
 		}
-		f.claimed++
-		if !f.req.inPools(af.cidr) {
-			continue
+		var r *blockRef
+		var err error
+		if e.State == AffinityPending {
+			r, err = f.a.finishClaim(ctx, f.w, f.ix, e.CIDR)
+		} else {
+			r, err = f.w.block(ctx, e.CIDR)
 		}
-		if af.state == AffinityPending {
-			// A claim in flight or one whose claimer died: finishing it
-			// is safe either way, as phase two compares revisions. It is
-			// finished even when this allocation needs no block, so the
-			// node's next allocation repairs what a killed one left.
-			if _, err := f.a.finishClaim(ctx, f.req.node, af.cidr, af.rev); err != nil {
-				return err
-			}
-		}
-		if f.done() {
-			continue
-		}
-		r, err := f.w.block(ctx, af.cidr)
 		if err != nil {
 			return err
 		}
-		if r.b == nil || r.b.Affinity != HostAffinity(f.req.node) {
-			continue // Check reports the disagreement
+		if f.done() || r == nil || r.b == nil || r.b.Affinity != HostAffinity(f.req.node) {
+			continue // Check reports a confirmed claim without its block
 		}
-		if err := f.take(ctx, r); err != nil {
-			return err
-		}
+		f.take(r)
 	}
 	return nil
 }
 
 // fromNewBlocks claims blocks for the node while it needs addresses and
-// may hold more blocks.
-func (f *famAssign) fromNewBlocks(ctx context.Context, known map[netip.Prefix]bool) error {
-	limit := f.a.cfg.MaxBlocksPerHost
-	for !f.done() && (limit == 0 || f.claimed < limit) {
-		cidr, err := f.a.claim(ctx, f.req.node, f.req.pools, f.req.ranges, known)
+// may hold more blocks (I4).
+func (f *famAssign) fromNewBlocks(ctx context.Context) error {
+	for !f.done() && f.a.mayClaim(f.ix) {
+		r, err := f.a.claim(ctx, f.w, f.ix, f.req.pools, f.req.ranges)
 		if err == errNoFreeBlock {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		f.claimed++
-		known[cidr] = true
-		r, err := f.w.block(ctx, cidr)
-		if err != nil {
-			return err
-		}
-		if r.b == nil {
-			return ErrConflict // released under us; start over
-		}
-		if err := f.take(ctx, r); err != nil {
-			return err
-		}
+		f.take(r)
 	}
 	return nil
 }
 
-// borrow allocates from blocks of other nodes. It lists every block, but
-// only runs when the node's own blocks are full and no block is left to
-// claim, which is when a pool is nearly exhausted.
+// borrow allocates from blocks of other nodes, and of none. It lists every
+// block, but only runs when the node's own blocks are full and no block is
+// left to claim, which is when a pool is nearly exhausted. The node's
+// index names the block (the borrow's intent) before the block is written,
+// so the address is findable from the node at every step (I1).
 func (f *famAssign) borrow(ctx context.Context) error {
-	kvs, _, err := f.a.store.List(ctx, f.a.keys.Blocks())
+	kvs, err := f.a.store.List(ctx, f.a.keys.Blocks())
 	if err != nil {
 		return err
 	}
@@ -381,16 +382,17 @@ func (f *famAssign) borrow(ctx context.Context) error {
 		if err != nil || !f.req.inPools(cidr) {
 			continue
 		}
-		r, err := f.w.block(ctx, cidr)
+		r, err := f.w.addBlockKV(kv)
 		if err != nil {
 			return err
 		}
-		if r.b == nil || r.b.NumFree() == 0 {
+		if r.b == nil || r.b.NumFree() == 0 || r.b.Affinity == HostAffinity(f.req.node) {
 			continue
 		}
-		if err := f.take(ctx, r); err != nil {
+		if err := f.w.writeIndex(ctx, f.ix, func(x *NodeIndex) bool { return x.addBorrowed(cidr) }); err != nil {
 			return err
 		}
+		f.take(r)
 		if f.done() {
 			return nil
 		}

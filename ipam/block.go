@@ -19,6 +19,11 @@ type Block struct {
 	// Affinity is HostAffinity(node) for a node's block, empty for a
 	// block no node routes as its own.
 	Affinity string `json:"affinity,omitempty"`
+	// AffinitySince is when Affinity was set. The node's index lists the
+	// block before the block takes the affinity, so an affine block its
+	// node's index does not list is an anomaly, unless a reader saw the
+	// index before the claim (Check tolerates it for ClaimTimeout).
+	AffinitySince time.Time `json:"affinitySince,omitzero"`
 	// Owners[ord] is 0 when the ordinal is free and k when Attributes[k-1]
 	// owns it. Zero meaning free keeps a zero-filled slice valid.
 	Owners []int `json:"owners"`

@@ -2,34 +2,32 @@ package ipam
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"hash/fnv"
 	"iter"
 	"net/netip"
-	"time"
 )
 
-// Claiming a block for a node has two phases:
+// Claiming a block for a node is three single-key writes:
 //
-//  1. create the affinity ipam/affinities/<node>/<cidr> as pending, if it
-//     does not exist;
-//  2. in one transaction, create the block with the node's affinity (if it
-//     does not exist) and move the affinity to confirmed (if still at the
-//     revision phase 1 wrote).
+//  1. the node's index gains the claim as pending (the intent; the CAS on
+//     the index also enforces MaxBlocksPerHost, I4);
+//  2. the block is created affine to the node, carrying the allocation
+//     that needed it (so the claim's block write is also the pod's);
+//  3. the index entry becomes confirmed, and agents route the block (I3).
 //
-// The pending affinity is the node's durable intent: if the claimer dies
-// between the phases, the node's next allocation finds it and finishes
-// phase 2 (finishClaim), and Check reports it if nobody does. Because the
-// stores have multi-key transactions, a block never exists with a pending
-// affinity, which Calico's two-step datastore writes cannot promise.
+// Steps 2 and 3 are the writeSet's commit. Every state in between is valid:
+// the allocation made in step 2 is findable from the index (I1). If the
+// claimer dies, the node's next allocation (or GC after ClaimTimeout)
+// finishes the claim (finishClaim): creates the block if it is missing,
+// confirms it, or withdraws the entry when the block went to another node.
 //
 // Which block to claim: every node walks its pool in its own pseudo-random
 // but fixed order (a start and an odd stride derived from a hash of node
 // and pool), reading candidate block keys one at a time. Nodes spread over
 // the pool instead of racing for the first free block, a node's concurrent
-// claims pick the same candidate and so serialize on its affinity key
-// instead of taking two blocks, and a claim reads O(1) keys while the pool
+// claims pick the same candidate and so serialize on the index and the
+// block's create instead of taking two blocks, and a claim reads O(1) keys while the pool
 // is mostly free, however many blocks exist. After ClaimProbes taken
 // candidates it lists the blocks once, so a nearly full pool costs one
 // list, not thousands of reads.
@@ -102,32 +100,90 @@ func maxAddr(a, b netip.Addr) netip.Addr {
 	return a
 }
 
-// claim finds a free block in pools and claims it for node. known holds
-// the node's blocks the caller already looked at.
-func (a *Allocator) claim(ctx context.Context, node string, pools []Pool, ranges []Range, known map[netip.Prefix]bool) (netip.Prefix, error) {
+// mayClaim reports whether the node may claim another block (I4).
+func (a *Allocator) mayClaim(ix *indexRef) bool {
+	return a.cfg.MaxBlocksPerHost == 0 || ix.x == nil || ix.x.active() < a.cfg.MaxBlocksPerHost
+}
+
+// claim finds a free block in pools and claims it for the node of ix: it
+// writes the intent (step 1) and returns the new block in w, to be created
+// by the commit with the allocation in it.
+func (a *Allocator) claim(ctx context.Context, w *writeSet, ix *indexRef, pools []Pool, ranges []Range) (*blockRef, error) {
 	for _, p := range pools {
-		probe := blockProbe{a: a, pool: p, node: node, known: known, ranged: len(ranges) > 0}
-		for cidr := range candidates(p, node, ranges) {
+		probe := blockProbe{a: a, pool: p, ix: ix, ranged: len(ranges) > 0}
+		for cidr := range candidates(p, ix.node, ranges) {
+			if ix.x.lists(cidr) {
+				continue // the node's already, or being let go
+			}
 			free, err := probe.free(ctx, cidr)
 			if err == errNoFreeBlock {
 				break // on to the next pool
 			}
 			if err != nil {
-				return netip.Prefix{}, err
+				return nil, err
 			}
-			if !free {
-				continue
-			}
-			ok, err := a.claimBlock(ctx, node, cidr)
-			if err != nil {
-				return netip.Prefix{}, err
-			}
-			if ok {
-				return cidr, nil
+			if free {
+				return a.claimBlock(ctx, w, ix, cidr)
 			}
 		}
 	}
-	return netip.Prefix{}, errNoFreeBlock
+	return nil, errNoFreeBlock
+}
+
+// claimBlock writes the intent to claim cidr for ix's node and returns
+// the block, new in w; the commit creates it (step 2) and confirms the
+// claim (step 3). A conflict on either means someone else moved first:
+// the retry reads again and finishes or withdraws the claim.
+func (a *Allocator) claimBlock(ctx context.Context, w *writeSet, ix *indexRef, cidr netip.Prefix) (*blockRef, error) {
+	if !a.mayClaim(ix) {
+		return nil, errorf(KindExhausted, "node %q: already holds %d blocks (MaxBlocksPerHost)", ix.node, a.cfg.MaxBlocksPerHost)
+	}
+	now := a.cfg.Now()
+	err := w.writeIndex(ctx, ix, func(x *NodeIndex) bool {
+		x.setEntry(NodeBlock{CIDR: cidr, State: AffinityPending, Since: now})
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w.newBlock(ix, cidr), nil
+}
+
+// newBlock puts a new empty block affine to ix's node into w, to be
+// created by the commit, and queues the claim's confirmation.
+func (w *writeSet) newBlock(ix *indexRef, cidr netip.Prefix) *blockRef {
+	now := w.a.cfg.Now()
+	b := NewBlock(cidr, HostAffinity(ix.node))
+	b.AffinitySince = now
+	b.EmptySince = now // a claimed block nobody uses is reclaimable too
+	r := &blockRef{b: b, dirty: true}
+	w.blocks[cidr] = r
+	ix.addConfirm(cidr)
+	return r
+}
+
+// finishClaim finishes the pending claim on cidr that ix lists, whoever
+// started it: the block is created if missing, and the claim confirmed
+// (both by the commit); a block affine to another node, or to none, makes
+// the claim withdraw at once. It returns the block, or nil when the claim
+// was withdrawn.
+func (a *Allocator) finishClaim(ctx context.Context, w *writeSet, ix *indexRef, cidr netip.Prefix) (*blockRef, error) {
+	r, err := w.block(ctx, cidr)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case r.b == nil:
+		return w.newBlock(ix, cidr), nil
+	case r.b.Affinity == HostAffinity(ix.node):
+		ix.addConfirm(cidr)
+		return r, nil
+	}
+	err = w.writeIndex(ctx, ix, func(x *NodeIndex) bool {
+		e := x.entry(cidr)
+		return e != nil && e.State == AffinityPending && x.removeEntry(cidr)
+	})
+	return nil, err
 }
 
 // blockProbe tells which candidate blocks of one pool are free: by
@@ -137,8 +193,7 @@ func (a *Allocator) claim(ctx context.Context, node string, pools []Pool, ranges
 type blockProbe struct {
 	a      *Allocator
 	pool   Pool
-	node   string
-	known  map[netip.Prefix]bool
+	ix     *indexRef
 	ranged bool
 	probes int
 	taken  map[netip.Prefix]bool // set once probing gave way to a list
@@ -146,7 +201,7 @@ type blockProbe struct {
 
 // free reports whether no block exists at cidr. It returns errNoFreeBlock
 // when the list shows the pool full, and ErrConflict when the block is
-// the node's own but the caller did not know it.
+// the node's own but its index did not say so (see adopt).
 func (p *blockProbe) free(ctx context.Context, cidr netip.Prefix) (bool, error) {
 	if p.taken == nil {
 		if p.probes++; p.probes <= p.a.cfg.ClaimProbes || p.ranged {
@@ -172,18 +227,43 @@ func (p *blockProbe) read(ctx context.Context, cidr netip.Prefix) (bool, error) 
 	case err != nil:
 		return false, err
 	}
-	// A block of our own node that our affinity list did not show: a
-	// sibling process claimed it since. Start over and use it rather than
-	// claim a second one.
-	if b, derr := decodeBlock(kv); derr == nil && b.Affinity == HostAffinity(p.node) && !p.known[cidr] {
-		return false, ErrConflict
+	if b, derr := decodeBlock(kv); derr == nil && b.Affinity == HostAffinity(p.ix.node) {
+		return false, p.a.adopt(ctx, p.ix.node, cidr)
 	}
 	return false, nil
 }
 
+// adopt handles a block affine to node that node's index, as read, did
+// not list: a sibling process claimed it since (the fresh index lists it),
+// or the index lost it (then it is added back as confirmed, within I4).
+// Either way it returns ErrConflict, so the operation starts over and uses
+// the block as the node's own rather than claim a second one.
+func (a *Allocator) adopt(ctx context.Context, node string, cidr netip.Prefix) error {
+	w := a.newWriteSet()
+	ix, err := w.index(FreshRead(ctx), node)
+	if err != nil {
+		return err
+	}
+	if ix.x.lists(cidr) {
+		return ErrConflict
+	}
+	if !a.mayClaim(ix) {
+		return nil // over budget: leave it to Check and the admin
+	}
+	now := a.cfg.Now()
+	err = w.writeIndex(ctx, ix, func(x *NodeIndex) bool {
+		x.setEntry(NodeBlock{CIDR: cidr, State: AffinityConfirmed, Since: now})
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return ErrConflict
+}
+
 // blocksIn lists the blocks that exist in pool p.
 func (a *Allocator) blocksIn(ctx context.Context, p Pool) (map[netip.Prefix]bool, error) {
-	kvs, _, err := a.store.List(ctx, a.keys.Blocks())
+	kvs, err := a.store.List(ctx, a.keys.Blocks())
 	if err != nil {
 		return nil, err
 	}
@@ -194,171 +274,4 @@ func (a *Allocator) blocksIn(ctx context.Context, p Pool) (map[netip.Prefix]bool
 		}
 	}
 	return out, nil
-}
-
-// claimBlock runs both phases for cidr. It returns false when another node
-// owns the block, and ErrConflict when the node's affinity already exists:
-// another process of the same node is claiming it, and the caller should
-// start over and find that block among the node's own.
-func (a *Allocator) claimBlock(ctx context.Context, node string, cidr netip.Prefix) (bool, error) {
-	key := a.keys.Affinity(node, cidr)
-	v, _ := json.Marshal(Affinity{State: AffinityPending, Since: a.cfg.Now()})
-	a.txns.Add(1)
-	rev, err := a.store.Txn(ctx, []Compare{{Key: key}}, []Op{Put(key, v)})
-	if err != nil {
-		return false, err
-	}
-	return a.finishClaim(ctx, node, cidr, rev)
-}
-
-// finishClaim is phase 2 for the pending affinity at revision rev. If the
-// block belongs to another node, it withdraws the affinity.
-func (a *Allocator) finishClaim(ctx context.Context, node string, cidr netip.Prefix, rev int64) (bool, error) {
-	affKey, blockKey := a.keys.Affinity(node, cidr), a.keys.Block(cidr)
-	b := NewBlock(cidr, HostAffinity(node))
-	now := a.cfg.Now()
-	b.EmptySince = now // a claimed block nobody uses is reclaimable too
-	bv, _ := json.Marshal(b)
-	av, _ := json.Marshal(Affinity{State: AffinityConfirmed, Since: now})
-	a.txns.Add(1)
-	_, err := a.store.Txn(ctx, []Compare{{Key: blockKey}, {Key: affKey, ModRevision: rev}},
-		[]Op{Put(blockKey, bv), Put(affKey, av)})
-	if !errors.Is(err, ErrConflict) {
-		return err == nil, err
-	}
-	// Either the block exists or the affinity moved on. Look at both.
-	kv, err := a.store.Get(ctx, blockKey)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return false, ErrConflict // the affinity changed under us; start over
-	case err != nil:
-		return false, err
-	}
-	cur, err := decodeBlock(kv)
-	if err != nil {
-		return false, err
-	}
-	if cur.Affinity == HostAffinity(node) {
-		return true, nil // a sibling process of this node finished it
-	}
-	a.txns.Add(1)
-	_, err = a.store.Txn(ctx, []Compare{{Key: affKey, ModRevision: rev}}, []Op{Del(affKey)})
-	if err != nil && !errors.Is(err, ErrConflict) {
-		return false, err
-	}
-	return false, nil
-}
-
-// ReleaseAffinity lets node's block cidr go: the affinity passes through
-// pendingDeletion, then an empty block is deleted, and a block still
-// holding addresses loses its affinity and stays for its owners (any node
-// may then borrow from it). Both end with the affinity deleted in the same
-// transaction.
-func (a *Allocator) ReleaseAffinity(ctx context.Context, node string, cidr netip.Prefix) error {
-	return a.retry(ctx, "release block "+cidr.String()+" of node "+quote(node), func(ctx context.Context) error {
-		_, err := a.releaseAffinityOnce(ctx, node, cidr, 0)
-		return err
-	})
-}
-
-// releaseAffinityOnce does the work and reports whether it released the
-// affinity; with grace > 0 it only releases a block that has been empty at
-// least that long.
-func (a *Allocator) releaseAffinityOnce(ctx context.Context, node string, cidr netip.Prefix, grace time.Duration) (bool, error) {
-	affKey, blockKey := a.keys.Affinity(node, cidr), a.keys.Block(cidr)
-	akv, err := a.store.Get(ctx, affKey)
-	if errors.Is(err, ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	rev := akv.ModRevision
-	var af Affinity
-	if err := json.Unmarshal(akv.Value, &af); err != nil {
-		return false, err
-	}
-	w := a.newWriteSet()
-	r, err := w.block(ctx, cidr)
-	if err != nil {
-		return false, err
-	}
-	if grace > 0 && (r.b == nil || !r.b.Empty() || r.b.EmptySince.IsZero() || a.cfg.Now().Sub(r.b.EmptySince) < grace) {
-		return false, nil
-	}
-	if af.State != AffinityPendingDeletion {
-		v, _ := json.Marshal(Affinity{State: AffinityPendingDeletion, Since: a.cfg.Now()})
-		a.txns.Add(1)
-		if rev, err = a.store.Txn(ctx, []Compare{{Key: affKey, ModRevision: rev}}, []Op{Put(affKey, v)}); err != nil {
-			return false, err
-		}
-	}
-	var cmps = []Compare{{Key: affKey, ModRevision: rev}}
-	var ops = []Op{Del(affKey)}
-	switch {
-	case r.b == nil:
-	case r.b.Affinity != HostAffinity(node):
-		// Not this node's block after all; only the affinity goes.
-	case r.b.Empty():
-		cmps = append(cmps, Compare{Key: blockKey, ModRevision: r.rev})
-		ops = append(ops, Del(blockKey))
-	default:
-		b := r.b.Clone()
-		b.Affinity = ""
-		v, err := json.Marshal(b)
-		if err != nil {
-			return false, err
-		}
-		cmps = append(cmps, Compare{Key: blockKey, ModRevision: r.rev})
-		ops = append(ops, Put(blockKey, v))
-	}
-	a.txns.Add(1)
-	_, err = a.store.Txn(ctx, cmps, ops)
-	return err == nil, err
-}
-
-// RemoveNode releases every block affinity of a node that left the
-// cluster. Addresses still allocated stay until their handles are released
-// or GC finds them leaked.
-func (a *Allocator) RemoveNode(ctx context.Context, node string) error {
-	if err := validName("node", node); err != nil {
-		return err
-	}
-	return a.retry(ctx, "remove node "+quote(node), func(ctx context.Context) error {
-		affs, err := a.nodeAffinities(ctx, node)
-		if err != nil {
-			return err
-		}
-		for _, af := range affs {
-			if _, err := a.releaseAffinityOnce(ctx, node, af.cidr, 0); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// ReclaimEmptyBlocks releases the affinity of every block of node that has
-// been empty for at least grace, so a node that once ran many pods does not
-// keep their blocks forever. It returns how many it released.
-func (a *Allocator) ReclaimEmptyBlocks(ctx context.Context, node string, grace time.Duration) (int, error) {
-	n := 0
-	err := a.retry(ctx, "reclaim empty blocks of node "+quote(node), func(ctx context.Context) error {
-		n = 0
-		affs, err := a.nodeAffinities(ctx, node)
-		if err != nil {
-			return err
-		}
-		for _, af := range affs {
-			released, err := a.releaseAffinityOnce(ctx, node, af.cidr, max(grace, time.Nanosecond))
-			if err != nil {
-				return err
-			}
-			if released {
-				n++
-			}
-		}
-		return nil
-	})
-	return n, err
 }

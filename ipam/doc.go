@@ -1,21 +1,27 @@
 // Package ipam is podnet's cluster-wide block IPAM: address pools cut into
 // fixed-size blocks, blocks made affine to one node so that each node
-// routes a whole block, and handles that say which addresses a container
-// holds.
+// routes a whole block, and per-node indexes that say where a node's
+// addresses are (layout v2, docs/design/kubernetes-ipam.md).
 //
 // The package has two halves that must stay apart:
 //
-//   - Pure block arithmetic (block.go): ordinal <-> address, allocate,
-//     release, the FIFO free list, attribute dedupe. No I/O, no clocks, no
-//     randomness; it is tested by the thousand against a simple model.
-//   - The Allocator (allocator.go, release.go, claim.go, check.go,
-//     endpoint.go for the pods' workload endpoints), which
-//     reads objects from a Store, changes private copies and writes them
-//     back in one compare-on-revision transaction. An object read from the
-//     store is never shared, so a failed transaction leaves nothing to undo.
+//   - Pure block arithmetic (block.go, index.go): ordinal <-> address,
+//     allocate, release, the FIFO free list, attribute dedupe, index
+//     entries. No I/O, no clocks, no randomness; it is tested by the
+//     thousand against a simple model.
+//   - The Allocator (allocator.go, claim.go, release.go, affinity.go,
+//     repair.go, check.go, endpoint.go for the pods' workload endpoints,
+//     migrate.go), which reads objects from a Store, changes private
+//     copies and writes them back one key at a time, each write
+//     conditional on the revision it read (writeset.go). No operation
+//     needs a write across keys: claims, borrows and releases are ordered
+//     sequences whose intermediate states keep every address findable
+//     from its node and routed only when backed, and are finished by
+//     whoever meets them. An object read from the store is never shared,
+//     so a failed write leaves nothing to undo.
 //
 // The Store interface (store.go) is the only way to the data; bbolt and
-// etcd implement it under ipam/store. This package must not import either
+// etcd implement it under ipam/store. This package must not import any
 // of them, open files, or exec anything. Nor does it speak CNI: its
 // errors are its own (errors.go), and ipamcni gives them CNI codes.
 //
@@ -24,9 +30,9 @@
 // Config.UnavailableTimeout), the caller's deadline passed, or conflicts
 // outlasted it; KindInUse for an address already taken; KindExhausted
 // when the eligible pools have no free address; KindInvalid for bad
-// input; KindNotFound for a missing endpoint; KindWriteFailed when the
-// store could not write what it accepted; KindInternal otherwise. A
-// failure never yields a duplicate address: the only path to an
-// allocation is a transaction that compared the revision of every block
-// and handle it wrote.
+// input (or a store holding layout v1 data to migrate first); KindNotFound
+// for a missing endpoint; KindWriteFailed when the store could not write
+// what it accepted; KindInternal otherwise. A failure never yields a
+// duplicate address: the only path to an allocation is a block write that
+// compared the block's revision.
 package ipam

@@ -1,9 +1,8 @@
 package ipam
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -13,32 +12,36 @@ import (
 )
 
 // Workload endpoints (what Calico calls a WorkloadEndpoint): the record of
-// one pod interface, under workloads/<node>/<namespace>/<pod>/<ifname>,
-// naming the container that holds it now and the handle of its addresses.
+// one pod interface, naming the container that holds it now and the
+// handle of its addresses. Layout v2 stores no endpoint objects: each
+// allocation made for an endpoint carries its ID (AttrEndpoint) and its
+// creation time (AttrCreated), in the block, written by the allocation's
+// own block write. The endpoint is derived: endpoint ID on node N is the
+// handle whose allocations in N's indexed blocks name it with the newest
+// AttrCreated (a new sandbox of the pod replaces an older one), container
+// ID and network split from the handle at its last '.'.
 //
-// The endpoint is written in the allocation's own transaction
-// (AutoAssignArgs.Endpoint), so an allocation made for an endpoint never
-// exists without it, and deleted in the release's transaction
-// (ReleaseAttachment) only while it still names the releasing container.
-// A new sandbox of the same pod replaces the endpoint; the old sandbox's
-// DEL then frees the old addresses and leaves the new endpoint alone.
-//
-// Allocations made for an endpoint carry its ID in the attribute
-// AttrEndpoint, which is how Check with CheckOptions.Endpoints tells a live
-// allocation (its endpoint names its handle) from a leaked one (the
-// endpoint is gone or names another handle). Allocations without the
-// attribute (per-node gateways, addresses from the standalone podnet-ipam
-// plugin, allocations older than endpoints) are not judged by endpoints.
+// So an allocation never exists without its endpoint, and a release
+// removes the endpoint with the addresses; the DEL of an old sandbox frees
+// only its own addresses and leaves the new endpoint alone. Allocations
+// whose endpoint has a newer handle are what Check with
+// CheckOptions.Endpoints calls leaked. Allocations without the attribute
+// (per-node gateways, addresses from the standalone podnet-ipam plugin)
+// are not judged by endpoints.
 
 // AttrEndpoint is the allocation attribute holding the EndpointID (its
 // String form) an allocation was made for.
 const AttrEndpoint = "endpoint"
 
+// AttrCreated is the allocation attribute holding when an allocation for
+// an endpoint was made (RFC 3339, nanoseconds, UTC).
+const AttrCreated = "created"
+
 // NoNamespace is the namespace of an endpoint whose runtime gave no
 // K8S_POD_NAMESPACE/K8S_POD_NAME; its pod name is then the container ID.
 const NoNamespace = "_"
 
-// EndpointID names a pod interface: the key of its endpoint.
+// EndpointID names a pod interface.
 type EndpointID struct {
 	Node      string `json:"node"`
 	Namespace string `json:"namespace"`
@@ -46,12 +49,12 @@ type EndpointID struct {
 	IfName    string `json:"ifName"`
 }
 
-// String is node/namespace/pod/ifname, the key's suffix.
+// String is node/namespace/pod/ifname.
 func (id EndpointID) String() string {
 	return id.Node + "/" + id.Namespace + "/" + id.Pod + "/" + id.IfName
 }
 
-// Validate rejects IDs whose parts would break the key layout.
+// Validate rejects IDs whose parts would make the String form ambiguous.
 func (id EndpointID) Validate() error {
 	for _, p := range []struct{ kind, v string }{{"node", id.Node}, {"namespace", id.Namespace}, {"pod", id.Pod}, {"interface", id.IfName}} {
 		if err := validName("endpoint "+p.kind, p.v); err != nil {
@@ -71,268 +74,143 @@ func ParseEndpointID(s string) (EndpointID, error) {
 	return id, id.Validate()
 }
 
-// Endpoint is the value under workloads/<node>/<namespace>/<pod>/<ifname>.
+// Endpoint is a workload endpoint as derived from its allocations. The
+// pod interface's MAC and host-side link are not stored: they follow from
+// container ID and interface name (package dataplane).
 type Endpoint struct {
-	Node        string `json:"node"`
-	Namespace   string `json:"namespace"`
-	Pod         string `json:"pod"`
-	IfName      string `json:"ifName"`
+	EndpointID
 	ContainerID string `json:"containerID"`
 	Network     string `json:"network"`
 	// Handle holds the endpoint's addresses (<network>.<containerID>).
 	Handle string `json:"handle"`
-	// IPs are the pod's addresses, host-length (/32, /128). The allocator
-	// fills them in from the handle when it writes the endpoint.
-	IPs []netip.Prefix `json:"ips"`
-	// MAC is the pod-side interface's; HostInterface the host-side veth.
-	MAC           string    `json:"mac,omitempty"`
-	HostInterface string    `json:"hostInterface,omitempty"`
-	Created       time.Time `json:"created"`
+	// IPs are the pod's addresses, host-length (/32, /128), sorted.
+	IPs     []netip.Prefix `json:"ips"`
+	Created time.Time      `json:"created"`
 }
 
-// ID is the endpoint's key.
-func (e Endpoint) ID() EndpointID {
-	return EndpointID{Node: e.Node, Namespace: e.Namespace, Pod: e.Pod, IfName: e.IfName}
-}
+// ID is the endpoint's ID.
+func (e Endpoint) ID() EndpointID { return e.EndpointID }
 
-// sameAs reports whether e and o say the same thing (Created aside).
-func (e Endpoint) sameAs(o Endpoint) bool {
-	return e.ID() == o.ID() && e.ContainerID == o.ContainerID && e.Network == o.Network &&
-		e.Handle == o.Handle && slices.Equal(e.IPs, o.IPs) && e.MAC == o.MAC && e.HostInterface == o.HostInterface
-}
-
-// Workloads is the prefix of every endpoint.
-func (k Keys) Workloads() string { return k.prefix() + "workloads/" }
-
-// NodeWorkloads is the prefix of node's endpoints.
-func (k Keys) NodeWorkloads(node string) string { return k.Workloads() + node + "/" }
-
-// Workload is the key of endpoint id.
-func (k Keys) Workload(id EndpointID) string { return k.Workloads() + id.String() }
-
-// endpointRef is an endpoint in a writeSet.
-type endpointRef struct {
-	key   string
-	ep    *Endpoint // nil: does not exist (or is to be deleted)
-	rev   int64
-	dirty bool
-}
-
-// endpoint reads id into w on first use.
-func (w *writeSet) endpoint(ctx context.Context, id EndpointID) (*endpointRef, error) {
-	key := w.a.keys.Workload(id)
-	if w.ep != nil {
-		if w.ep.key != key {
-			return nil, errorf(KindInternal, "one operation, two endpoints %s and %s", w.ep.key, key)
-		}
-		return w.ep, nil
-	}
-	r := &endpointRef{key: key}
-	kv, err := w.a.store.Get(ctx, key)
-	switch {
-	case errors.Is(err, ErrNotFound):
-	case err != nil:
-		return nil, err
-	default:
-		ep, err := decodeEndpoint(kv)
-		if err != nil {
-			// Undecodable: replace it rather than fail every ADD of
-			// the pod. The compare still guards the revision.
-			ep = nil
-		}
-		r.ep, r.rev = ep, kv.ModRevision
-		if ep == nil {
-			r.dirty = true
-		}
-	}
-	w.ep = r
-	return r, nil
-}
-
-func decodeEndpoint(kv KV) (*Endpoint, error) {
-	ep := new(Endpoint)
-	if err := json.Unmarshal(kv.Value, ep); err != nil {
-		return nil, fmt.Errorf("endpoint %s: %w", kv.Key, err)
-	}
-	return ep, nil
-}
-
-// setEndpoint makes ep (with IPs set to addrs) the endpoint, replacing one
-// of another container; it writes nothing when the stored one already
-// says the same.
-func (w *writeSet) setEndpoint(ctx context.Context, ep Endpoint, addrs []netip.Prefix) error {
-	r, err := w.endpoint(ctx, ep.ID())
-	if err != nil {
+func validEndpoint(id EndpointID, node string) error {
+	if err := id.Validate(); err != nil {
 		return err
 	}
-	ep.IPs = make([]netip.Prefix, 0, len(addrs))
-	for _, p := range addrs {
-		ep.IPs = append(ep.IPs, netip.PrefixFrom(p.Addr(), p.Addr().BitLen()))
-	}
-	slices.SortFunc(ep.IPs, comparePrefix)
-	if r.ep != nil && r.ep.sameAs(ep) {
-		return nil
-	}
-	switch {
-	case r.ep != nil && r.ep.ContainerID == ep.ContainerID && !r.ep.Created.IsZero():
-		ep.Created = r.ep.Created
-	case ep.Created.IsZero():
-		ep.Created = w.a.cfg.Now().UTC()
-	}
-	r.ep, r.dirty = &ep, true
-	return nil
-}
-
-// dropEndpoint deletes endpoint id if it names containerID.
-func (w *writeSet) dropEndpoint(ctx context.Context, id EndpointID, containerID string) error {
-	r, err := w.endpoint(ctx, id)
-	if err != nil {
-		return err
-	}
-	if r.ep != nil && r.ep.ContainerID == containerID {
-		r.ep, r.dirty = nil, true
+	if id.Node != node {
+		return errorf(KindInvalid, "endpoint %s: node %q, but the allocation is for node %q", id, id.Node, node)
 	}
 	return nil
 }
 
-// endpointOps is the endpoint's share of a commit.
-func (w *writeSet) endpointOps() ([]Compare, []Op, error) {
-	r := w.ep
-	if r == nil || !r.dirty {
-		return nil, nil, nil
-	}
-	cmps := []Compare{{Key: r.key, ModRevision: r.rev}}
-	if r.ep == nil {
-		if r.rev == 0 {
-			return nil, nil, nil
-		}
-		return cmps, []Op{Del(r.key)}, nil
-	}
-	v, err := json.Marshal(r.ep)
-	if err != nil {
-		return nil, nil, err
-	}
-	return cmps, []Op{Put(r.key, v)}, nil
-}
-
-// withEndpointAttr returns attrs with AttrEndpoint set to id, copied.
-func withEndpointAttr(attrs map[string]string, id EndpointID) map[string]string {
+// endpointAttrs returns attrs with AttrEndpoint and AttrCreated set,
+// copied.
+func endpointAttrs(attrs map[string]string, id EndpointID, now time.Time) map[string]string {
 	out := maps.Clone(attrs)
 	if out == nil {
 		out = map[string]string{}
 	}
 	out[AttrEndpoint] = id.String()
+	out[AttrCreated] = now.UTC().Format(time.RFC3339Nano)
 	return out
 }
 
-func validEndpoint(ep *Endpoint, handle, node string) error {
-	id := ep.ID()
-	if err := id.Validate(); err != nil {
-		return err
+// deriveEndpoints returns the endpoints the allocations of blocks name,
+// by ID string; only IDs on node when node is set.
+func deriveEndpoints(blocks []*Block, node string) map[string]*Endpoint {
+	type cand struct {
+		ips     []netip.Prefix
+		created time.Time
 	}
-	if ep.Node != node {
-		return errorf(KindInvalid, "endpoint %s: node %q, but the allocation is for node %q", id, ep.Node, node)
-	}
-	if ep.ContainerID == "" {
-		return errorf(KindInvalid, "endpoint %s: no container ID", id)
-	}
-	if ep.Handle != "" && ep.Handle != handle {
-		return errorf(KindInvalid, "endpoint %s: handle %q, but the allocation is for handle %q", id, ep.Handle, handle)
-	}
-	return nil
-}
-
-// PutEndpoint writes ep with IPs set to what its handle holds, replacing
-// an endpoint of another container: for addresses assigned without
-// AutoAssign (requested IPs), one transaction after the allocation. It is
-// a no-op when the stored endpoint already says the same.
-func (a *Allocator) PutEndpoint(ctx context.Context, ep Endpoint) error {
-	if err := validEndpoint(&ep, ep.Handle, ep.Node); err != nil {
-		return err
-	}
-	if err := validName("handle", ep.Handle); err != nil {
-		return err
-	}
-	return a.retry(ctx, "write endpoint "+ep.ID().String(), func(ctx context.Context) error {
-		w := a.newWriteSet()
-		held, err := a.held(ctx, w, ep.Handle)
-		if err != nil {
-			return err
-		}
-		if err := w.setEndpoint(ctx, ep, held); err != nil {
-			return err
-		}
-		return w.commit(ctx)
-	})
-}
-
-// ReleaseAttachment is the DEL of an attachment: it frees every address
-// of handle and deletes its endpoint if the endpoint still names
-// containerID, in one transaction. The endpoint is the one ADD recorded
-// in the addresses' attributes; id, what the DEL's own arguments name,
-// counts only when none is recorded: a runtime whose DEL lacks the pod
-// arguments of its ADD must not leave the endpoint behind. An endpoint
-// that a newer sandbox of the pod took over is left alone. Releasing
-// what does not exist succeeds.
-func (a *Allocator) ReleaseAttachment(ctx context.Context, handle string, id EndpointID, containerID string) error {
-	if err := validName("handle", handle); err != nil {
-		return err
-	}
-	if err := id.Validate(); err != nil {
-		return err
-	}
-	return a.retry(ctx, "release handle "+quote(handle)+" of endpoint "+id.String(), func(ctx context.Context) error {
-		w := a.newWriteSet()
-		drop := id
-		if rec, ok, err := recordedEndpoint(ctx, w, handle); err != nil {
-			return err
-		} else if ok {
-			drop = rec
-		}
-		if err := a.releaseHandle(ctx, w, handle); err != nil {
-			return err
-		}
-		if err := w.dropEndpoint(ctx, drop, containerID); err != nil {
-			return err
-		}
-		return w.commit(ctx)
-	})
-}
-
-// recordedEndpoint is the endpoint named in the attributes of handle's
-// addresses (AttrEndpoint), read through w so that the release that
-// follows reads nothing twice.
-func recordedEndpoint(ctx context.Context, w *writeSet, handle string) (EndpointID, bool, error) {
-	_, blocks, err := w.handleBlocks(ctx, handle)
-	if err != nil {
-		return EndpointID{}, false, err
-	}
-	for _, r := range blocks {
-		for _, addr := range r.b.AddrsOf(handle) {
-			at, _ := r.b.Owner(addr)
-			if id, err := ParseEndpointID(at.Extra[AttrEndpoint]); err == nil {
-				return id, true, nil
+	byID := map[string]map[string]*cand{} // id -> handle -> candidate
+	for _, b := range blocks {
+		for ord, ref := range b.Owners {
+			if ref == 0 {
+				continue
+			}
+			at := b.Attributes[ref-1]
+			id := at.Extra[AttrEndpoint]
+			if id == "" || node != "" && !strings.HasPrefix(id, node+"/") {
+				continue
+			}
+			if byID[id] == nil {
+				byID[id] = map[string]*cand{}
+			}
+			c := byID[id][at.Handle]
+			if c == nil {
+				c = &cand{}
+				byID[id][at.Handle] = c
+			}
+			c.ips = append(c.ips, netip.PrefixFrom(b.Addr(ord), b.CIDR.Addr().BitLen()))
+			if t, err := time.Parse(time.RFC3339Nano, at.Extra[AttrCreated]); err == nil && t.After(c.created) {
+				c.created = t
 			}
 		}
 	}
-	return EndpointID{}, false, nil
+	out := map[string]*Endpoint{}
+	for s, hs := range byID {
+		eid, err := ParseEndpointID(s)
+		if err != nil {
+			continue
+		}
+		// The newest handle wins; equal times (clock steps) by name.
+		h := slices.MaxFunc(slices.Collect(maps.Keys(hs)), func(x, y string) int {
+			return cmp.Or(hs[x].created.Compare(hs[y].created), strings.Compare(x, y))
+		})
+		ep := &Endpoint{EndpointID: eid, Handle: h, IPs: hs[h].ips, Created: hs[h].created}
+		if i := strings.LastIndexByte(h, '.'); i >= 0 {
+			ep.Network, ep.ContainerID = h[:i], h[i+1:]
+		}
+		slices.SortFunc(ep.IPs, comparePrefix)
+		out[s] = ep
+	}
+	return out
 }
 
-// GetEndpoint returns endpoint id, or a KindNotFound error if there is
-// none.
+// nodeBlocks reads node's index and every block it names (claims in any
+// state, borrowed blocks), through any store cache.
+func (a *Allocator) nodeBlocks(ctx context.Context, node string) (*indexRef, []*Block, error) {
+	ctx = FreshRead(ctx)
+	w := a.newWriteSet()
+	ix, err := w.index(ctx, node)
+	if err != nil || ix.x == nil {
+		return ix, nil, err
+	}
+	var out []*Block
+	for _, cidr := range ix.x.allCIDRs() {
+		r, err := w.block(ctx, cidr)
+		if err != nil {
+			return nil, nil, err
+		}
+		if r.b != nil {
+			out = append(out, r.b)
+		}
+	}
+	return ix, out, nil
+}
+
+// allCIDRs is every block the index names, pendingDeletion claims too.
+func (x *NodeIndex) allCIDRs() []netip.Prefix {
+	out := x.cidrs()
+	for _, e := range x.Blocks {
+		if !slices.Contains(out, e.CIDR) {
+			out = append(out, e.CIDR)
+		}
+	}
+	slices.SortFunc(out, comparePrefix)
+	return out
+}
+
+// GetEndpoint returns endpoint id, or a KindNotFound error if no
+// allocation names it.
 func (a *Allocator) GetEndpoint(ctx context.Context, id EndpointID) (Endpoint, error) {
 	var out Endpoint
 	err := a.retry(ctx, "read endpoint "+id.String(), func(ctx context.Context) error {
-		kv, err := a.store.Get(ctx, a.keys.Workload(id))
-		if errors.Is(err, ErrNotFound) {
+		_, blocks, err := a.nodeBlocks(ctx, id.Node)
+		if err != nil {
+			return err
+		}
+		ep := deriveEndpoints(blocks, id.Node)[id.String()]
+		if ep == nil {
 			return errorf(KindNotFound, "endpoint %s: none", id)
-		}
-		if err != nil {
-			return err
-		}
-		ep, err := decodeEndpoint(kv)
-		if err != nil {
-			return err
 		}
 		out = *ep
 		return nil
@@ -341,23 +219,31 @@ func (a *Allocator) GetEndpoint(ctx context.Context, id EndpointID) (Endpoint, e
 }
 
 // Endpoints lists the endpoints of node, or of every node when node is
-// empty, in key order. Undecodable values are skipped (Check reports them).
+// empty (which reads every block), by ID.
 func (a *Allocator) Endpoints(ctx context.Context, node string) ([]Endpoint, error) {
-	prefix := a.keys.Workloads()
-	if node != "" {
-		prefix = a.keys.NodeWorkloads(node)
-	}
 	var out []Endpoint
 	err := a.retry(ctx, "list endpoints", func(ctx context.Context) error {
-		kvs, _, err := a.store.List(ctx, prefix)
-		if err != nil {
-			return err
-		}
-		out = out[:0]
-		for _, kv := range kvs {
-			if ep, err := decodeEndpoint(kv); err == nil {
-				out = append(out, *ep)
+		var blocks []*Block
+		if node != "" {
+			var err error
+			if _, blocks, err = a.nodeBlocks(ctx, node); err != nil {
+				return err
 			}
+		} else {
+			kvs, err := a.store.List(ctx, a.keys.Blocks())
+			if err != nil {
+				return err
+			}
+			for _, kv := range kvs {
+				if b, err := decodeBlock(kv); err == nil {
+					blocks = append(blocks, b)
+				}
+			}
+		}
+		eps := deriveEndpoints(blocks, node)
+		out = out[:0]
+		for _, k := range sortedKeys(eps) {
+			out = append(out, *eps[k])
 		}
 		return nil
 	})
@@ -365,8 +251,7 @@ func (a *Allocator) Endpoints(ctx context.Context, node string) ([]Endpoint, err
 }
 
 // CheckWithEndpoints is Check with leaks judged by the workload endpoints
-// (CheckOptions{Endpoints: true}): what `podnet ipam check` runs when the
-// network keeps endpoints.
+// (CheckOptions{Endpoints: true}): what `podnet ipam check` runs.
 func (a *Allocator) CheckWithEndpoints(ctx context.Context) (Report, error) {
 	return a.Check(ctx, CheckOptions{Endpoints: true})
 }

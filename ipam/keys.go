@@ -6,17 +6,21 @@ import (
 	"strings"
 )
 
-// DefaultPrefix is where podnet keeps its keys unless told otherwise; the
-// version lets a future layout live beside this one during an upgrade.
-const DefaultPrefix = "/podnet/v1/"
+// DefaultPrefix is where podnet keeps its keys unless told otherwise. The
+// version names the layout: layout v2 (this one) has pools, blocks and
+// one index per node; v1, under V1Prefix, also had affinity, handle and
+// workload keys, and is only read by MigrateV1.
+const DefaultPrefix = "/podnet/v2/"
 
-// Keys builds store keys under Prefix. The layout is DESIGN.md's data model:
+// V1Prefix is where layout v1 lived by default.
+const V1Prefix = "/podnet/v1/"
+
+// Keys builds store keys under Prefix. Layout v2:
 //
-//	ipam/pools/<name>
-//	ipam/blocks/<cidr with / as ->
-//	ipam/affinities/<node>/<cidr with / as ->
-//	ipam/handles/<handle>
-//	workloads/<node>/<namespace>/<pod>/<ifname>   (endpoint.go)
+//	ipam/pools/<name>              Pool
+//	ipam/blocks/<cidr with / as -> Block
+//	ipam/nodes/<node>              NodeIndex
+//	ipam/layout                    written by MigrateV1, last
 type Keys struct{ Prefix string }
 
 func (k Keys) prefix() string {
@@ -38,25 +42,18 @@ func (k Keys) Blocks() string { return k.prefix() + "ipam/blocks/" }
 // Block is the key of the block cidr.
 func (k Keys) Block(cidr netip.Prefix) string { return k.Blocks() + cidrKey(cidr) }
 
-// Affinities is the prefix of every affinity.
-func (k Keys) Affinities() string { return k.prefix() + "ipam/affinities/" }
+// Nodes is the prefix of every node index.
+func (k Keys) Nodes() string { return k.prefix() + "ipam/nodes/" }
 
-// NodeAffinities is the prefix of node's affinities.
-func (k Keys) NodeAffinities(node string) string { return k.Affinities() + node + "/" }
+// Node is the key of node's index.
+func (k Keys) Node(node string) string { return k.Nodes() + node }
 
-// Affinity is the key of node's affinity to cidr.
-func (k Keys) Affinity(node string, cidr netip.Prefix) string {
-	return k.NodeAffinities(node) + cidrKey(cidr)
-}
+// Layout is the key MigrateV1 writes last: its presence says the v1 data
+// beside this layout has been carried over.
+func (k Keys) Layout() string { return k.prefix() + "ipam/layout" }
 
-// Handles is the prefix of every handle.
-func (k Keys) Handles() string { return k.prefix() + "ipam/handles/" }
-
-// Handle is the key of handle id.
-func (k Keys) Handle(id string) string { return k.Handles() + id }
-
-// ParseBlockKey returns the CIDR of a key under Blocks or the CIDR suffix
-// of an affinity key.
+// ParseBlockKey returns the CIDR of a key under Blocks (or of any key
+// whose last segment is a CIDR spelled as in Block).
 func (k Keys) ParseBlockKey(key string) (netip.Prefix, error) {
 	s := key[strings.LastIndexByte(key, '/')+1:]
 	i := strings.LastIndexByte(s, '-')
@@ -68,17 +65,6 @@ func (k Keys) ParseBlockKey(key string) (netip.Prefix, error) {
 		return netip.Prefix{}, fmt.Errorf("key %q: %w", key, err)
 	}
 	return p, nil
-}
-
-// ParseAffinityKey returns the node and CIDR of an affinity key.
-func (k Keys) ParseAffinityKey(key string) (string, netip.Prefix, error) {
-	rest, ok := strings.CutPrefix(key, k.Affinities())
-	node, _, ok2 := strings.Cut(rest, "/")
-	if !ok || !ok2 {
-		return "", netip.Prefix{}, fmt.Errorf("key %q: not an affinity key", key)
-	}
-	p, err := k.ParseBlockKey(key)
-	return node, p, err
 }
 
 // cidrKey spells a CIDR without '/', so that it is one key segment. IPv6

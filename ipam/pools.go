@@ -1,7 +1,6 @@
 package ipam
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,8 +45,7 @@ func (a *Allocator) PutPool(ctx context.Context, p Pool) error {
 		// The overlap check read a list that a concurrent PutPool of
 		// another name may outdate; pools are rare admin writes, and
 		// Check reports any blocks that end up overlapping.
-		a.txns.Add(1)
-		_, err = a.store.Txn(ctx, []Compare{{Key: a.keys.Pool(p.Name), ModRevision: rev}}, []Op{Put(a.keys.Pool(p.Name), v)})
+		_, err = a.write(ctx, Write{Key: a.keys.Pool(p.Name), ModRevision: rev, Value: v})
 		return err
 	})
 }
@@ -72,7 +70,7 @@ type poolRev struct {
 }
 
 func (a *Allocator) listPools(ctx context.Context) ([]poolRev, error) {
-	kvs, _, err := a.store.List(ctx, a.keys.Pools())
+	kvs, err := a.store.List(ctx, a.keys.Pools())
 	if err != nil {
 		return nil, err
 	}
@@ -98,11 +96,7 @@ func (a *Allocator) eligiblePools(ctx context.Context, node string, bits int, na
 		return nil, err
 	}
 	var labels map[string]string
-	if a.cfg.NodeLabels != nil {
-		if labels, err = a.cfg.NodeLabels(ctx, node); err != nil {
-			return nil, fmt.Errorf("labels of node %q: %w", node, err)
-		}
-	}
+	haveLabels := false
 	byName := map[string]Pool{}
 	for _, x := range all {
 		byName[x.pool.Name] = x.pool
@@ -119,7 +113,15 @@ func (a *Allocator) eligiblePools(ctx context.Context, node string, bits int, na
 		if p.CIDR.Addr().BitLen() != bits || p.Disabled {
 			continue
 		}
-		if sel, _ := ParseSelector(p.NodeSelector); !sel.Matches(labels) {
+		sel, _ := ParseSelector(p.NodeSelector)
+		if len(sel) > 0 && !haveLabels && a.cfg.NodeLabels != nil {
+			// Only a pool with a selector needs the node's labels.
+			if labels, err = a.cfg.NodeLabels(ctx, node); err != nil {
+				return nil, fmt.Errorf("labels of node %q: %w", node, err)
+			}
+			haveLabels = true
+		}
+		if !sel.Matches(labels) {
 			continue
 		}
 		if len(ranges) > 0 && !slices.ContainsFunc(ranges, func(r Range) bool { return r.Subnet.Overlaps(p.CIDR) }) {
@@ -155,37 +157,6 @@ func (a *Allocator) poolFor(ctx context.Context, addr netip.Addr) (Pool, error) 
 		}
 	}
 	return Pool{}, errorf(KindInvalid, "address %s: in no pool", addr)
-}
-
-type nodeAffinity struct {
-	cidr  netip.Prefix
-	state AffinityState
-	rev   int64
-}
-
-// nodeAffinities lists node's affinities, by CIDR. It reads only the
-// node's own prefix, never every block.
-func (a *Allocator) nodeAffinities(ctx context.Context, node string) ([]nodeAffinity, error) {
-	kvs, _, err := a.store.List(ctx, a.keys.NodeAffinities(node))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]nodeAffinity, 0, len(kvs))
-	for _, kv := range kvs {
-		_, cidr, err := a.keys.ParseAffinityKey(kv.Key)
-		if err != nil {
-			return nil, errorf(KindInternal, "%v", err)
-		}
-		var af Affinity
-		if err := json.Unmarshal(kv.Value, &af); err != nil {
-			return nil, errorf(KindInternal, "affinity %s: %v", kv.Key, err)
-		}
-		out = append(out, nodeAffinity{cidr, af.State, kv.ModRevision})
-	}
-	slices.SortFunc(out, func(x, y nodeAffinity) int {
-		return cmp.Or(x.cidr.Addr().Compare(y.cidr.Addr()), x.cidr.Bits()-y.cidr.Bits())
-	})
-	return out, nil
 }
 
 func quote(s string) string { return fmt.Sprintf("%q", s) }

@@ -9,61 +9,46 @@ import (
 // etcd in a cluster (see ipam/store). Implementations must be safe for
 // concurrent use and must pass ipam/store/storetest.
 //
-// Revisions are store-wide and increase with every transaction that writes;
-// each key carries the revision of its last write (ModRevision) and of its
-// creation. A key that does not exist has ModRevision 0.
+// Every write is one conditional put or delete of a single key: the only
+// kind of write every store can make, the Kubernetes API included (one
+// object, compare-and-swap on its resourceVersion). ModRevision is an
+// equality token: 0 means absent, and no order between revisions is
+// assumed.
 type Store interface {
-	// Get returns the key, or an error matching ErrNotFound.
+	// Get returns the key, or an error matching ErrNotFound. A store may
+	// serve it from a cache that lags the latest write, unless ctx
+	// carries FreshRead.
 	Get(ctx context.Context, key string) (KV, error)
-	// List returns every key starting with prefix, in key order, and the
-	// store revision the read saw.
-	List(ctx context.Context, prefix string) ([]KV, int64, error)
-	// Txn applies ops atomically if every compare holds, and returns the
-	// new store revision. A failed compare returns an error matching
-	// ErrConflict and changes nothing.
-	Txn(ctx context.Context, cmps []Compare, ops []Op) (int64, error)
+	// List returns every key starting with prefix, in key order.
+	List(ctx context.Context, prefix string) ([]KV, error)
 	// Write applies w if w.Key's ModRevision equals w.ModRevision (see
 	// Write) and returns the key's new ModRevision, 0 after a delete. A
 	// failed compare returns an error matching ErrConflict and changes
 	// nothing; deleting a missing key unconditionally is not an error.
 	Write(ctx context.Context, w Write) (int64, error)
-	// Watch streams changes to keys under prefix from revision fromRev
-	// (0: from now, which includes nothing this Store has already seen
-	// written, even when served by a replica that lags) until ctx ends. The channel closes after ctx ends or
-	// after a response carrying Err.
-	Watch(ctx context.Context, prefix string, fromRev int64) (<-chan WatchResponse, error)
 	// Close releases the store's resources.
 	Close() error
 }
 
-// KV is one key with its value and revisions.
-type KV struct {
-	Key            string
-	Value          []byte
-	ModRevision    int64
-	CreateRevision int64
+// Watcher is what a node agent routing from the store needs besides
+// Store (bbolt and etcd have it): a list at a store revision, and a watch
+// from a revision. The allocator does not watch.
+type Watcher interface {
+	// ListRev is List, with the store revision the read saw.
+	ListRev(ctx context.Context, prefix string) ([]KV, int64, error)
+	// Watch streams changes to keys under prefix from revision fromRev
+	// (0: from now, which includes nothing this store has already seen
+	// written, even when served by a replica that lags) until ctx ends.
+	// The channel closes after ctx ends or after a response carrying Err.
+	Watch(ctx context.Context, prefix string, fromRev int64) (<-chan WatchResponse, error)
 }
 
-// Compare holds when Key's ModRevision equals ModRevision; 0 means the key
-// must not exist.
-type Compare struct {
+// KV is one key with its value and the revision of its last write.
+type KV struct {
 	Key         string
+	Value       []byte
 	ModRevision int64
 }
-
-// Op writes Value to Key, or deletes Key when Delete is set. Deleting a
-// missing key is not an error.
-type Op struct {
-	Key    string
-	Value  []byte
-	Delete bool
-}
-
-// Put returns an Op that writes value to key.
-func Put(key string, value []byte) Op { return Op{Key: key, Value: value} }
-
-// Del returns an Op that deletes key.
-func Del(key string) Op { return Op{Key: key, Delete: true} }
 
 // EventType says whether a watched key was written or deleted.
 type EventType int
@@ -107,9 +92,7 @@ var (
 // AnyRevision as Write.ModRevision makes a write unconditional.
 const AnyRevision int64 = -1
 
-// Write is one conditional put or delete of a single key: the only kind of
-// write every store can make, the Kubernetes API included (one object,
-// compare-and-swap on its resourceVersion).
+// Write is one conditional put or delete of a single key.
 type Write struct {
 	Key string
 	// ModRevision the key must have for the write to apply: 0 means the
@@ -117,25 +100,6 @@ type Write struct {
 	ModRevision int64
 	Value       []byte
 	Delete      bool
-}
-
-// TxnWrite performs w through a store's multi-key Txn: how the stores
-// that have one implement Write. It returns the key's new ModRevision, 0
-// after a delete.
-func TxnWrite(ctx context.Context, txn func(context.Context, []Compare, []Op) (int64, error), w Write) (int64, error) {
-	var cmps []Compare
-	if w.ModRevision != AnyRevision {
-		cmps = []Compare{{Key: w.Key, ModRevision: w.ModRevision}}
-	}
-	op := Put(w.Key, w.Value)
-	if w.Delete {
-		op = Del(w.Key)
-	}
-	rev, err := txn(ctx, cmps, []Op{op})
-	if err != nil || w.Delete {
-		return 0, err
-	}
-	return rev, nil
 }
 
 type freshReadKey struct{}

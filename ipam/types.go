@@ -4,7 +4,6 @@ import (
 	"maps"
 	"net/netip"
 	"strings"
-	"time"
 )
 
 // Default block sizes: 64 addresses per block in both families, as Calico.
@@ -13,9 +12,11 @@ const (
 	DefaultBlockSize6 = 122
 )
 
-// maxBlockHostBits bounds a block to 4096 addresses: a block is one JSON
-// value rewritten on every allocation, so it must stay small.
-const maxBlockHostBits = 12
+// maxBlockHostBits bounds a block to 1024 addresses: a block is one JSON
+// value rewritten on every allocation, and one Kubernetes object, which
+// must stay well under etcd's 1.5 MiB request limit (at ~700 bytes per
+// attributes entry, 1024 entries are ~0.7 MB).
+const maxBlockHostBits = 10
 
 // Pool is a range of addresses cut into blocks of BlockSize prefix length.
 type Pool struct {
@@ -87,37 +88,24 @@ func (p Pool) BlockFor(addr netip.Addr) netip.Prefix {
 // AffinityState is where a node's claim on a block stands.
 type AffinityState string
 
-// The affinity state machine: a claim starts pending, becomes confirmed
-// once the block exists with the node's affinity, and passes through
-// pendingDeletion when the node lets the block go.
+// The states of a node's claim on a block (NodeBlock.State): a claim
+// starts pending, becomes confirmed once the block exists with the node's
+// affinity, and passes through pendingDeletion when the node lets the
+// block go.
 const (
 	AffinityPending         AffinityState = "pending"
 	AffinityConfirmed       AffinityState = "confirmed"
 	AffinityPendingDeletion AffinityState = "pendingDeletion"
 )
 
-// Affinity is the value under ipam/affinities/<node>/<cidr>.
-type Affinity struct {
-	State AffinityState `json:"state"`
-	// Since is when the affinity entered State; a pending claim older
-	// than the allocator's claim timeout may be finished by anyone.
-	Since time.Time `json:"since"`
-}
-
-// Handle is the value under ipam/handles/<handle>: how many addresses the
-// handle holds in each block. It is written in the same transaction as the
-// blocks, so the counts always match the blocks' owners.
-type Handle struct {
-	ID     string         `json:"id"`
-	Blocks map[string]int `json:"blocks"` // block CIDR -> count
-}
-
 // Attributes describe who owns an allocation. Allocations with equal
 // Attributes share one entry in a block.
 type Attributes struct {
 	Handle string `json:"handle"`
 	Node   string `json:"node,omitempty"`
-	// Extra holds pod, namespace, container and the like.
+	// Extra holds pod, namespace, container and the like; for an
+	// allocation made for a workload endpoint, AttrEndpoint and
+	// AttrCreated (endpoint.go).
 	Extra map[string]string `json:"extra,omitempty"`
 }
 

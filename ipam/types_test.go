@@ -56,15 +56,14 @@ func TestPoolBlocks(t *testing.T) {
 func TestKeys(t *testing.T) {
 	k := Keys{}
 	c := netip.MustParsePrefix("fd00::40/122")
-	if got := k.Block(c); got != "/podnet/v1/ipam/blocks/fd00::40-122" {
+	if got := k.Block(c); got != "/podnet/v2/ipam/blocks/fd00::40-122" {
 		t.Fatalf("Block key = %q", got)
 	}
 	if got, err := k.ParseBlockKey(k.Block(c)); err != nil || got != c {
 		t.Fatalf("ParseBlockKey = %s, %v", got, err)
 	}
-	n, got, err := k.ParseAffinityKey(k.Affinity("node-1", c))
-	if err != nil || n != "node-1" || got != c {
-		t.Fatalf("ParseAffinityKey = %s %s %v", n, got, err)
+	if got := k.Node("node-1"); got != "/podnet/v2/ipam/nodes/node-1" {
+		t.Fatalf("Node key = %q", got)
 	}
 }
 

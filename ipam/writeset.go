@@ -5,37 +5,56 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
+	"time"
 )
 
 // writeSet is one attempt of an allocator operation: the objects it read,
-// at the revisions it read them, and which of them it changed. Objects in
-// it are private decoded copies, so an attempt that loses a conflict is
-// simply dropped. commit writes every changed object in one Txn that
-// compares the revision of each.
+// at the revisions it read them, and what it changed. Objects in it are
+// private decoded copies, so an attempt that loses a conflict is simply
+// dropped and the retry starts from fresh reads.
+//
+// commit writes the changes one single-key conditional Write at a time,
+// in an order that keeps invariants I1-I4 at every step: index removals
+// first (an address is withdrawn from routes before it is released),
+// then blocks in CIDR order (a claimed block's create is one), then index
+// additions (claims confirmed, borrowed addresses published, after the
+// blocks that back them). Writes that must precede a block change for
+// I1 (a claim's or a borrow's intent) are made at once, by writeIndex.
 type writeSet struct {
 	a       *Allocator
 	blocks  map[netip.Prefix]*blockRef
-	order   []netip.Prefix // commit order, for deterministic txns
-	handles map[string]*handleRef
-	ep      *endpointRef // the workload endpoint, if the operation has one
+	indexes map[string]*indexRef
 }
 
 type blockRef struct {
 	b     *Block // nil: the block does not exist
 	rev   int64
 	dirty bool
+	del   bool // delete the block (empty and affine to nobody)
 }
 
-type handleRef struct {
-	h     *Handle // nil: the handle does not exist
-	rev   int64
-	dirty bool
+// indexRef is a node's index in a writeSet and the changes commit makes
+// to it.
+type indexRef struct {
+	node      string
+	x         *NodeIndex // nil: the node has no index
+	rev       int64
+	unpublish map[netip.Prefix][]netip.Addr // before the blocks
+	publish   map[netip.Prefix][]netip.Addr // after the blocks
+	confirm   []netip.Prefix                // after the blocks
 }
 
 func (a *Allocator) newWriteSet() *writeSet {
-	return &writeSet{a: a, blocks: map[netip.Prefix]*blockRef{}, handles: map[string]*handleRef{}}
+	return &writeSet{a: a, blocks: map[netip.Prefix]*blockRef{}, indexes: map[string]*indexRef{}}
+}
+
+// write is every store write the allocator makes, counted for Writes.
+func (a *Allocator) write(ctx context.Context, w Write) (int64, error) {
+	a.writes.Add(1)
+	return a.store.Write(ctx, w)
 }
 
 // block returns the block at cidr, reading it on first use; ref.b is nil
@@ -57,13 +76,22 @@ func (w *writeSet) block(ctx context.Context, cidr netip.Prefix) (*blockRef, err
 		}
 		r.b, r.rev = b, kv.ModRevision
 	}
-	w.addBlock(cidr, r)
+	w.blocks[cidr] = r
 	return r, nil
 }
 
-func (w *writeSet) addBlock(cidr netip.Prefix, r *blockRef) {
-	w.blocks[cidr] = r
-	w.order = append(w.order, cidr)
+// addBlockKV puts a block read by a List into w, unless w has it.
+func (w *writeSet) addBlockKV(kv KV) (*blockRef, error) {
+	b, err := decodeBlock(kv)
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := w.blocks[b.CIDR]; ok {
+		return r, nil
+	}
+	r := &blockRef{b: b, rev: kv.ModRevision}
+	w.blocks[b.CIDR] = r
+	return r, nil
 }
 
 func decodeBlock(kv KV) (*Block, error) {
@@ -77,131 +105,146 @@ func decodeBlock(kv KV) (*Block, error) {
 	return b, nil
 }
 
-// handleBlocks returns handle and the blocks it holds addresses in, read
-// through w; a nil handleRef means there is no such handle.
-func (w *writeSet) handleBlocks(ctx context.Context, handle string) (*handleRef, []*blockRef, error) {
-	h, err := w.handle(ctx, handle)
-	if err != nil || h.h == nil {
-		return nil, nil, err
-	}
-	var out []*blockRef
-	for _, k := range sortedKeys(h.h.Blocks) {
-		cidr, err := netip.ParsePrefix(k)
-		if err != nil {
-			continue
-		}
-		r, err := w.block(ctx, cidr)
-		if err != nil {
-			return nil, nil, err
-		}
-		if r.b != nil {
-			out = append(out, r)
-		}
-	}
-	return h, out, nil
-}
-
-// handle returns the handle id, reading it on first use.
-func (w *writeSet) handle(ctx context.Context, id string) (*handleRef, error) {
-	if r, ok := w.handles[id]; ok {
+// index returns node's index, reading it on first use; ref.x is nil if
+// the node has none.
+func (w *writeSet) index(ctx context.Context, node string) (*indexRef, error) {
+	if r, ok := w.indexes[node]; ok {
 		return r, nil
 	}
-	r := &handleRef{}
-	kv, err := w.a.store.Get(ctx, w.a.keys.Handle(id))
+	r := &indexRef{node: node}
+	kv, err := w.a.store.Get(ctx, w.a.keys.Node(node))
 	switch {
 	case errors.Is(err, ErrNotFound):
 	case err != nil:
 		return nil, err
 	default:
-		h := new(Handle)
-		if err := json.Unmarshal(kv.Value, h); err != nil {
-			return nil, fmt.Errorf("handle %s: %w", kv.Key, err)
+		x, err := decodeIndex(kv)
+		if err != nil {
+			return nil, errorf(KindInternal, "%v", err)
 		}
-		r.h, r.rev = h, kv.ModRevision
+		r.x, r.rev = x, kv.ModRevision
 	}
-	w.handles[id] = r
+	w.indexes[node] = r
 	return r, nil
 }
 
-// addToHandle records that handle id gained (or, negative, lost) n
-// addresses in block cidr.
-func (w *writeSet) addToHandle(ctx context.Context, id string, cidr netip.Prefix, n int) error {
-	if n == 0 {
+// writeIndex writes change applied to a copy of r's index at once, under
+// a compare on the revision w read; it writes nothing when change reports
+// no change.
+func (w *writeSet) writeIndex(ctx context.Context, r *indexRef, change func(x *NodeIndex) bool) error {
+	x := &NodeIndex{Node: r.node}
+	if r.x != nil {
+		x = r.x.clone()
+	}
+	if !change(x) {
 		return nil
 	}
-	r, err := w.handle(ctx, id)
+	v, err := json.Marshal(x)
 	if err != nil {
 		return err
 	}
-	if r.h == nil {
-		r.h = &Handle{ID: id, Blocks: map[string]int{}}
+	rev, err := w.a.write(ctx, Write{Key: w.a.keys.Node(r.node), ModRevision: r.rev, Value: v})
+	if err != nil {
+		return err
 	}
-	if r.h.Blocks == nil {
-		r.h.Blocks = map[string]int{}
-	}
-	k := cidr.String()
-	r.h.Blocks[k] += n
-	if r.h.Blocks[k] <= 0 {
-		delete(r.h.Blocks, k)
-	}
-	r.dirty = true
+	r.x, r.rev = x, rev
 	return nil
 }
 
-// commit writes every changed object in one transaction.
+func (r *indexRef) addPublish(cidr netip.Prefix, addrs ...netip.Addr) {
+	if r.publish == nil {
+		r.publish = map[netip.Prefix][]netip.Addr{}
+	}
+	r.publish[cidr] = append(r.publish[cidr], addrs...)
+}
+
+func (r *indexRef) addUnpublish(cidr netip.Prefix, addrs ...netip.Addr) {
+	if r.unpublish == nil {
+		r.unpublish = map[netip.Prefix][]netip.Addr{}
+	}
+	r.unpublish[cidr] = append(r.unpublish[cidr], addrs...)
+}
+
+func (r *indexRef) addConfirm(cidr netip.Prefix) {
+	if !slices.Contains(r.confirm, cidr) {
+		r.confirm = append(r.confirm, cidr)
+	}
+}
+
+// commit writes every change, in the order the type's comment gives.
 func (w *writeSet) commit(ctx context.Context) error {
-	var cmps []Compare
-	var ops []Op
-	for _, cidr := range w.order {
-		r := w.blocks[cidr]
-		if !r.dirty {
+	nodes := sortedKeys(w.indexes)
+	for _, n := range nodes {
+		r := w.indexes[n]
+		if len(r.unpublish) == 0 {
 			continue
 		}
-		key := w.a.keys.Block(cidr)
-		cmps = append(cmps, Compare{Key: key, ModRevision: r.rev})
-		if r.b == nil {
-			ops = append(ops, Del(key))
-			continue
-		}
-		v, err := json.Marshal(r.b)
-		if err != nil {
-			return err
-		}
-		ops = append(ops, Put(key, v))
-	}
-	ids := make([]string, 0, len(w.handles))
-	for id := range w.handles {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		r := w.handles[id]
-		if !r.dirty {
-			continue
-		}
-		key := w.a.keys.Handle(id)
-		cmps = append(cmps, Compare{Key: key, ModRevision: r.rev})
-		if r.h == nil || len(r.h.Blocks) == 0 {
-			if r.rev != 0 {
-				ops = append(ops, Del(key))
+		if err := w.writeIndex(ctx, r, func(x *NodeIndex) bool {
+			changed := false
+			for _, cidr := range slices.SortedFunc(maps.Keys(r.unpublish), comparePrefix) {
+				changed = x.unpublish(cidr, r.unpublish[cidr]) || changed
 			}
-			continue
-		}
-		v, err := json.Marshal(r.h)
-		if err != nil {
+			return changed
+		}); err != nil {
 			return err
 		}
-		ops = append(ops, Put(key, v))
 	}
-	ecmps, eops, err := w.endpointOps()
+	for _, cidr := range slices.SortedFunc(maps.Keys(w.blocks), comparePrefix) {
+		if err := w.writeBlock(ctx, cidr, w.blocks[cidr]); err != nil {
+			return err
+		}
+	}
+	for _, n := range nodes {
+		r := w.indexes[n]
+		if len(r.publish)+len(r.confirm) == 0 {
+			continue
+		}
+		now := w.a.cfg.Now()
+		if err := w.writeIndex(ctx, r, func(x *NodeIndex) bool { return r.applyAdditions(x, now) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyAdditions confirms r's claims and publishes its borrowed
+// addresses in x.
+func (r *indexRef) applyAdditions(x *NodeIndex, now time.Time) bool {
+	changed := false
+	for _, cidr := range r.confirm {
+		if e := x.entry(cidr); e != nil && e.State == AffinityPending {
+			e.State, e.Since = AffinityConfirmed, now
+			changed = true
+		}
+	}
+	for _, cidr := range slices.SortedFunc(maps.Keys(r.publish), comparePrefix) {
+		changed = x.publish(cidr, r.publish[cidr]) || changed
+	}
+	return changed
+}
+
+func (w *writeSet) writeBlock(ctx context.Context, cidr netip.Prefix, r *blockRef) error {
+	if !r.dirty {
+		return nil
+	}
+	key := w.a.keys.Block(cidr)
+	if r.del || r.b == nil {
+		if r.rev == 0 {
+			return nil
+		}
+		_, err := w.a.write(ctx, Write{Key: key, ModRevision: r.rev, Delete: true})
+		if err == nil {
+			r.b, r.rev, r.dirty = nil, 0, false
+		}
+		return err
+	}
+	v, err := json.Marshal(r.b)
 	if err != nil {
 		return err
 	}
-	cmps, ops = append(cmps, ecmps...), append(ops, eops...)
-	if len(ops) == 0 {
-		return nil
+	rev, err := w.a.write(ctx, Write{Key: key, ModRevision: r.rev, Value: v})
+	if err == nil {
+		r.rev, r.dirty = rev, false
 	}
-	w.a.txns.Add(1)
-	_, err = w.a.store.Txn(ctx, cmps, ops)
 	return err
 }

@@ -25,7 +25,7 @@ type Config struct {
 	EtcdCertFile string `json:"etcdCertFile,omitempty"`
 	EtcdKeyFile  string `json:"etcdKeyFile,omitempty"`
 	EtcdCAFile   string `json:"etcdCAFile,omitempty"`
-	// Prefix is the store key prefix (default /podnet/v1/).
+	// Prefix is the store key prefix (default ipam.DefaultPrefix, /podnet/v2/).
 	Prefix string `json:"prefix,omitempty"`
 	// Pools are created when missing; existing pools are used as they
 	// are (the store is the truth once it has them).
@@ -43,6 +43,9 @@ type Config struct {
 	// store records the release for the node's agent (default
 	// DefaultReleaseDir; see Tombstone).
 	ReleaseDir string `json:"releaseDir,omitempty"`
+	// NodeLock is the file this node's plugins lock around each IPAM
+	// operation on the Kubernetes API (default DefaultNodeLock).
+	NodeLock string `json:"nodeLock,omitempty"`
 }
 
 // PoolConfig is a pool as the configuration writes it.

@@ -12,11 +12,11 @@ import (
 var webArgs = [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "ns"}, {"K8S_POD_NAME", "web"}}
 
 func sandbox(cid string) PodInterface {
-	return PodInterface{ContainerID: cid, IfName: "eth0", Args: webArgs, MAC: "02:00:00:00:00:0" + cid[len(cid)-1:], HostInterface: "pn" + cid}
+	return PodInterface{ContainerID: cid, IfName: "eth0", Args: webArgs}
 }
 
 // TestEndpointLifecycle: ADD records the pod's endpoint in its one
-// transaction; a second sandbox of the pod replaces it; the first
+// write (the block's); a second sandbox of the pod replaces it; the first
 // sandbox's DEL, after or before the second ADD, releases only its own
 // addresses; the last DEL removes the endpoint.
 func TestEndpointLifecycle(t *testing.T) {
@@ -34,8 +34,7 @@ func TestEndpointLifecycle(t *testing.T) {
 			}
 			return
 		}
-		if err != nil || ep.ContainerID != cid || ep.Network != "net1" || ep.Handle != "net1."+cid ||
-			ep.HostInterface != "pn"+cid || ep.MAC != sandbox(cid).MAC || len(ep.IPs) != len(res.IPs) {
+		if err != nil || ep.ContainerID != cid || ep.Network != "net1" || ep.Handle != "net1."+cid || len(ep.IPs) != len(res.IPs) {
 			t.Fatalf("endpoint %+v (%v), want container %s with %s", ep, err, cid, res.Bytes())
 		}
 		for i, ip := range res.IPs {
@@ -61,14 +60,14 @@ func TestEndpointLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	endpointIs("c1", r1)
-	// Steady state: another pod's ADD, endpoint included, is one
-	// transaction.
-	before := a.Txns()
+	// Steady state: another pod's ADD, endpoint included, is one write
+	// per family (v4 and v6 blocks).
+	before := a.Writes()
 	if _, err := p.AddAttachment(ctx, PodInterface{ContainerID: "other", IfName: "eth0"}); err != nil {
 		t.Fatal(err)
 	}
-	if n := a.Txns() - before; n != 1 {
-		t.Errorf("ADD with endpoint: %d transactions, want 1", n)
+	if n := a.Writes() - before; n != 2 {
+		t.Errorf("dual-stack ADD with endpoint: %d writes, want 2", n)
 	}
 	// No K8S_POD_* args: the pod is "_/<container ID>".
 	if ep, err := a.GetEndpoint(ctx, ipam.EndpointID{Node: "n1", Namespace: "_", Pod: "other", IfName: "eth0"}); err != nil || ep.ContainerID != "other" {
@@ -118,7 +117,7 @@ func TestEndpointLifecycle(t *testing.T) {
 }
 
 // TestRequestedIPEndpoint: addresses asked for by the runtime are assigned
-// one by one; the endpoint follows in one more transaction.
+// one by one, each recording the endpoint.
 func TestRequestedIPEndpoint(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ipam.db")
 	ctx := context.Background()
@@ -140,9 +139,9 @@ func TestRequestedIPEndpoint(t *testing.T) {
 }
 
 // TestDelWithoutPodArgs: a DEL that lacks the K8S_POD_* arguments its ADD
-// had still removes the endpoint ADD wrote (found through the addresses'
-// attributes), in the release's one transaction, and leaves the store
-// clean.
+// had still removes the endpoint ADD recorded (it is the addresses'
+// attributes), in the release's one write per family, and leaves the
+// store clean.
 func TestDelWithoutPodArgs(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ipam.db")
 	ctx := context.Background()
@@ -155,12 +154,12 @@ func TestDelWithoutPodArgs(t *testing.T) {
 	if _, err := a.GetEndpoint(ctx, web); err != nil {
 		t.Fatal(err)
 	}
-	before := a.Txns()
+	before := a.Writes()
 	if err := p.DelAttachment(ctx, PodInterface{ContainerID: "c7", IfName: "eth0"}); err != nil {
 		t.Fatal(err)
 	}
-	if n := a.Txns() - before; n != 1 {
-		t.Errorf("DEL: %d transactions, want 1", n)
+	if n := a.Writes() - before; n != 2 {
+		t.Errorf("dual-stack DEL: %d writes, want 2", n)
 	}
 	if ep, err := a.GetEndpoint(ctx, web); err == nil {
 		t.Fatalf("endpoint left by a DEL without pod arguments: %+v", ep)

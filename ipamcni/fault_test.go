@@ -2,6 +2,7 @@ package ipamcni
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/netip"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipam/store/bolt"
@@ -17,22 +19,17 @@ import (
 
 const faultChildEnv = "PODNET_IPAMCNI_FAULT_CHILD"
 
-// killAtConfirm is a store that SIGKILLs its process at the second phase
-// of a block claim (the transaction creating the block and confirming the
-// affinity), before that transaction reaches the store.
-type killAtConfirm struct{ ipam.Store }
+// killAtCreate is a store that SIGKILLs its process at the second step
+// of a block claim (the block's create, after the index's pending entry),
+// before that write reaches the store.
+type killAtCreate struct{ ipam.Store }
 
-func (k killAtConfirm) Txn(ctx context.Context, cmps []ipam.Compare, ops []ipam.Op) (int64, error) {
-	var block, affinity bool
-	for _, op := range ops {
-		block = block || strings.Contains(op.Key, "/ipam/blocks/")
-		affinity = affinity || strings.Contains(op.Key, "/ipam/affinities/")
-	}
-	if block && affinity {
+func (k killAtCreate) Write(ctx context.Context, w ipam.Write) (int64, error) {
+	if strings.Contains(w.Key, "/ipam/blocks/") && w.ModRevision == 0 {
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way
 	}
-	return k.Store.Txn(ctx, cmps, ops)
+	return k.Store.Write(ctx, w)
 }
 
 // TestFaultChildClaim is the process that gets killed; it runs only when
@@ -46,7 +43,7 @@ func TestFaultChildClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := ipam.New(killAtConfirm{st}, ipam.Config{})
+	a := ipam.New(killAtCreate{st}, ipam.Config{})
 	if err := a.PutPool(context.Background(), ipam.Pool{Name: "v4", CIDR: netip.MustParsePrefix("10.105.0.0/16")}); err != nil {
 		t.Fatal(err)
 	}
@@ -55,9 +52,10 @@ func TestFaultChildClaim(t *testing.T) {
 }
 
 // TestKilledBetweenClaimAndConfirm: a plugin process killed between
-// claiming a block (the pending affinity) and confirming it (creating the
-// block) leaves the pending affinity alone; Check reports it, and the
-// node's next ADD finishes the claim and allocates from that block.
+// the intent of a claim (the index's pending entry) and the block's create
+// leaves the pending entry alone; Check reports it once it is older than
+// the claim timeout, and the node's next ADD finishes the claim and
+// allocates from that block.
 func TestKilledBetweenClaimAndConfirm(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ipam.db")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestFaultChildClaim$", "-test.count=1")
@@ -74,15 +72,20 @@ func TestKilledBetweenClaimAndConfirm(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := ipam.Keys{}
-	affs, _, err := st.List(ctx, keys.NodeAffinities("n1"))
-	if err != nil || len(affs) != 1 || !strings.Contains(string(affs[0].Value), `"pending"`) {
-		t.Fatalf("affinities the killed claim left: %v %v", affs, err)
+	kv, err := st.Get(ctx, keys.Node("n1"))
+	var x ipam.NodeIndex
+	if err == nil {
+		err = json.Unmarshal(kv.Value, &x)
 	}
-	_, pending, _ := keys.ParseAffinityKey(affs[0].Key)
-	if blocks, _, _ := st.List(ctx, keys.Blocks()); len(blocks) != 0 {
+	if err != nil || len(x.Blocks) != 1 || x.Blocks[0].State != ipam.AffinityPending {
+		t.Fatalf("index the killed claim left: %+v %v", x, err)
+	}
+	pending := x.Blocks[0].CIDR
+	if blocks, _ := st.List(ctx, keys.Blocks()); len(blocks) != 0 {
 		t.Fatalf("blocks the killed claim left: %v", blocks)
 	}
-	a := ipam.New(st, ipam.Config{})
+	later := func() time.Time { return time.Now().Add(time.Hour) }
+	a := ipam.New(st, ipam.Config{Now: later})
 	rep, err := a.Check(ctx, ipam.CheckOptions{})
 	if err != nil || len(rep.AffinityMismatches) != 1 {
 		t.Fatalf("Check after the kill: %+v %v", rep, err)

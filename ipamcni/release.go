@@ -34,12 +34,13 @@ func ParseReleaseRequest(stdin []byte) (*Request, error) {
 		Prefix       string `json:"prefix"`
 		Node         string `json:"node"`
 		ReleaseDir   string `json:"releaseDir"`
+		NodeLock     string `json:"nodeLock"`
 	}
 	if err := json.Unmarshal(nc.IPAM, &c); err != nil {
 		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "ipam: %v", err)
 	}
 	r := &Request{Network: nc.Name, Config: Config{Store: c.Store, EtcdCertFile: c.EtcdCertFile, EtcdKeyFile: c.EtcdKeyFile,
-		EtcdCAFile: c.EtcdCAFile, Prefix: c.Prefix, Node: c.Node, ReleaseDir: c.ReleaseDir}}
+		EtcdCAFile: c.EtcdCAFile, Prefix: c.Prefix, Node: c.Node, ReleaseDir: c.ReleaseDir, NodeLock: c.NodeLock}}
 	if r.Config.Store == "" {
 		r.Config.Store = DefaultStore
 	}

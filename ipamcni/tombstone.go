@@ -10,8 +10,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-
-	"github.com/podnet/podnet/ipam"
 )
 
 // DefaultReleaseDir is where a DEL leaves the releases it could not make
@@ -242,13 +240,4 @@ func releaseDir(req *Request) string {
 		return req.Config.ReleaseDir
 	}
 	return DefaultReleaseDir
-}
-
-// Endpoint of a tombstone, parsed; ok is false for a release by handle.
-func (ts Tombstone) EndpointID() (id ipam.EndpointID, ok bool, err error) {
-	if ts.Endpoint == "" {
-		return ipam.EndpointID{}, false, nil
-	}
-	id, err = ipam.ParseEndpointID(ts.Endpoint)
-	return id, err == nil, err
 }

@@ -23,8 +23,10 @@ type agentOptions struct {
 	certFile, keyFile, caFile                    string
 	// --datastore kubernetes: the API server, and the cluster's pod
 	// CIDRs for the plugin's masqExclude.
-	datastore, kubeconfig         string
-	clusterCIDRs                  []string
+	datastore, kubeconfig string
+	clusterCIDRs          []string
+	// --ipam blocks: block IPAM on the API, and the plugins' account.
+	ipamModel, cniServiceAccount  string
 	gcInterval, gcGrace, leaseTTL time.Duration
 	releaseDir                    string
 	// --install, and what it installs from where.
@@ -63,6 +65,8 @@ restarts. It serves /metrics, /healthz and /readyz on --metrics-addr.`,
 	f.StringVar(&ao.datastore, "datastore", "etcd", "where nodes register and are watched: etcd (the --store) or kubernetes (Node objects; no etcd)")
 	f.StringVar(&ao.storeSpec, "store", "", "IPAM store: etcd://HOST:PORT[,HOST:PORT] (or bolt:PATH for one node); with --datastore kubernetes, the node-local bolt:PATH (default "+ipamcni.DefaultStore+")")
 	f.StringVar(&ao.kubeconfig, "kubeconfig", "", "with --datastore kubernetes: kubeconfig file (default: the pod's in-cluster config)")
+	f.StringVar(&ao.ipamModel, "ipam", ipamNodeCIDR, "with --datastore kubernetes: node-cidr (each node's pods from its Node's spec.podCIDRs, in a local bbolt file) or blocks (block IPAM on the API: podnet.io IPPools, IPAMBlocks and IPAMNodes)")
+	f.StringVar(&ao.cniServiceAccount, "cni-service-account", "kube-system/podnet-cni", "with --ipam blocks: NAMESPACE/NAME of the service account whose tokens the plugins use (written with a kubeconfig into --conf-dir)")
 	f.StringSliceVar(&ao.clusterCIDRs, "cluster-cidr", nil, "with --datastore kubernetes: the cluster's pod CIDRs (kube-controller-manager --cluster-cidr; comma-separated for dual-stack), never masqueraded")
 	f.StringVar(&ao.certFile, "etcd-cert", "", "etcd client certificate")
 	f.StringVar(&ao.keyFile, "etcd-key", "", "etcd client key")
@@ -91,6 +95,9 @@ func (ao *agentOptions) run(ctx context.Context, opts *globalOptions) error {
 		if cfg.Kube.REST, err = ao.restConfig(); err != nil {
 			return err
 		}
+	}
+	if cfg.Kube != nil && cfg.Kube.Blocks != nil {
+		return ao.runBlocks(ctx, opts, cfg)
 	}
 	store, etcdClient, err := agent.OpenStore(ctx, ao.storeSpec, agent.StoreOptions{CertFile: ao.certFile, KeyFile: ao.keyFile, CAFile: ao.caFile})
 	if err != nil {

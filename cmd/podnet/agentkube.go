@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -16,6 +17,8 @@ import (
 const (
 	datastoreEtcd       = "etcd"
 	datastoreKubernetes = "kubernetes"
+	ipamNodeCIDR        = "node-cidr"
+	ipamBlocks          = "blocks"
 )
 
 // datastoreConfig checks the datastore flags and sets cfg up for the one
@@ -27,13 +30,20 @@ func (ao *agentOptions) datastoreConfig(cfg *agent.Config) (*agent.NodeCIDRInsta
 		if ao.storeSpec == "" {
 			return nil, errors.New(`required flag "store" not set (or --datastore kubernetes)`)
 		}
-		if ao.kubeconfig != "" || len(ao.clusterCIDRs) > 0 {
-			return nil, errors.New("--kubeconfig and --cluster-cidr go with --datastore kubernetes")
+		if ao.kubeconfig != "" || len(ao.clusterCIDRs) > 0 || (ao.ipamModel != "" && ao.ipamModel != ipamNodeCIDR) {
+			return nil, errors.New("--kubeconfig, --cluster-cidr and --ipam go with --datastore kubernetes")
 		}
 		return nil, nil
 	case datastoreKubernetes:
 	default:
 		return nil, fmt.Errorf("--datastore %q: want etcd or kubernetes", ao.datastore)
+	}
+	switch ao.ipamModel {
+	case ipamBlocks:
+		return nil, ao.blocksConfig(cfg)
+	case ipamNodeCIDR, "":
+	default:
+		return nil, fmt.Errorf("--ipam %q: want %s or %s", ao.ipamModel, ipamNodeCIDR, ipamBlocks)
 	}
 	if ao.storeSpec == "" {
 		ao.storeSpec = ipamcni.DefaultStore
@@ -72,4 +82,55 @@ func (ao *agentOptions) restConfig() (*rest.Config, error) {
 		return nil, fmt.Errorf("in-cluster Kubernetes config (or set --kubeconfig): %w", err)
 	}
 	return c, nil
+}
+
+// blocksConfig sets cfg up for block IPAM on the API: the pools to seed
+// come from the conflist the agent installs, whose store must be the
+// plugins' kubeconfig.
+func (ao *agentOptions) blocksConfig(cfg *agent.Config) error {
+	if ao.storeSpec != "" || len(ao.clusterCIDRs) > 0 {
+		return errors.New("--ipam blocks: --store and --cluster-cidr do not apply (the store is the API, and the conflist's pools are the cluster's)")
+	}
+	if ao.doInstall && ao.networkConfig == "" {
+		return errors.New("--ipam blocks --install needs --network-config: the conflist whose pools the agent creates")
+	}
+	kb := &agent.KubeBlocks{}
+	if ao.networkConfig != "" {
+		pools, err := agent.ConflistPools(ao.networkConfig)
+		if err != nil {
+			return fmt.Errorf("--network-config: %w", err)
+		}
+		kb.Pools = pools
+	}
+	cfg.Kube = &agent.KubeConfig{Blocks: kb}
+	return nil
+}
+
+// runBlocks runs the agent with block IPAM on the API: its own store on
+// the API (pools, GC) and, with --install, the plugins' credentials.
+func (ao *agentOptions) runBlocks(ctx context.Context, opts *globalOptions, cfg agent.Config) error {
+	store, err := agent.OpenKubeStore(cfg.Kube.REST, "")
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	cfg.Store = store
+	if cfg.Install != nil {
+		ns, name, ok := strings.Cut(ao.cniServiceAccount, "/")
+		if !ok || ns == "" || name == "" {
+			return fmt.Errorf("--cni-service-account %q: want NAMESPACE/NAME", ao.cniServiceAccount)
+		}
+		cfg.Kube.Blocks.Credentials = &agent.CNICredentials{REST: cfg.Kube.REST, Namespace: ns, ServiceAccount: name,
+			Dir: opts.confDir, Log: cfg.Logger}
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		return err
+	}
+	stop, err := ao.serveMetrics(a.Handler())
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return a.Run(ctx)
 }

@@ -27,6 +27,11 @@ func TestAgentDatastoreFlags(t *testing.T) {
 		{"install without cluster CIDR", agentOptions{datastore: "kubernetes", doInstall: true}, "--cluster-cidr", ""},
 		{"bad cluster CIDR", agentOptions{datastore: "kubernetes", clusterCIDRs: []string{"10.244.0.1/16"}}, "network prefix", ""},
 		{"unknown", agentOptions{datastore: "consul"}, "want etcd or kubernetes", ""},
+		{"etcd with --ipam", agentOptions{datastore: "etcd", storeSpec: "etcd://x:1", ipamModel: "blocks"}, "--datastore kubernetes", ""},
+		{"unknown ipam", agentOptions{datastore: "kubernetes", ipamModel: "dhcp"}, "want node-cidr or blocks", ""},
+		{"blocks with a bolt store", agentOptions{datastore: "kubernetes", ipamModel: "blocks", storeSpec: "bolt:/tmp/x.db"}, "do not apply", ""},
+		{"blocks install without conflist", agentOptions{datastore: "kubernetes", ipamModel: "blocks", doInstall: true}, "--network-config", ""},
+		{"blocks", agentOptions{datastore: "kubernetes", ipamModel: "blocks"}, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,7 +46,9 @@ func TestAgentDatastoreFlags(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if (cfg.Kube != nil) != (tt.ao.datastore == "kubernetes") || (nc != nil) != (cfg.Kube != nil) {
+			blocks := tt.ao.ipamModel == "blocks"
+			if (cfg.Kube != nil) != (tt.ao.datastore == "kubernetes") || (nc != nil) != (cfg.Kube != nil && !blocks) ||
+				(blocks && cfg.Kube.Blocks == nil) {
 				t.Fatalf("Kube %v, node-CIDR install %v", cfg.Kube, nc)
 			}
 			if nc == nil {

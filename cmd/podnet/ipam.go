@@ -34,11 +34,7 @@ func (o *ipamOptions) withStore(cmd *cobra.Command, fn func(a *ipam.Allocator, s
 		return err
 	}
 	defer st.Close()
-	cfg := ipam.Config{}
-	if o.cfg.Prefix != "" {
-		cfg.Keys = ipam.Keys{Prefix: o.cfg.Prefix}
-	}
-	return fn(ipam.New(st, cfg), st)
+	return fn(ipam.New(st, ipamcni.AllocatorConfig(&o.cfg)), st)
 }
 
 func (o *ipamOptions) prefix() string {
@@ -56,8 +52,8 @@ func newIPAMCommand(opts *globalOptions) *cobra.Command {
 	f.StringVar(&o.cfg.EtcdCertFile, "etcd-cert", "", "etcd client certificate")
 	f.StringVar(&o.cfg.EtcdKeyFile, "etcd-key", "", "etcd client key")
 	f.StringVar(&o.cfg.EtcdCAFile, "etcd-ca", "", "etcd CA certificate")
-	f.StringVar(&o.cfg.Prefix, "prefix", "", "store key prefix (default /podnet/v1/)")
-	cmd.AddCommand(o.showCommand(), o.checkCommand(opts), o.releaseCommand(), o.poolCommand(), o.nodeCommand())
+	f.StringVar(&o.cfg.Prefix, "prefix", "", "store key prefix (default "+ipam.DefaultPrefix+")")
+	cmd.AddCommand(o.showCommand(), o.checkCommand(opts), o.releaseCommand(), o.poolCommand(), o.nodeCommand(), o.migrateCommand())
 	return cmd
 }
 
@@ -150,28 +146,35 @@ func (o *ipamOptions) checkCommand(opts *globalOptions) *cobra.Command {
 	var output, node string
 	cmd := &cobra.Command{
 		Use:   "check",
-		Short: "Report inconsistencies: addresses with two owners, dangling handles, affinity mismatches, and leaks",
-		Long: `check reads every IPAM object at one revision and reports addresses owned
-twice, handles that point at nothing, blocks whose affinity disagrees with
-their block, and undecodable values. Addresses allocated for a workload
-endpoint whose endpoint is gone or names another container are reported as
-leaked. With --node, addresses of that node whose attachment is not in this
-machine's CNI result cache (--cache-dir) are reported as leaked too. It exits 1 when it finds anything; -o json writes a
-report that 'podnet ipam release --from-report' accepts.`,
+		Short: "Report inconsistencies: addresses with two owners or not found from their node, index mismatches, and leaks",
+		Long: `check reads every node index and block and reports addresses owned twice,
+addresses their node's index does not name (unindexed) or, borrowed, does
+not publish for routes (unpublished), index entries that disagree with their
+block or have been in flight too long, and undecodable values. Addresses
+allocated for a workload endpoint that a newer sandbox of the pod took over
+are reported as leaked. With --node, only that node's index and blocks are
+read, and its addresses whose attachment is not in this machine's CNI result
+cache (--cache-dir) are reported as leaked too. It exits 1 when it finds
+anything; -o json writes a report that 'podnet ipam release --from-report'
+accepts.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.with(cmd, func(a *ipam.Allocator) error {
 				// Endpoints tell live addresses from leaked ones cluster-wide;
 				// --node adds this machine's CNI cache for its own addresses.
 				copts := ipam.CheckOptions{Endpoints: true}
+				var rep ipam.Report
+				var err error
 				if node != "" {
-					live, err := liveHandles(opts)
-					if err != nil {
+					var live map[string]bool
+					if live, err = liveHandles(opts); err != nil {
 						return err
 					}
 					copts.Live = func(n, h string) bool { return n != node || live[h] || strings.Contains(h, ".gateway.") }
+					rep, err = a.CheckNode(cmd.Context(), node, copts)
+				} else {
+					rep, err = a.Check(cmd.Context(), copts)
 				}
-				rep, err := a.Check(cmd.Context(), copts)
 				if err != nil {
 					return err
 				}
@@ -219,14 +222,14 @@ func printReport(cmd *cobra.Command, rep ipam.Report) {
 	for _, l := range rep.MultipleOwners {
 		fmt.Fprintf(out, "multiple owners: %s (block %s, handle %s)\n", l.Addr, l.Block, l.Handle)
 	}
-	for _, l := range rep.Orphans {
-		fmt.Fprintf(out, "orphan: %s (block %s, handle %s has no record of it)\n", l.Addr, l.Block, l.Handle)
+	for _, l := range rep.Unindexed {
+		fmt.Fprintf(out, "unindexed: %s (block %s, handle %s): node %s's index does not name the block\n", l.Addr, l.Block, l.Handle, l.Node)
 	}
-	for _, d := range rep.DanglingHandles {
-		fmt.Fprintf(out, "dangling handle: %s counts %d in %s, the block holds %d\n", d.Handle, d.Want, d.Block, d.Have)
+	for _, l := range rep.Unpublished {
+		fmt.Fprintf(out, "unpublished: %s (block %s, handle %s): borrowed by node %s, not routed to it\n", l.Addr, l.Block, l.Handle, l.Node)
 	}
 	for _, m := range rep.AffinityMismatches {
-		fmt.Fprintf(out, "affinity mismatch: node %s block %s: %s\n", m.Node, m.Block, m.Problem)
+		fmt.Fprintf(out, "index mismatch: node %s block %s: %s\n", m.Node, m.Block, m.Problem)
 	}
 	for _, c := range rep.Corrupt {
 		fmt.Fprintf(out, "corrupt: %s\n", c)
@@ -235,7 +238,7 @@ func printReport(cmd *cobra.Command, rep ipam.Report) {
 
 func (o *ipamOptions) releaseCommand() *cobra.Command {
 	var ips, handles []string
-	var report string
+	var report, node string
 	cmd := &cobra.Command{
 		Use:   "release",
 		Short: "Release addresses by address, by handle, or every leak of a check report",
@@ -243,6 +246,10 @@ func (o *ipamOptions) releaseCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(ips)+len(handles) == 0 && report == "" {
 				return errors.New("give --ip, --handle or --from-report")
+			}
+			var leaked [][2]string // node, handle
+			for _, h := range handles {
+				leaked = append(leaked, [2]string{node, h})
 			}
 			if report != "" {
 				data, err := os.ReadFile(report)
@@ -255,20 +262,20 @@ func (o *ipamOptions) releaseCommand() *cobra.Command {
 				}
 				seen := map[string]bool{}
 				for _, l := range rep.Leaked {
-					if !seen[l.Handle] {
-						seen[l.Handle] = true
-						handles = append(handles, l.Handle)
+					if !seen[l.Node+"/"+l.Handle] {
+						seen[l.Node+"/"+l.Handle] = true
+						leaked = append(leaked, [2]string{l.Node, l.Handle})
 					}
 				}
 			}
 			return o.with(cmd, func(a *ipam.Allocator) error {
 				var errs []error
-				for _, h := range handles {
-					if err := a.ReleaseByHandle(cmd.Context(), h); err != nil {
+				for _, nh := range leaked {
+					if err := a.ReleaseByHandle(cmd.Context(), nh[0], nh[1]); err != nil {
 						errs = append(errs, err)
 						continue
 					}
-					fmt.Fprintf(cmd.OutOrStdout(), "released handle %s\n", h)
+					fmt.Fprintf(cmd.OutOrStdout(), "released handle %s\n", nh[1])
 				}
 				var addrs []netip.Addr
 				for _, s := range ips {
@@ -293,6 +300,7 @@ func (o *ipamOptions) releaseCommand() *cobra.Command {
 	}
 	cmd.Flags().StringArrayVar(&ips, "ip", nil, "address to release (repeatable)")
 	cmd.Flags().StringArrayVar(&handles, "handle", nil, "handle whose addresses to release (repeatable)")
+	cmd.Flags().StringVar(&node, "node", "", "the node of the --handle addresses (read its index only; without it, every block is read)")
 	cmd.Flags().StringVar(&report, "from-report", "", "release every leaked handle of a 'podnet ipam check -o json' report")
 	return cmd
 }
@@ -355,21 +363,56 @@ func (o *ipamOptions) poolCommand() *cobra.Command {
 
 func (o *ipamOptions) nodeCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "node", Short: "Manage nodes in the IPAM"}
-	cmd.AddCommand(&cobra.Command{
+	var releaseAddrs bool
+	rm := &cobra.Command{
 		Use:   "rm NODE",
-		Short: "Remove a node: release its affinities and empty blocks, and delete its registration",
+		Short: "Remove a node: let its blocks go (empty ones are deleted), and delete its registration",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.withStore(cmd, func(a *ipam.Allocator, st ipam.Store) error {
-				if err := a.RemoveNode(cmd.Context(), args[0]); err != nil {
+				if err := a.RemoveNode(cmd.Context(), args[0], ipam.RemoveNodeOptions{ReleaseAddresses: releaseAddrs}); err != nil {
 					return err
 				}
 				// Without its record, every agent drops the node's routes
 				// at once instead of when its lease would have expired.
-				_, err := st.Txn(cmd.Context(), nil, []ipam.Op{ipam.Del(agent.NodeKey(o.prefix(), args[0]))})
+				_, err := st.Write(cmd.Context(), ipam.Write{Key: agent.NodeKey(o.prefix(), args[0]), ModRevision: ipam.AnyRevision, Delete: true})
 				return err
 			})
 		},
-	})
+	}
+	rm.Flags().BoolVar(&releaseAddrs, "release-addresses", false, "also free every address still allocated to the node (its pods are gone)")
+	cmd.AddCommand(rm)
+	return cmd
+}
+
+func (o *ipamOptions) migrateCommand() *cobra.Command {
+	from := ipam.V1Prefix
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Carry an IPAM of layout v1 over to layout v2 (run once, with the plugins of v1 stopped)",
+		Long: `migrate copies the pools and blocks of layout v1 under --from to layout v2
+under --prefix, builds each node's index from its v1 block affinities and
+the addresses it borrowed, and records the endpoints' creation times in the
+allocations' attributes. It writes the layout marker last; allocators of v2
+refuse a store holding v1 data until it is there. Plugins of v1 must not
+write meanwhile. v1 keys are left in place. Running it again does nothing.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.withStore(cmd, func(_ *ipam.Allocator, st ipam.Store) error {
+				res, err := ipam.MigrateV1(cmd.Context(), st, ipam.Keys{Prefix: from}, ipam.Keys{Prefix: o.prefix()})
+				if err != nil {
+					return err
+				}
+				if res.Done {
+					fmt.Fprintf(cmd.OutOrStdout(), "already migrated: %s holds the layout marker\n", o.prefix())
+					return nil
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "migrated %s to %s: %d pools, %d blocks, %d node indexes (%d keys there already)\n",
+					from, o.prefix(), res.Pools, res.Blocks, res.Nodes, res.Existing)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&from, "from", from, "key prefix of the layout v1 data")
 	return cmd
 }

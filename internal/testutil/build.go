@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -126,22 +127,39 @@ func findGo() (string, error) {
 	return "", errors.New("go tool not found on PATH or in $GOROOT/bin")
 }
 
-// ModuleRoot returns the directory of the go.mod that governs the current
-// directory, found by walking up from it. Tests run in their package's
-// directory, so this is the root of podnet's module from any test.
+// mainModule is podnet's module path: ModuleRoot skips the go.mod of
+// the modules nested in the repository (test/k8s, interop, ...).
+const mainModule = "github.com/podnet/podnet"
+
+// ModuleRoot returns the root of podnet's main module, found by walking
+// up from the current directory to the go.mod that declares it. Tests
+// run in their package's directory, so this is the repository's root
+// from any test, also from a nested module's (test/k8s builds podnet's
+// binaries as the main module's tests do).
 func ModuleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && declares(b, mainModule) {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("no go.mod in the current directory or any parent")
+			return "", fmt.Errorf("no go.mod of module %s in the current directory or any parent", mainModule)
 		}
 		dir = parent
 	}
+}
+
+// declares reports whether the go.mod text gomod declares module path.
+func declares(gomod []byte, path string) bool {
+	for _, l := range strings.Split(string(gomod), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "module" && strings.Trim(f[1], `"`) == path {
+			return true
+		}
+	}
+	return false
 }

@@ -163,3 +163,20 @@ func TestWaitProcessGone(t *testing.T) {
 		t.Error("a reaped process counted as running")
 	}
 }
+
+func TestDeclares(t *testing.T) {
+	tests := []struct {
+		gomod string
+		want  bool
+	}{
+		{"module github.com/podnet/podnet\n\ngo 1.26.0\n", true},
+		{"// comment\nmodule \"github.com/podnet/podnet\"\n", true},
+		{"module github.com/podnet/podnet/test/k8s\n", false},
+		{"go 1.26.0\nrequire github.com/podnet/podnet v0.0.0\n", false},
+	}
+	for _, tt := range tests {
+		if got := declares([]byte(tt.gomod), mainModule); got != tt.want {
+			t.Errorf("declares(%q) = %v, want %v", tt.gomod, got, tt.want)
+		}
+	}
+}

@@ -37,13 +37,13 @@ func testSameHandleConcurrent(e env) {
 			t.Fatalf("ADD %d got %v, ADD 0 got %v", i, results[i].IPv4, results[0].IPv4)
 		}
 	}
-	held, _ := a.IPsByHandle(ctxT(t), "same")
+	held, _ := a.IPsByHandle(ctxT(t), "n1", "same")
 	if len(held) != 1 {
 		t.Fatalf("handle holds %v, want one address", held)
 	}
 	// One node, so one block, however the ADDs raced.
-	if kvs, _, _ := e.store.List(ctxT(t), e.keys.Blocks()); len(kvs) != 1 {
-		t.Fatalf("%d blocks claimed, want 1", len(kvs))
+	if n := e.count(e.keys.Blocks()); n != 1 {
+		t.Fatalf("%d blocks claimed, want 1", n)
 	}
 	mustClean(t, a)
 }
@@ -73,20 +73,26 @@ func testConcurrentNodes(e env, nodes, perNode int) {
 		byNode[r.node] = append(byNode[r.node], r)
 	}
 	eachNode(t, byNode, func(r nodeAlloc) error {
-		held, err := a.IPsByHandle(ctxT(t), r.handle)
+		held, err := a.IPsByHandle(ctxT(t), fmt.Sprint("node", r.node), r.handle)
 		if err != nil || len(held) != 1 || held[0] != r.addr {
 			return fmt.Errorf("handle %s resolves to %v, %v; want %s", r.handle, held, err, r.addr)
 		}
 		return nil
 	})
 	mustClean(t, a)
-	eachNode(t, byNode, func(r nodeAlloc) error { return a.ReleaseByHandle(ctxT(t), r.handle) })
+	eachNode(t, byNode, func(r nodeAlloc) error { return a.ReleaseByHandle(ctxT(t), fmt.Sprint("node", r.node), r.handle) })
 	if t.Failed() {
 		t.FailNow()
 	}
 	mustClean(t, a)
-	if kvs, _, _ := e.store.List(ctxT(t), e.keys.Handles()); len(kvs) != 0 {
-		t.Fatalf("%d handles left after release", len(kvs))
+	if bs, err := a.Blocks(ctxT(t)); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, b := range bs {
+			if b.Allocated != 0 {
+				t.Fatalf("block %s holds %d addresses after release", b.CIDR, b.Allocated)
+			}
+		}
 	}
 }
 

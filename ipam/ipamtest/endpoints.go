@@ -1,7 +1,6 @@
 package ipamtest
 
 import (
-	"errors"
 	"net/netip"
 	"slices"
 	"time"
@@ -9,20 +8,16 @@ import (
 	"github.com/podnet/podnet/ipam"
 )
 
-func podEndpoint(node, pod, containerID string) *ipam.Endpoint {
-	return &ipam.Endpoint{Node: node, Namespace: "ns", Pod: pod, IfName: "eth0", ContainerID: containerID,
-		Network: "net", MAC: "02:00:00:00:00:01", HostInterface: "pn" + containerID}
-}
-
 func endpointID(node, pod string) ipam.EndpointID {
 	return ipam.EndpointID{Node: node, Namespace: "ns", Pod: pod, IfName: "eth0"}
 }
 
-// testEndpoints: the endpoint is written in the allocation's one
-// transaction, a repeated ADD writes nothing, a new sandbox of the pod
-// replaces the endpoint, and the old sandbox's DEL (before or after the
-// new ADD) releases only its own addresses. Check with endpoints reports
-// exactly the replaced sandbox's addresses as leaked.
+// testEndpoints: the endpoint is derived from the allocation's attributes,
+// so an ADD with its endpoint is still one write, a repeated ADD writes
+// nothing, a new sandbox of the pod replaces the endpoint, and the old
+// sandbox's DEL (before or after the new ADD) releases only its own
+// addresses. Check with endpoints reports exactly the replaced sandbox's
+// addresses as leaked.
 func testEndpoints(e env) {
 	t := e.t
 	a := e.alloc(ipam.Config{})
@@ -36,7 +31,7 @@ func testEndpoints(e env) {
 	c1 := x.firstAdd()
 	x.newSandboxFirst(c1)
 	x.oldDelFirst()
-	x.deletedBehindTheBack()
+	x.takenOverBehindTheBack()
 	x.badArguments()
 }
 
@@ -47,37 +42,38 @@ type endpointRun struct {
 	a *ipam.Allocator
 }
 
-// add is an ADD of container cid: one transaction, address and endpoint.
+// add is an ADD of container cid: one write, address and endpoint.
 func (x *endpointRun) add(cid string) netip.Prefix {
 	t := x.t
 	t.Helper()
-	before := x.a.Txns()
-	got, err := x.a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "net." + cid, Node: "n1", Num4: 1, Endpoint: podEndpoint("n1", "web", cid)})
+	id := endpointID("n1", "web")
+	before := x.a.Writes()
+	got, err := x.a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "net." + cid, Node: "n1", Num4: 1, Endpoint: &id})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := x.a.Txns() - before; n != 1 {
-		t.Fatalf("ADD of %s with its endpoint took %d transactions, want 1", cid, n)
+	if n := x.a.Writes() - before; n != 1 {
+		t.Fatalf("ADD of %s with its endpoint took %d writes, want 1", cid, n)
 	}
 	return got.IPv4[0]
 }
 
-// del is a DEL of container cid: at most one transaction.
+// del is a DEL of container cid: at most one write.
 func (x *endpointRun) del(cid string) {
 	t := x.t
 	t.Helper()
-	before := x.a.Txns()
-	if err := x.a.ReleaseAttachment(ctxT(t), "net."+cid, endpointID("n1", "web"), cid); err != nil {
+	before := x.a.Writes()
+	if err := x.a.ReleaseByHandle(ctxT(t), "n1", "net."+cid); err != nil {
 		t.Fatal(err)
 	}
-	if n := x.a.Txns() - before; n > 1 {
-		t.Fatalf("DEL of %s took %d transactions, want at most 1", cid, n)
+	if n := x.a.Writes() - before; n > 1 {
+		t.Fatalf("DEL of %s took %d writes, want at most 1", cid, n)
 	}
 }
 
 // endpointIs checks that the endpoint names container cid, or that
 // there is none when cid is empty.
-func (x *endpointRun) endpointIs(cid string) {
+func (x *endpointRun) endpointIs(cid string) ipam.Endpoint {
 	t := x.t
 	t.Helper()
 	ep, err := x.a.GetEndpoint(ctxT(t), endpointID("n1", "web"))
@@ -85,29 +81,35 @@ func (x *endpointRun) endpointIs(cid string) {
 		if ipam.KindOf(err) != ipam.KindNotFound {
 			t.Fatalf("endpoint after the last DEL: %+v, %v", ep, err)
 		}
-		return
+		return ep
 	}
-	if err != nil || ep.ContainerID != cid || ep.Handle != "net."+cid || ep.HostInterface != "pn"+cid || ep.Created.IsZero() {
+	if err != nil || ep.ContainerID != cid || ep.Handle != "net."+cid || ep.Network != "net" || ep.Created.IsZero() {
 		t.Fatalf("endpoint = %+v, %v; want container %s", ep, err, cid)
 	}
+	return ep
 }
 
-// leaked checks that Check with endpoints finds exactly the handles
-// want leaked, and nothing else.
+// leaked checks that Check and CheckNode with endpoints find exactly the
+// handles want leaked, and nothing else.
 func (x *endpointRun) leaked(want ...string) {
 	t := x.t
 	t.Helper()
-	rep, err := x.a.CheckWithEndpoints(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, l := range rep.Leaked {
-		got = append(got, l.Handle)
-	}
-	rep.Leaked = nil
-	if !slices.Equal(got, want) || !rep.Clean() {
-		t.Fatalf("CheckWithEndpoints: leaked %v, want %v; report %+v", got, want, rep)
+	for _, node := range []string{"", "n1"} {
+		rep, err := x.a.CheckWithEndpoints(ctxT(t))
+		if node != "" {
+			rep, err = x.a.CheckNode(ctxT(t), node, ipam.CheckOptions{Endpoints: true})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, l := range rep.Leaked {
+			got = append(got, l.Handle)
+		}
+		rep.Leaked = nil
+		if !slices.Equal(got, want) || !rep.Clean() {
+			t.Fatalf("check of node %q with endpoints: leaked %v, want %v; report %+v", node, got, want, rep)
+		}
 	}
 }
 
@@ -116,18 +118,19 @@ func (x *endpointRun) leaked(want ...string) {
 func (x *endpointRun) firstAdd() netip.Prefix {
 	t, a := x.t, x.a
 	c1 := x.add("c1")
-	ep, err := a.GetEndpoint(ctxT(t), endpointID("n1", "web"))
-	if err != nil || !slices.Equal(ep.IPs, []netip.Prefix{netip.PrefixFrom(c1.Addr(), 32)}) || ep.Network != "net" || ep.MAC == "" {
-		t.Fatalf("endpoint = %+v, %v; want %s", ep, err, c1.Addr())
+	ep := x.endpointIs("c1")
+	if !slices.Equal(ep.IPs, []netip.Prefix{netip.PrefixFrom(c1.Addr(), 32)}) {
+		t.Fatalf("endpoint = %+v; want %s", ep, c1.Addr())
 	}
 	x.leaked()
-	before := a.Txns()
-	again, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "net.c1", Node: "n1", Num4: 1, Endpoint: podEndpoint("n1", "web", "c1")})
-	if err != nil || again.IPv4[0] != c1 || a.Txns() != before {
-		t.Fatalf("repeated ADD: %+v, %v, %d transactions", again, err, a.Txns()-before)
+	id := endpointID("n1", "web")
+	before := a.Writes()
+	again, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "net.c1", Node: "n1", Num4: 1, Endpoint: &id})
+	if err != nil || again.IPv4[0] != c1 || a.Writes() != before {
+		t.Fatalf("repeated ADD: %+v, %v, %d writes", again, err, a.Writes()-before)
 	}
-	if ep2, _ := a.GetEndpoint(ctxT(t), endpointID("n1", "web")); !ep2.Created.Equal(ep.Created) {
-		t.Fatalf("repeated ADD rewrote the endpoint: %v -> %v", ep.Created, ep2.Created)
+	if ep2 := x.endpointIs("c1"); !ep2.Created.Equal(ep.Created) {
+		t.Fatalf("repeated ADD changed the endpoint: %v -> %v", ep.Created, ep2.Created)
 	}
 	return c1
 }
@@ -144,7 +147,7 @@ func (x *endpointRun) newSandboxFirst(c1 netip.Prefix) {
 	x.leaked("net.c1")
 	x.del("c1")
 	x.endpointIs("c2")
-	if held, _ := x.a.IPsByHandle(ctxT(t), "net.c2"); !slices.Equal(held, []netip.Prefix{c2}) {
+	if held, _ := x.a.IPsByHandle(ctxT(t), "n1", "net.c2"); !slices.Equal(held, []netip.Prefix{c2}) {
 		t.Fatalf("old sandbox's DEL touched the new one: %v", held)
 	}
 	x.leaked()
@@ -160,19 +163,31 @@ func (x *endpointRun) oldDelFirst() {
 	x.endpointIs("")
 	x.del("c3")
 	x.leaked()
+	if eps, err := x.a.Endpoints(ctxT(x.t), "n1"); err != nil || len(eps) != 0 {
+		x.t.Fatalf("endpoints after the last DEL: %+v, %v", eps, err)
+	}
 }
 
-// deletedBehindTheBack: an endpoint deleted behind the allocator's back
-// leaves a leak that Check reports and GC releases.
-func (x *endpointRun) deletedBehindTheBack() {
+// takenOverBehindTheBack: an allocation's attributes rewritten behind the
+// allocator's back so that another handle is the endpoint's newest leaves
+// a leak that Check reports and GC releases.
+func (x *endpointRun) takenOverBehindTheBack() {
 	t := x.t
-	x.add("c4")
-	if _, err := x.store.Txn(ctxT(t), nil, []ipam.Op{ipam.Del(x.keys.Workload(endpointID("n1", "web")))}); err != nil {
-		t.Fatal(err)
+	c4 := x.add("c4")
+	x.editBlock(c4.Masked(), func(b *ipam.Block) {
+		for i, at := range b.Attributes {
+			if at.Handle == "plain" {
+				b.Attributes[i].Extra = map[string]string{ipam.AttrEndpoint: endpointID("n1", "web").String(),
+					ipam.AttrCreated: time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)}
+			}
+		}
+	})
+	if ep, err := x.a.GetEndpoint(ctxT(t), endpointID("n1", "web")); err != nil || ep.Handle != "plain" {
+		t.Fatalf("endpoint after the takeover: %+v, %v", ep, err)
 	}
 	x.leaked("net.c4")
-	if rel, err := x.a.GC(ctxT(t), "n1", []string{"plain"}); err != nil || len(rel) != 1 {
-		t.Fatalf("GC = %v, %v", rel, err)
+	if rel, err := x.a.GC(ctxT(t), "n1", []string{"plain"}); err != nil || len(rel) != 1 || rel[0] != c4.Addr() {
+		t.Fatalf("GC = %v, %v; want %s", rel, err, c4.Addr())
 	}
 	x.leaked()
 }
@@ -180,70 +195,12 @@ func (x *endpointRun) deletedBehindTheBack() {
 // badArguments: endpoint arguments are checked.
 func (x *endpointRun) badArguments() {
 	t, a := x.t, x.a
-	bad := podEndpoint("n2", "web", "c5")
-	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "net.c5", Node: "n1", Num4: 1, Endpoint: bad}); ipam.KindOf(err) != ipam.KindInvalid {
+	bad := endpointID("n2", "web")
+	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "net.c5", Node: "n1", Num4: 1, Endpoint: &bad}); ipam.KindOf(err) != ipam.KindInvalid {
 		t.Fatalf("endpoint of another node: %v", err)
 	}
-	bad = podEndpoint("n1", "we/b", "c5")
-	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "net.c5", Node: "n1", Num4: 1, Endpoint: bad}); ipam.KindOf(err) != ipam.KindInvalid {
+	bad = endpointID("n1", "we/b")
+	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "net.c5", Node: "n1", Num4: 1, Endpoint: &bad}); ipam.KindOf(err) != ipam.KindInvalid {
 		t.Fatalf("pod name with '/': %v", err)
 	}
-}
-
-// testClaimKilled: a claimer killed between the phases of a claim leaves
-// a pending affinity and no block. Check reports it; the node's next
-// allocation finishes the claim (or withdraws it when the block went to
-// another node meanwhile), and Check is clean again.
-func testClaimKilled(e env) {
-	t := e.t
-	a := e.alloc(ipam.Config{})
-	mustPool(t, a, "p", "10.16.0.0/16", 0)
-	pending := func(node, cidr string) {
-		t.Helper()
-		key := e.keys.Affinity(node, netip.MustParsePrefix(cidr))
-		v := mustJSON(ipam.Affinity{State: ipam.AffinityPending, Since: time.Now()})
-		if _, err := e.store.Txn(ctxT(t), []ipam.Compare{{Key: key}}, []ipam.Op{ipam.Put(key, v)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// n1 died after phase one of its first claim.
-	pending("n1", "10.16.7.0/26")
-	rep, err := a.Check(ctxT(t), ipam.CheckOptions{})
-	if err != nil || len(rep.AffinityMismatches) != 1 {
-		t.Fatalf("Check after a killed claim: %+v, %v", rep, err)
-	}
-	got, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "h1", Node: "n1", Num4: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.IPv4[0].Masked() != netip.MustParsePrefix("10.16.7.0/26") {
-		t.Fatalf("allocation after the repair came from %s, want the claimed block 10.16.7.0/26", got.IPv4[0])
-	}
-	mustClean(t, a)
-
-	// n1 died again, this time with a block already in use: the pending
-	// claim is finished even though the next allocation needs no block.
-	pending("n1", "10.16.9.0/26")
-	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "h2", Node: "n1", Num4: 1}); err != nil {
-		t.Fatal(err)
-	}
-	mustClean(t, a)
-
-	// n2 died after phase one for a block that n3 then took: n2's next
-	// allocation withdraws the claim and takes another block.
-	pending("n2", "10.16.20.0/26")
-	if _, err := a.AssignIP(ctxT(t), ipam.AssignIPArgs{Addr: netip.MustParseAddr("10.16.20.5"), Handle: "h3", Node: "n3"}); err != nil {
-		t.Fatal(err)
-	}
-	got, err = a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "h4", Node: "n2", Num4: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.IPv4[0].Masked() == netip.MustParsePrefix("10.16.20.0/26") {
-		t.Fatalf("n2 allocated %s from n3's block", got.IPv4[0])
-	}
-	if _, err := e.store.Get(ctxT(t), e.keys.Affinity("n2", netip.MustParsePrefix("10.16.20.0/26"))); !errors.Is(err, ipam.ErrNotFound) {
-		t.Fatalf("n2's dead claim on n3's block: %v", err)
-	}
-	mustClean(t, a)
 }

@@ -54,7 +54,7 @@ type faultLimits struct {
 func runQuorumFaults(t *testing.T, c Cluster, newStore func(t *testing.T) ipam.Store, lim faultLimits) {
 	st := newStore(t)
 	keys := ipam.Keys{Prefix: "/faults/" + t.Name() + "/"}
-	q := &quorumFaults{t: t, c: c, lim: lim, addrs: map[string]netip.Prefix{},
+	q := &quorumFaults{t: t, c: c, lim: lim, addrs: map[string]netip.Prefix{}, nodes: map[string]string{},
 		a: ipam.New(st, ipam.Config{Keys: keys, UnavailableTimeout: 20 * time.Second})}
 	mustPool(t, q.a, "p", "10.30.0.0/16", 0)
 	q.leaderStops()
@@ -72,6 +72,7 @@ type quorumFaults struct {
 
 	mu    sync.Mutex
 	addrs map[string]netip.Prefix // handle -> address
+	nodes map[string]string       // handle -> node
 }
 
 func (q *quorumFaults) assign(ctx context.Context, node, handle string) error {
@@ -81,6 +82,7 @@ func (q *quorumFaults) assign(ctx context.Context, node, handle string) error {
 	}
 	q.mu.Lock()
 	q.addrs[handle] = got.IPv4[0]
+	q.nodes[handle] = node
 	q.mu.Unlock()
 	return nil
 }
@@ -242,7 +244,7 @@ func (q *quorumFaults) verify(want int) {
 			t.Errorf("address %s given to %s and %s", p.Addr(), o, h)
 		}
 		owner[p.Addr()] = h
-		held, err := q.a.IPsByHandle(ctxT(t), h)
+		held, err := q.a.IPsByHandle(ctxT(t), q.nodes[h], h)
 		if err != nil || len(held) != 1 || held[0] != p {
 			t.Errorf("handle %s holds %v (%v), was given %s", h, held, err, p)
 		}

@@ -34,18 +34,18 @@ func (s stuckStore) Get(ctx context.Context, key string) (ipam.KV, error) {
 	return s.Store.Get(ctx, key)
 }
 
-func (s stuckStore) List(ctx context.Context, prefix string) ([]ipam.KV, int64, error) {
+func (s stuckStore) List(ctx context.Context, prefix string) ([]ipam.KV, error) {
 	if s.stuck.Load() {
-		return nil, 0, s.wait(ctx)
+		return nil, s.wait(ctx)
 	}
 	return s.Store.List(ctx, prefix)
 }
 
-func (s stuckStore) Txn(ctx context.Context, cmps []ipam.Compare, ops []ipam.Op) (int64, error) {
+func (s stuckStore) Write(ctx context.Context, w ipam.Write) (int64, error) {
 	if s.stuck.Load() {
 		return 0, s.wait(ctx)
 	}
-	return s.Store.Txn(ctx, cmps, ops)
+	return s.Store.Write(ctx, w)
 }
 
 // stuckCluster has a leader until asked for it: RunQuorumFaults asks

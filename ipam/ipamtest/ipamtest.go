@@ -19,6 +19,9 @@ import (
 // Options size the concurrency test.
 type Options struct {
 	Nodes, PerNode int // default 10 x 10
+	// NoV1 says the store cannot hold layout v1's keys (the Kubernetes
+	// store, which never held them): MigrateV1 does not apply.
+	NoV1 bool
 }
 
 type env struct {
@@ -78,12 +81,18 @@ func Run(t *testing.T, newStore func(t *testing.T) ipam.Store, opts Options) {
 		{"DeadlineIsTryAgain", testDeadline},
 		{"CheckAndGC", testCheckGC},
 		{"RemoveNodeAndReclaim", testRemoveNode},
-		{"OneTxnPerAllocation", testTxnsPerAlloc},
+		{"OneWritePerAllocation", testWritesPerAlloc},
 		{"Endpoints", testEndpoints},
 		{"ClaimKilledBeforeConfirm", testClaimKilled},
+		{"ClaimBudgetExact", testClaimBudget},
+		{"ReleaseInFlightStates", testInFlight},
+		{"MigrateV1", testMigrateV1},
 		{"ManyNodesConcurrent", func(e env) { testConcurrentNodes(e, opts.Nodes, opts.PerNode) }},
 	}
 	for _, tt := range tests {
+		if opts.NoV1 && tt.name == "MigrateV1" {
+			continue
+		}
 		t.Run(tt.name, func(t *testing.T) {
 			tt.fn(env{t: t, store: newStore(t), keys: ipam.Keys{Prefix: "/ipamtest/" + t.Name() + "/"}})
 		})
@@ -103,18 +112,18 @@ func testAssignRelease(e env) {
 		!netip.MustParsePrefix("10.244.0.0/16").Contains(got.IPv4[0].Addr()) {
 		t.Fatalf("AutoAssign = %+v", got)
 	}
-	held, err := a.IPsByHandle(ctxT(t), "net.c1")
+	held, err := a.IPsByHandle(ctxT(t), "n1", "net.c1")
 	if err != nil || len(held) != 2 || held[0] != got.IPv4[0] && held[1] != got.IPv4[0] {
 		t.Fatalf("IPsByHandle = %v, %v; want %+v", held, err, got)
 	}
 	mustClean(t, a)
-	if err := a.ReleaseByHandle(ctxT(t), "net.c1"); err != nil {
+	if err := a.ReleaseByHandle(ctxT(t), "n1", "net.c1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.ReleaseByHandle(ctxT(t), "net.c1"); err != nil {
+	if err := a.ReleaseByHandle(ctxT(t), "n1", "net.c1"); err != nil {
 		t.Fatalf("second release: %v", err)
 	}
-	if held, _ := a.IPsByHandle(ctxT(t), "net.c1"); len(held) != 0 {
+	if held, _ := a.IPsByHandle(ctxT(t), "n1", "net.c1"); len(held) != 0 {
 		t.Fatalf("after release: %v", held)
 	}
 	mustClean(t, a)
@@ -154,7 +163,7 @@ func testFIFO(e env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.ReleaseByHandle(ctxT(t), "h0"); err != nil {
+	if err := a.ReleaseByHandle(ctxT(t), "n1", "h0"); err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i < 8; i++ {
@@ -188,9 +197,34 @@ func testBorrow(e env) {
 	if ipam.KindOf(err) != ipam.KindExhausted {
 		t.Fatalf("strict affinity with a full block: err = %v, want KindExhausted", err)
 	}
+	before := a.Writes()
 	got, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "a2", Node: "na", Num4: 1})
 	if err != nil || got.IPv4[0].Masked() != b.IPv4[0].Masked() {
 		t.Fatalf("borrow = %+v, %v; want an address of nb's block %s", got, err, b.IPv4[0].Masked())
+	}
+	// Intent, block, publication.
+	if n := a.Writes() - before; n != 3 {
+		t.Errorf("first borrow from a block: %d writes, want 3", n)
+	}
+	x := e.index("na")
+	if x == nil || len(x.Borrowed) != 1 || x.Borrowed[0].CIDR != got.IPv4[0].Masked() ||
+		!slices.Equal(x.Borrowed[0].IPs, []netip.Addr{got.IPv4[0].Addr()}) {
+		t.Fatalf("na's index after the borrow: %+v", x)
+	}
+	mustClean(t, a)
+	if held, _ := a.IPsByHandle(ctxT(t), "na", "a2"); !slices.Equal(held, got.IPv4) {
+		t.Fatalf("borrowed address not found from na: %v", held)
+	}
+	// The release withdraws the publication, then frees the address.
+	before = a.Writes()
+	if err := a.ReleaseByHandle(ctxT(t), "na", "a2"); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.Writes() - before; n != 2 {
+		t.Errorf("release of a borrowed address: %d writes, want 2", n)
+	}
+	if x := e.index("na"); len(x.Borrowed) != 1 || len(x.Borrowed[0].IPs) != 0 {
+		t.Fatalf("na's index after the release: %+v", x)
 	}
 	mustClean(t, a)
 }
@@ -205,8 +239,8 @@ func testMaxBlocks(e env) {
 	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "b", Node: "n1", Num4: 1}); err == nil {
 		t.Fatal("claimed a second block past maxBlocksPerHost 1")
 	}
-	if kvs, _, _ := e.store.List(ctxT(t), e.keys.NodeAffinities("n1")); len(kvs) != 1 {
-		t.Fatalf("%d affinities, want 1", len(kvs))
+	if x := e.index("n1"); x == nil || len(x.Blocks) != 1 {
+		t.Fatalf("index %+v, want one claim", x)
 	}
 }
 
@@ -249,7 +283,7 @@ func testReleaseIPs(e env) {
 	if err != nil || len(rel) != 1 || rel[0] != got.IPv4[0].Addr() {
 		t.Fatalf("ReleaseIPs = %v, %v", rel, err)
 	}
-	held, _ := a.IPsByHandle(ctxT(t), "h")
+	held, _ := a.IPsByHandle(ctxT(t), "n1", "h")
 	if !slices.Equal(held, got.IPv4[1:]) {
 		t.Fatalf("handle holds %v, want %v", held, got.IPv4[1:])
 	}
@@ -338,17 +372,23 @@ func testCheckGC(e env) {
 	if err != nil || len(rel) != 2 {
 		t.Fatalf("GC = %v, %v", rel, err)
 	}
-	if held, _ := a.IPsByHandle(ctxT(t), "elsewhere"); !slices.Equal(held, other.IPv4) {
+	if held, _ := a.IPsByHandle(ctxT(t), "n2", "elsewhere"); !slices.Equal(held, other.IPv4) {
 		t.Fatalf("GC of n1 touched n2's handle: %v", held)
 	}
 	mustClean(t, a)
-	// A handle pointing at a block that does not exist is reported.
-	if _, err := e.store.Txn(ctxT(t), nil, []ipam.Op{ipam.Put(e.keys.Handle("ghost"), []byte(`{"id":"ghost","blocks":{"10.12.99.0/26":1}}`))}); err != nil {
-		t.Fatal(err)
-	}
+	// A confirmed index entry whose block does not exist is reported, by
+	// Check and by CheckNode.
+	ghost := netip.MustParsePrefix("10.12.99.0/26")
+	e.editIndex("n1", func(x *ipam.NodeIndex) {
+		x.Blocks = append(x.Blocks, ipam.NodeBlock{CIDR: ghost, State: ipam.AffinityConfirmed, Since: time.Now()})
+	})
 	rep, _ = a.Check(ctxT(t), ipam.CheckOptions{})
-	if len(rep.DanglingHandles) != 1 || rep.DanglingHandles[0].Handle != "ghost" {
-		t.Fatalf("Check dangling = %+v", rep)
+	if len(rep.AffinityMismatches) != 1 || rep.AffinityMismatches[0].Block != ghost {
+		t.Fatalf("Check with a ghost index entry = %+v", rep)
+	}
+	rep, _ = a.CheckNode(ctxT(t), "n1", ipam.CheckOptions{})
+	if len(rep.AffinityMismatches) != 1 || rep.AffinityMismatches[0].Block != ghost {
+		t.Fatalf("CheckNode with a ghost index entry = %+v", rep)
 	}
 }
 
@@ -366,7 +406,7 @@ func testRemoveNode(e env) {
 	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "gone", Node: "n2", Num4: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.ReleaseByHandle(ctxT(t), "gone"); err != nil {
+	if err := a.ReleaseByHandle(ctxT(t), "n2", "gone"); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := a.ReclaimEmptyBlocks(ctxT(t), "n2", time.Hour); err != nil || n != 0 {
@@ -378,36 +418,65 @@ func testRemoveNode(e env) {
 	if n, err := a.ReclaimEmptyBlocks(ctxT(t), "n2", time.Hour); err != nil || n != 1 {
 		t.Fatalf("reclaim after grace: %d, %v", n, err)
 	}
-	if err := a.RemoveNode(ctxT(t), "n1"); err != nil {
+	if x := e.index("n2"); x == nil || len(x.Blocks)+len(x.Borrowed) != 0 {
+		t.Fatalf("n2's index after the reclaim: %+v", x)
+	}
+	if err := a.RemoveNode(ctxT(t), "n1", ipam.RemoveNodeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if kvs, _, _ := e.store.List(ctxT(t), e.keys.Affinities()); len(kvs) != 0 {
-		t.Fatalf("affinities left: %v", kvs)
+	// n1's block still holds "keep", now with no affinity, and n1's
+	// index names it as borrowed with the address published.
+	x := e.index("n1")
+	if x == nil || len(x.Blocks) != 0 || len(x.Borrowed) != 1 || !slices.Equal(x.Borrowed[0].IPs, []netip.Addr{kept.IPv4[0].Addr()}) {
+		t.Fatalf("n1's index after RemoveNode: %+v", x)
 	}
-	// n1's block still holds "keep", now with no affinity.
-	if held, _ := a.IPsByHandle(ctxT(t), "keep"); !slices.Equal(held, kept.IPv4) {
+	if held, _ := a.IPsByHandle(ctxT(t), "n1", "keep"); !slices.Equal(held, kept.IPv4) {
 		t.Fatalf("keep holds %v", held)
 	}
-	if kvs, _, _ := e.store.List(ctxT(t), e.keys.Blocks()); len(kvs) != 1 {
-		t.Fatalf("%d blocks left, want n1's non-empty one", len(kvs))
+	if n := e.count(e.keys.Blocks()); n != 1 {
+		t.Fatalf("%d blocks left, want n1's non-empty one", n)
+	}
+	mustClean(t, a)
+	// Removing it again with its addresses frees them, deletes the
+	// emptied block and the index.
+	if err := a.RemoveNode(ctxT(t), "n1", ipam.RemoveNodeOptions{ReleaseAddresses: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(e.keys.Blocks()); n != 0 || e.index("n1") != nil {
+		t.Fatalf("%d blocks and n1's index %+v left after RemoveNode with ReleaseAddresses", n, e.index("n1"))
 	}
 	mustClean(t, a)
 }
 
-func testTxnsPerAlloc(e env) {
+// testWritesPerAlloc: a steady-state allocation is one store write (the
+// block's), and so is its release.
+func testWritesPerAlloc(e env) {
 	t := e.t
 	a := e.alloc(ipam.Config{})
 	mustPool(t, a, "p", "10.14.0.0/16", 0)
 	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "warm", Node: "n1", Num4: 1}); err != nil {
 		t.Fatal(err)
 	}
-	before := a.Txns()
+	before := a.Writes()
 	for i := range 20 {
 		if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: fmt.Sprint("h", i), Node: "n1", Num4: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := a.Txns() - before; got != 20 {
-		t.Fatalf("%d transactions for 20 steady-state allocations, want 20", got)
+	if got := a.Writes() - before; got != 20 {
+		t.Fatalf("%d writes for 20 steady-state allocations, want 20", got)
 	}
+	before = a.Writes()
+	if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "h0", Node: "n1", Num4: 1}); err != nil || a.Writes() != before {
+		t.Fatalf("repeated allocation: %v, %d writes, want 0", err, a.Writes()-before)
+	}
+	for i := range 20 {
+		if err := a.ReleaseByHandle(ctxT(t), "n1", fmt.Sprint("h", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := a.Writes() - before; got != 20 {
+		t.Fatalf("%d writes for 20 releases, want 20", got)
+	}
+	mustClean(t, a)
 }

@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipam/store/bolt"
 )
 
 // TestWorkloadEndpoints: with podnet-ipam in process, ADD records the
-// pod's workload endpoint (container, addresses, MAC and host veth as the
-// result has them); a second sandbox of the same pod takes the endpoint
+// pod's workload endpoint (container and addresses as the result has
+// them; the MAC and host veth the result names follow from its ID); a second sandbox of the same pod takes the endpoint
 // over; the first sandbox's DEL releases only its own address and leaves
 // the new endpoint; the last DEL removes it.
 func TestWorkloadEndpoints(t *testing.T) {
@@ -58,8 +59,11 @@ func TestWorkloadEndpoints(t *testing.T) {
 				}
 				return
 			}
+			// MAC and host link are not stored: they follow from the
+			// container ID and the interface name.
 			host, ctr := p.res.Interfaces[0], p.res.Interfaces[1]
-			if err != nil || ep.ContainerID != p.id || ep.HostInterface != host.Name || ep.MAC != ctr.Mac ||
+			_, mac := dataplane.AttachmentMACs(ep.ContainerID, ep.IfName)
+			if err != nil || ep.ContainerID != p.id || dataplane.HostVethName(ep.ContainerID, ep.IfName) != host.Name || mac.String() != ctr.Mac ||
 				len(ep.IPs) != 1 || ep.IPs[0] != p.res.IPs[0].Address {
 				t.Fatalf("endpoint %+v (%v), want the one of %s: %s", ep, err, p.id, p.res.Bytes())
 			}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/cni/skel"
-	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/ipamcni"
 )
 
@@ -54,16 +53,10 @@ func (p *inProcessIPAM) with(ctx context.Context, fn func(*ipamcni.IPAM) error) 
 	return fn(ip)
 }
 
-// attachment describes the pod interface for its workload endpoint. The
-// names and MAC are the deterministic ones ADD gives the links
-// (dataplane/names.go), so the endpoint is written with the addresses,
-// before the wiring, in the allocation's one transaction.
+// attachment describes the pod interface for its workload endpoint,
+// recorded with the addresses in the allocation's one block write.
 func (p *inProcessIPAM) attachment() ipamcni.PodInterface {
-	_, ctrMAC := dataplane.AttachmentMACs(p.args.ContainerID, p.args.IfName)
-	return ipamcni.PodInterface{
-		ContainerID: p.args.ContainerID, IfName: p.args.IfName, Args: p.args.ArgsPairs,
-		MAC: ctrMAC.String(), HostInterface: dataplane.HostVethName(p.args.ContainerID, p.args.IfName),
-	}
+	return ipamcni.PodInterface{ContainerID: p.args.ContainerID, IfName: p.args.IfName, Args: p.args.ArgsPairs}
 }
 
 func (p *inProcessIPAM) Add(ctx context.Context) (*cni.Result, error) {

@@ -20,7 +20,7 @@ import (
 // nothing about what a cluster runs (an earlier trimmed copy without
 // masquerade hid that the shipped one NATed traffic between pods).
 const (
-	shippedConfigMap = "deploy/kubernetes/configmap.yaml"
+	shippedConfigMap = "deploy/kubernetes/etcd/configmap.yaml"
 	shippedConfKey   = "10-podnet.conflist"
 	// shippedStore is the ConfigMap's example etcd endpoint, the one
 	// thing the tests replace: with their own etcd's.

@@ -1,9 +1,11 @@
-// Package e2e holds podnet's multi-node tests: each node is a network
-// namespace on an underlay the test builds (a bridge for one L2 segment,
-// or a router between one subnet per node), etcd runs in a helper process
-// inside the underlay's namespace, a real `podnet agent` process runs in
-// every node namespace, and pods are namespaces wired by the real podnet
-// plugin.
+// Package e2e holds podnet's multi-node tests on etcd: the simulated
+// network of package e2enet (each node a network namespace on an
+// underlay the test builds: a bridge for one L2 segment, or a router
+// between one subnet per node; a real `podnet agent` process in every
+// node namespace; pods wired by the real podnet plugin), with etcd in a
+// helper process inside the underlay's hub namespace. The same network
+// on the Kubernetes datastore is tested in test/k8s (TestE2EKube), whose
+// module builds kube-apiserver.
 //
 // The agents install deploy's ConfigMap conflist as shipped (masquerade
 // on; only the etcd endpoint replaced, and for dual-stack the IPv6 pool
@@ -12,7 +14,7 @@
 // host, and podnet turns it on; every pod reaches every other pod under
 // its own address; traffic to a host outside the pools leaves under the
 // node's address; and once the pods are deleted nothing of them is left
-// in the masquerade sets.
+// on the nodes (veths, routes, masquerade set elements).
 //
 // Everything runs as root, only inside namespaces the tests create, with
 // underlay addresses from 198.18.0.0/15 and fd00:198:18::/48 and pod

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/podnet/podnet/netns"
+	"github.com/podnet/podnet/test/e2e/e2enet"
 )
 
 // The test binary doubles as the etcd helper: started with these
@@ -77,10 +77,10 @@ func runEtcd(addr, dir string) int {
 }
 
 // startEtcd runs the helper inside u's hub namespace, listening on
-// etcdAddr:2379, and returns its endpoint.
-func startEtcd(t testing.TB, u *underlay) string {
+// u.Server:2379, and returns its endpoint.
+func startEtcd(t testing.TB, u *e2enet.Underlay) string {
 	t.Helper()
-	addr := net.JoinHostPort(u.etcdAddr.String(), "2379")
+	addr := net.JoinHostPort(u.Server.String(), "2379")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envEtcdListen+"="+addr, envEtcdDir+"="+t.TempDir())
 	stdin, err := cmd.StdinPipe()
@@ -91,9 +91,9 @@ func startEtcd(t testing.TB, u *underlay) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &syncBuffer{}
+	stderr := &e2enet.SyncBuffer{}
 	cmd.Stderr = stderr
-	if err := netns.Do(u.hub.path, cmd.Start); err != nil {
+	if err := netns.Do(u.Hub.Path, cmd.Start); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -122,17 +122,4 @@ func startEtcd(t testing.TB, u *underlay) string {
 		t.Fatalf("etcd helper not ready after 60s; stderr: %s", stderr.String())
 	}
 	return addr
-}
-
-// dialerIn dials from inside the namespace at path: the socket belongs to
-// the namespace it was created in, whichever thread uses it later.
-func dialerIn(path string) func(ctx context.Context, addr string) (net.Conn, error) {
-	return func(ctx context.Context, addr string) (net.Conn, error) {
-		var c net.Conn
-		err := netns.Do(path, func() (err error) {
-			c, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-			return err
-		})
-		return c, err
-	}
 }

@@ -43,7 +43,7 @@ func checkContainerd(t *testing.T, cd cluster.Containerd) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var shipped string
-	if err := c.Deploy(ctx, func(m *cluster.Manifests) { shipped = m.ConfigMap.Data["10-podnet.conflist"] }); err != nil {
+	if err := c.Deploy(ctx, cluster.Default, func(m *cluster.Manifests) { shipped = m.ConfigMap.Data["10-podnet.conflist"] }); err != nil {
 		t.Fatal(err)
 	}
 	waitNodeReady(ctx, t, c, cluster.NodeName, 3*time.Minute)

@@ -19,12 +19,12 @@ import (
 // agentSelector selects podnet's agent pods (the DaemonSet's).
 const agentSelector = "app.kubernetes.io/name=podnet"
 
-// deployPodnet applies deploy/kubernetes, after edit (if not nil) has
-// changed the DaemonSet as a user tuning it would, and waits until the
-// node is Ready and the agent pod ready.
-func deployPodnet(ctx context.Context, t *testing.T, c *cluster.Cluster, edit func(*appsv1.DaemonSet)) {
+// deployPodnet applies the variant of deploy/kubernetes, after edit (if
+// not nil) has changed the DaemonSet as a user tuning it would, and waits
+// until the node is Ready and the agent pod ready.
+func deployPodnet(ctx context.Context, t *testing.T, c *cluster.Cluster, v cluster.Variant, edit func(*appsv1.DaemonSet)) {
 	t.Helper()
-	err := c.Deploy(ctx, func(m *cluster.Manifests) {
+	err := c.Deploy(ctx, v, func(m *cluster.Manifests) {
 		if edit != nil {
 			edit(m.DaemonSet)
 		}

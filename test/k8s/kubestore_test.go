@@ -108,7 +108,7 @@ func testKubeStorePrefixes(t *testing.T, c *cluster.Cluster, kc string, dc dynam
 		key  string
 		node string
 	}{{def, dk, "node-a"}, {set, sk, "node-b"}} {
-		kvs, _, err := tt.s.List(ctx, strings.TrimSuffix(tt.key, "10.250.0.64-26"))
+		kvs, err := tt.s.List(ctx, strings.TrimSuffix(tt.key, "10.250.0.64-26"))
 		if err != nil || len(kvs) != 1 || kvs[0].Key != tt.key || !strings.Contains(string(kvs[0].Value), "host:"+tt.node) {
 			t.Fatalf("List = %+v %v, want %s only, affine to %s", kvs, err, tt.key, tt.node)
 		}

@@ -235,7 +235,11 @@ func leftovers(ctx context.Context, t *testing.T, c *cluster.Cluster, seen sandb
 		}
 	}
 	left = append(left, routeLeftovers(t, c, pods, liveIPs)...)
-	if out, err := c.Podnet(ctx, "ipam", "check", "--store", "etcd://"+cluster.EtcdEndpoint); err != nil {
+	store, err := c.IPAMStoreSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.Podnet(ctx, "ipam", "check", "--store", store); err != nil {
 		left = append(left, fmt.Sprintf("podnet ipam check: %v", err))
 	} else if !strings.Contains(string(out), "ipam: clean") {
 		left = append(left, fmt.Sprintf("podnet ipam check: %s", out))

@@ -35,6 +35,9 @@ type allocBench struct {
 	plugin string // the binary
 	podNS  string // CNI_NETNS: a namespace of the bench's own, untouched by an IPAM plugin
 	relDir string // ipam.releaseDir: a DEL that cannot release leaves a tombstone here
+	// lockDir holds each node's ipam.nodeLock: the nodes are one machine
+	// here, and must not share the default /run/podnet/ipam.lock.
+	lockDir string
 	// store returns node i's ipam.store spec.
 	store func(i int) string
 	// nodes names this run's nodes apart from the other runs', so that
@@ -62,8 +65,8 @@ func (a *allocBench) node(i int) string { return fmt.Sprintf("%s-node-%d", a.nod
 // netConf is the network configuration node i's runtime passes: a main
 // plugin's, with podnet-ipam as its IPAM.
 func (a *allocBench) netConf(i int) []byte {
-	return fmt.Appendf(nil, `{"cniVersion":"1.1.0","name":"modelb","type":"bridge","ipam":{"type":"podnet-ipam","store":%q,"node":%q,"releaseDir":%q,"pools":[{"name":"bench","cidr":%q}]}}`,
-		a.store(i), a.node(i), a.relDir, allocPool)
+	return fmt.Appendf(nil, `{"cniVersion":"1.1.0","name":"modelb","type":"bridge","ipam":{"type":"podnet-ipam","store":%q,"node":%q,"releaseDir":%q,"nodeLock":%q,"pools":[{"name":"bench","cidr":%q}]}}`,
+		a.store(i), a.node(i), a.relDir, filepath.Join(a.lockDir, a.node(i)+".lock"), allocPool)
 }
 
 // exec runs one CNI verb for container id on node i and returns how
@@ -244,7 +247,7 @@ func BenchmarkModelBAllocations(b *testing.B) {
 	for k, o := range options {
 		for _, shape := range allocShapes {
 			b.Run(fmt.Sprintf("%s/%dx%d", o.name, shape[0], shape[1]), func(b *testing.B) {
-				a := &allocBench{c: c, plugin: plugin, podNS: podNS, relDir: b.TempDir(), store: o.store,
+				a := &allocBench{c: c, plugin: plugin, podNS: podNS, relDir: b.TempDir(), lockDir: b.TempDir(), store: o.store,
 					nodes: fmt.Sprintf("o%d-%dx%d", k, shape[0], shape[1]), shape: shape}
 				cold := a.wave(ctx, b, 0)
 				var warm []waveResult

@@ -138,11 +138,11 @@ func BenchmarkModelBStore(b *testing.B) {
 	setup := openKubeStore(b, c, kc, "")
 	keys := ipam.Keys{}
 	cidr := netip.MustParsePrefix("10.254.0.0/26")
-	reads := []string{keys.Pool("bench"), ipam.DefaultPrefix + "ipam/nodes/node-1", keys.Block(cidr)}
+	reads := []string{keys.Pool("bench"), keys.Node("node-1"), keys.Block(cidr)}
 	blk := fullBlock(cidr, "node-1")
 	for _, w := range []ipam.Write{
 		{Key: reads[0], Value: []byte(`{"name":"bench","cidr":"10.254.0.0/16"}`)},
-		{Key: reads[1], Value: []byte(`{"node":"node-1"}`)},
+		{Key: reads[1], Value: mustMarshal(b, ipam.NodeIndex{Node: "node-1", Blocks: []ipam.NodeBlock{{CIDR: cidr, State: ipam.AffinityConfirmed}}})},
 		{Key: reads[2], Value: mustMarshal(b, blk)},
 	} {
 		w.ModRevision = ipam.AnyRevision

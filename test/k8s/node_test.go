@@ -25,13 +25,16 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// shippedPool is the pool in deploy/kubernetes/configmap.yaml.
-var shippedPool = netip.MustParsePrefix("10.244.0.0/16")
+// shippedPool is the pod range of every variant: the default's
+// cluster_cidr (each node's podCIDR is a /24 of it) and the etcd
+// variant's pool.
+var shippedPool = netip.MustParsePrefix(cluster.ClusterCIDR)
 
 const diagPort = 8080
 
-// TestNode brings up one node, deploys podnet from deploy/kubernetes and
-// checks the pod network through the API. The steps depend on each other
+// TestNode brings up one node, deploys podnet from deploy/kubernetes, the
+// default a new user applies (the Kubernetes datastore, pods addressed
+// from the Node's podCIDR), and checks the pod network through the API. The steps depend on each other
 // and run in order; the first that fails ends the test.
 func TestNode(t *testing.T) {
 	c := cluster.Start(t)
@@ -71,7 +74,7 @@ func TestNode(t *testing.T) {
 	})
 
 	start := time.Now()
-	if err := c.Deploy(ctx, nil); err != nil {
+	if err := c.Deploy(ctx, cluster.Default, nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -105,6 +108,13 @@ func TestNode(t *testing.T) {
 		}
 	})
 
+	// The Node's podCIDR is the node's pool; the agent installed the
+	// config that says so only once it was known.
+	pool := shippedPool
+	step("ConfigFromPodCIDR", func(t *testing.T) {
+		pool = checkNodeCIDRNode(ctx, t, c, c.Nodes[0])[0]
+	})
+
 	var a, b *corev1.Pod
 	step("PodsGetPoolAddresses", func(t *testing.T) {
 		for _, name := range []string{"diag-a", "diag-b"} {
@@ -120,8 +130,8 @@ func TestNode(t *testing.T) {
 				t.Fatalf("pod %s: status.podIPs %v, want one address", p.Name, p.Status.PodIPs)
 			}
 			ip, err := netip.ParseAddr(p.Status.PodIPs[0].IP)
-			if err != nil || !shippedPool.Contains(ip) {
-				t.Fatalf("pod %s: address %q not in the pool %s", p.Name, p.Status.PodIPs[0].IP, shippedPool)
+			if err != nil || !pool.Contains(ip) {
+				t.Fatalf("pod %s: address %q not in the node's pool %s", p.Name, p.Status.PodIPs[0].IP, pool)
 			}
 			if other, dup := seen[ip]; dup {
 				t.Fatalf("pods %s and %s both have %s", other, p.Name, ip)

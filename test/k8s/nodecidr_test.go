@@ -22,7 +22,8 @@ import (
 )
 
 // TestNodeCIDRTwoNodes runs two real nodes with podnet deployed from
-// deploy/kubernetes/node-cidr: no etcd, the Kubernetes API as datastore.
+// deploy/kubernetes, the default: no etcd, the Kubernetes API as
+// datastore, pods addressed from their Node's podCIDRs.
 // Each agent annotates its Node and installs the config only once the
 // Node has the podCIDRs kube-controller-manager allocates, so each node
 // turns Ready after its config names them; its pods get addresses from
@@ -34,14 +35,7 @@ func TestNodeCIDRTwoNodes(t *testing.T) {
 	c := cluster.Start(t, cluster.WithNodes(2))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	m, err := c.LoadNodeCIDRManifests()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.LocalizeNodeCIDR(m); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ApplyNodeCIDR(ctx, m); err != nil {
+	if err := c.Deploy(ctx, cluster.Default, nil); err != nil {
 		t.Fatal(err)
 	}
 	podCIDRs := map[string][]netip.Prefix{}

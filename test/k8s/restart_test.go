@@ -18,12 +18,14 @@ import (
 // pod, one at a time, with pods running. After each, the running pods
 // keep their sandboxes, addresses and connectivity (pod to pod, node to
 // pod), and a new pod starts and gets an address. In the end, with every
-// pod deleted, nothing of theirs is left.
+// pod deleted, nothing of theirs is left, in the etcd variant, whose
+// store (handles, endpoints, `podnet ipam check`) the agent's restart
+// must leave consistent.
 func TestRestarts(t *testing.T) {
 	c := cluster.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	deployPodnet(ctx, t, c, nil)
+	deployPodnet(ctx, t, c, cluster.Etcd, nil)
 	seen := sandboxLog{}
 	servers := startServers(ctx, t, c, "srv-a", "srv-b")
 	seen.record(ctx, t, c)

@@ -17,7 +17,8 @@ import (
 
 // TestTwoNodes runs two real nodes, each a kubelet and a containerd in
 // network and mount namespaces of its own on one underlay, with podnet
-// deployed from deploy/kubernetes. Pods on the two nodes talk without
+// deployed from deploy/kubernetes/etcd (block IPAM in the cluster's
+// etcd; TestNodeCIDRTwoNodes runs the default). Pods on the two nodes talk without
 // NAT over the routing mode the shipped ConfigMap picks (auto, which is
 // host-gw between nodes on one L2), then over VXLAN after the user's edit
 // of routing_mode and a restart of the agents; the pods started before
@@ -27,7 +28,7 @@ func TestTwoNodes(t *testing.T) {
 	c := cluster.Start(t, cluster.WithNodes(2))
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	if err := c.Deploy(ctx, nil); err != nil {
+	if err := c.Deploy(ctx, cluster.Etcd, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range c.Nodes {

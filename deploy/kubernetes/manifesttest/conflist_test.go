@@ -3,62 +3,93 @@ package manifesttest
 import (
 	"bytes"
 	"encoding/json"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/podnet/podnet/agent"
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/install"
+	"github.com/podnet/podnet/ipamcni"
 )
 
 // rootDir is podnet's main module, relative to this package.
 const rootDir = "../../.."
 
-// conflist returns the network config the agent installs, and the
-// ConfigMap key it comes from.
-func conflist(t *testing.T) (p *pod, key string, data []byte) {
+// renderNode is the node name the tests render conflists for.
+const renderNode = "node-1"
+
+// conflistCase is a variant's network config: the ConfigMap's, and what
+// the agent installs on a node called renderNode.
+type conflistCase struct {
+	p        *pod
+	key      string
+	shipped  []byte
+	rendered []byte
+	// podCIDRs are the node's, on the Kubernetes datastore: the first /24
+	// of the cluster CIDR.
+	podCIDRs []netip.Prefix
+}
+
+// conflistOf renders the ConfigMap's conflist of the variant in dir with
+// the agent's own code, from the agent's flags as the ConfigMap sets them.
+func conflistOf(t *testing.T, dir string) *conflistCase {
 	t.Helper()
-	p = loadPod(t)
-	cm, key, err := p.networkConfig()
+	c := &conflistCase{p: loadPodFrom(t, dir)}
+	cm, key, err := c.p.networkConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p, key, []byte(cm.Data[key])
-}
-
-// mainPlugin is the fields of the conflist's first plugin that
-// install.Network describes.
-type mainPlugin struct {
-	Type   string `json:"type"`
-	Mode   string `json:"mode"`
-	MTU    int    `json:"mtu"`
-	IPMasq *bool  `json:"ipMasq"`
-	IPAM   struct {
-		Type  string  `json:"type"`
-		Store string  `json:"store"`
-		Node  *string `json:"node"`
-		Pools []struct {
-			CIDR string `json:"cidr"`
-		} `json:"pools"`
-	} `json:"ipam"`
-}
-
-// TestNetworkConfig checks the ConfigMap's conflist with podnet's own
-// code: it parses as podnet's runtime parses it, names only plugins that
-// `podnet install` provides, and is what `podnet install` would write for
-// the same settings, so it stays in step with the plugins' config format.
-func TestNetworkConfig(t *testing.T) {
-	p, key, data := conflist(t)
-	list, err := cni.ParseNetworkConfigList(data, "ConfigMap key "+key)
-	if err != nil {
+	c.key, c.shipped = key, []byte(cm.Data[key])
+	if want := install.ConfFileName(networkName(t, c.shipped)); key != want {
+		t.Errorf("key %q: the agent installs it as %s, so name the key that", key, want)
+	}
+	file := filepath.Join(t.TempDir(), key)
+	if err := os.WriteFile(file, c.shipped, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if want := install.ConfFileName(list.Name); key != want {
-		t.Errorf("key %q for network %q: the agent installs it as %s, so name the key that", key, list.Name, want)
+	ic := agent.InstallConfig{NetworkConfig: file}
+	if v, _ := flagValue(argv(c.p.agent), "datastore"); v == "kubernetes" {
+		cidrs, err := clusterCIDRs(t, c.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		store, _ := c.p.expandedFlag(t, c.p.agent, "store")
+		ic.NodeCIDR = &agent.NodeCIDRInstall{Store: store, ClusterCIDRs: cidrs}
+		c.podCIDRs = []netip.Prefix{netip.PrefixFrom(cidrs[0].Addr(), 24)}
+	}
+	if c.rendered, err = ic.Render(renderNode, c.podCIDRs); err != nil {
+		t.Fatalf("the agent refuses the ConfigMap's conflist: %v", err)
+	}
+	return c
+}
+
+func networkName(t *testing.T, conflist []byte) string {
+	t.Helper()
+	var doc struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(conflist, &doc); err != nil {
+		t.Fatalf("conflist: %v", err)
+	}
+	return doc.Name
+}
+
+// installed checks the conflist the agent installs as a runtime and
+// podnet-ipam read it: it parses, names only plugins podnet install
+// provides, and its first plugin is podnet with podnet-ipam, whose config
+// (with the network's name and version, as the runtime adds them)
+// podnet-ipam accepts for the node. It returns that plugin's fields and
+// podnet-ipam's request.
+func (c *conflistCase) installed(t *testing.T) (map[string]any, *ipamcni.Request) {
+	t.Helper()
+	list, err := cni.ParseNetworkConfigList(c.rendered, "installed "+c.key)
+	if err != nil {
+		t.Fatal(err)
 	}
 	for i, pc := range list.Plugins {
 		for _, typ := range []string{pc.Type, pc.IPAMType} {
@@ -67,69 +98,46 @@ func TestNetworkConfig(t *testing.T) {
 			}
 		}
 	}
-
 	var doc struct {
-		Plugins []json.RawMessage `json:"plugins"`
+		Plugins []map[string]any `json:"plugins"`
 	}
-	var main mainPlugin
-	if err := json.Unmarshal(data, &doc); err != nil || len(doc.Plugins) == 0 {
-		t.Fatalf("plugins: %v", err)
+	if err := json.Unmarshal(c.rendered, &doc); err != nil || len(doc.Plugins) == 0 {
+		t.Fatalf("installed plugins: %v", err)
 	}
-	if err := json.Unmarshal(doc.Plugins[0], &main); err != nil {
-		t.Fatalf("plugins[0]: %v", err)
+	main := doc.Plugins[0]
+	ipam, _ := main["ipam"].(map[string]any)
+	if main["type"] != "podnet" || ipam["type"] != "podnet-ipam" {
+		t.Fatalf("plugins[0]: type %v with ipam %v, want podnet with podnet-ipam", main["type"], ipam["type"])
 	}
-	if main.Type != "podnet" || main.IPAM.Type != "podnet-ipam" {
-		t.Fatalf("plugins[0]: type %q with ipam %q, want podnet with podnet-ipam", main.Type, main.IPAM.Type)
-	}
-	// One conflist serves every node; the agent adds its own node name.
-	if main.IPAM.Node != nil {
-		t.Errorf("ipam.node %q: would give every node the same name", *main.IPAM.Node)
-	}
-	// A bolt store would be one IPAM per node: overlapping pod addresses.
-	if store, _ := p.expandedFlag(t, p.agent, "store"); main.IPAM.Store != store {
-		t.Errorf("ipam.store %q, agent --store %q: the plugins and the agent must share one store", main.IPAM.Store, store)
-	}
-	if len(main.IPAM.Pools) == 0 {
-		t.Fatalf("ipam.pools: none")
-	}
-	var pools []string
-	for _, p := range main.IPAM.Pools {
-		pools = append(pools, p.CIDR)
-	}
-
-	want, err := install.ConfList(install.Network{
-		Name:   list.Name,
-		Mode:   main.Mode,
-		Pools:  pools,
-		Store:  main.IPAM.Store,
-		MTU:    main.MTU,
-		IPMasq: main.IPMasq,
-	})
+	stdin, _ := json.Marshal(mergeMaps(main, map[string]any{"name": list.Name, "cniVersion": list.CNIVersion}))
+	req, err := ipamcni.ParseRequest(stdin, nil)
 	if err != nil {
-		t.Fatalf("podnet install refuses these settings: %v", err)
+		t.Fatalf("podnet-ipam refuses the installed config: %v", err)
 	}
-	var got, wantDoc any
-	if err := json.Unmarshal(data, &got); err != nil {
-		t.Fatal(err)
+	if req.Config.Node != renderNode {
+		t.Errorf("installed ipam.node %q, want the agent's node %q", req.Config.Node, renderNode)
 	}
-	if err := json.Unmarshal(want, &wantDoc); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, wantDoc) {
-		t.Errorf("the ConfigMap's conflist is not what podnet install writes for its settings:\n--- ConfigMap\n%s\n--- podnet install\n%s", data, want)
-	}
+	return main, req
 }
 
-// TestNetValidate runs `podnet net validate` on the ConfigMap's conflist,
-// and on the node-CIDR ConfigMap's as the agent installs it, with podnet
-// and its plugins built from the main module: every plugin the config
-// names exists, runs, and supports its cniVersion.
+func mergeMaps(a, b map[string]any) map[string]any {
+	out := map[string]any{}
+	for _, m := range []map[string]any{a, b} {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// TestNetValidate runs `podnet net validate` on every variant's conflist
+// as its agent installs it, with podnet and its plugins built from the
+// main module: every plugin the config names exists, runs, and supports
+// its cniVersion.
 func TestNetValidate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds podnet and its plugins")
 	}
-	_, key, data := conflist(t)
-	_, ncKey, _, ncData := nodeCIDRConflist(t)
 	var missing []string
 	for _, name := range install.PluginNames {
 		if _, err := os.Stat(filepath.Join(rootDir, "plugins", name)); err != nil {
@@ -149,12 +157,10 @@ func TestNetValidate(t *testing.T) {
 		pkgs[i] = "./plugins/" + name
 	}
 	goBuild(t, binDir, pkgs...)
-	for _, c := range []struct {
-		name, key string
-		data      []byte
-	}{{"etcd", key, data}, {"node-cidr", ncKey, ncData}} {
-		t.Run(c.name, func(t *testing.T) {
-			netValidate(t, filepath.Join(cliDir, "podnet"), binDir, filepath.Join(tmp, c.name), c.key, c.data)
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			c := conflistOf(t, v.dir)
+			netValidate(t, filepath.Join(cliDir, "podnet"), binDir, filepath.Join(tmp, v.name), c.key, c.rendered)
 		})
 	}
 }

@@ -65,11 +65,17 @@ func builtInto(instrs []string) map[string]string {
 	return out
 }
 
-// TestContainerfile checks that the image has what the DaemonSet runs:
-// its entrypoint is the containers' command, podnet is built where the
-// command finds it and the plugins where --src-dir says they are.
+// TestContainerfile checks that the image has what every variant's
+// DaemonSet runs: its entrypoint is the containers' command, podnet is
+// built where the command finds it and the plugins where --src-dir says
+// they are.
 func TestContainerfile(t *testing.T) {
-	p := loadPod(t)
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) { checkContainerfile(t, loadPodFrom(t, v.dir)) })
+	}
+}
+
+func checkContainerfile(t *testing.T, p *pod) {
 	data, err := os.ReadFile(containerfile)
 	if err != nil {
 		t.Fatal(err)

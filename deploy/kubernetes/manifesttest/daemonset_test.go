@@ -35,12 +35,7 @@ type pod struct {
 	agent *corev1.Container
 }
 
-// loadPod finds the DaemonSet's pod in deploy/kubernetes.
-func loadPod(t *testing.T) *pod {
-	t.Helper()
-	return loadPodFrom(t, manifestDir)
-}
-
+// loadPodFrom finds the DaemonSet's pod among the manifests in dir.
 func loadPodFrom(t *testing.T, dir string) *pod {
 	t.Helper()
 	m := loadFrom(t, dir)
@@ -263,56 +258,6 @@ type podCheck struct {
 func runChecks(t *testing.T, p *pod, checks []podCheck) {
 	for _, tt := range checks {
 		t.Run(tt.name, func(t *testing.T) { tt.check(t, p) })
-	}
-}
-
-// TestDaemonSet checks the etcd model's DaemonSet: what every podnet
-// DaemonSet must be (podChecks), and an agent that reaches etcd and no
-// API.
-func TestDaemonSet(t *testing.T) {
-	p := loadPod(t)
-	runChecks(t, p, append(podChecks(),
-		podCheck{"service account without API access", func(t *testing.T, p *pod) {
-			sa := p.m.serviceAccounts[p.spec.ServiceAccountName]
-			if sa == nil {
-				t.Fatalf("serviceAccountName %q: not among the manifests", p.spec.ServiceAccountName)
-			}
-			if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken ||
-				p.spec.AutomountServiceAccountToken == nil || *p.spec.AutomountServiceAccountToken {
-				t.Error("automountServiceAccountToken must be false on the account and the pod: the agent does not use the API")
-			}
-		}},
-		podCheck{"agent reaches etcd", func(t *testing.T, p *pod) {
-			store, _ := p.expandedFlag(t, p.agent, "store")
-			if !strings.HasPrefix(store, "etcd://") || len(store) == len("etcd://") {
-				t.Errorf("agent --store=%q: want etcd://HOST:PORT[,HOST:PORT]", store)
-			}
-		}},
-		podCheck{"etcd TLS files from the secret", etcdTLSCheck},
-	))
-}
-
-func etcdTLSCheck(t *testing.T, p *pod) {
-	set := 0
-	for _, f := range []string{"etcd-cert", "etcd-key", "etcd-ca"} {
-		v, _ := p.expandedFlag(t, p.agent, f)
-		if v == "" {
-			continue
-		}
-		set++
-		if _, vol := p.volumeAt(p.agent, v); vol == nil || vol.Secret == nil {
-			t.Errorf("agent --%s=%s: not on a Secret volume", f, v)
-		}
-	}
-	cert, _ := p.expandedFlag(t, p.agent, "etcd-cert")
-	key, _ := p.expandedFlag(t, p.agent, "etcd-key")
-	if (cert == "") != (key == "") {
-		t.Errorf("agent --etcd-cert=%q --etcd-key=%q: set both or neither", cert, key)
-	}
-	for _, v := range p.spec.Volumes {
-		if v.Secret != nil && p.m.secrets[v.Secret.SecretName] == nil && (v.Secret.Optional == nil || !*v.Secret.Optional) {
-			t.Errorf("volume %s: Secret %q is not shipped, so it must be optional", v.Name, v.Secret.SecretName)
-		}
 	}
 }
 

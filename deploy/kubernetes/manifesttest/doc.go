@@ -1,14 +1,17 @@
-// Package manifesttest checks podnet's Kubernetes manifests in
-// deploy/kubernetes (the etcd model) and deploy/kubernetes/node-cidr (the
-// node-CIDR model, the Kubernetes API as datastore): every document
-// decodes strictly into its Kubernetes API type, the DaemonSet,
-// ConfigMap, ServiceAccount and RBAC agree with each other and with
-// deploy/Containerfile, and the network config each ConfigMap carries,
-// as the agent installs it, is one podnet accepts. The custom resources
-// of deploy/kubernetes/crds are checked with the API server's own
-// validation packages: structural schemas, CEL rules that compile within
-// the cost budget, what they refuse, and that the largest block fits
-// under etcd's request limit.
+// Package manifesttest checks podnet's Kubernetes manifests, every
+// variant of deploy/kubernetes: the default (deploy/kubernetes itself,
+// the Kubernetes API as datastore, pods addressed from their Node's
+// spec.podCIDRs) and deploy/kubernetes/etcd (block IPAM in etcd). In each,
+// every document decodes strictly into its Kubernetes API type, the
+// DaemonSet, ConfigMap, ServiceAccount and RBAC agree with each other and
+// with deploy/Containerfile, RBAC grants exactly what the agent uses, and
+// the network config each ConfigMap carries, as the agent installs it,
+// is one podnet-ipam and `podnet net validate` accept. No other directory
+// of deploy/kubernetes may hold manifests unless a test here checks it.
+// The custom resources of deploy/kubernetes/crds are checked with the API
+// server's own validation packages: structural schemas, CEL rules that
+// compile within the cost budget, what they refuse, and that the largest
+// block fits under etcd's request limit.
 //
 // It is a module of its own so that the main module's go.mod does not
 // carry the API machinery's test-only dependencies; it uses podnet's

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,12 +25,28 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// manifestDir holds the manifests, relative to this package;
-// nodeCIDRDir the node-CIDR model's (the Kubernetes API as datastore).
+// The variants of deploy/kubernetes, relative to this package: each
+// directory is a whole deployment, applied on its own (kubectl apply -f
+// DIR/ reads no subdirectory).
 const (
-	manifestDir = ".."
-	nodeCIDRDir = "../node-cidr"
+	// defaultDir is the default: the Kubernetes API as datastore, pods
+	// addressed from their Node's spec.podCIDRs (model A, node CIDR).
+	defaultDir = ".."
+	// etcdDir is the etcd variant: block IPAM and registrations in etcd.
+	etcdDir = "../etcd"
 )
+
+// variants are the deployments, by the name tests report them under.
+var variants = []struct{ name, dir string }{
+	{"default", defaultDir},
+	{"etcd", etcdDir},
+}
+
+// otherDirs are directories of deploy/kubernetes with manifests that are
+// not a deployment of their own, each with the test that checks it.
+var otherDirs = map[string]string{
+	"crds": "crds_test.go: the podnet.io CRDs of model B",
+}
 
 // namespace is where every podnet object lives: kube-system, because
 // clusters commonly reserve system-node-critical pods to it and exempt it
@@ -35,7 +54,7 @@ const (
 // host-network pod elsewhere.
 const namespace = "kube-system"
 
-// manifests is everything in deploy/kubernetes/*.yaml, decoded.
+// manifests is everything in one variant's *.yaml, decoded.
 type manifests struct {
 	daemonSets      []*appsv1.DaemonSet
 	configMaps      map[string]*corev1.ConfigMap
@@ -154,12 +173,6 @@ type loadedDir struct {
 	errs []error
 }
 
-// load returns the decoded manifests of deploy/kubernetes.
-func load(t *testing.T) *manifests {
-	t.Helper()
-	return loadFrom(t, manifestDir)
-}
-
 // loadFrom returns the decoded manifests of dir, failing the test with
 // every document that did not decode.
 func loadFrom(t *testing.T, dir string) *manifests {
@@ -223,13 +236,66 @@ func loadDir(dir string) (*manifests, []error) {
 	return m, errs
 }
 
+// TestManifestsDecode: every variant decodes strictly and is a whole
+// deployment: one DaemonSet, its ConfigMap and its ServiceAccount.
 func TestManifestsDecode(t *testing.T) {
-	m := load(t)
-	if len(m.daemonSets) != 1 {
-		t.Fatalf("%d DaemonSets, want 1", len(m.daemonSets))
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			m := loadFrom(t, v.dir)
+			if len(m.daemonSets) != 1 {
+				t.Fatalf("%d DaemonSets, want 1", len(m.daemonSets))
+			}
+			if len(m.configMaps) == 0 || len(m.serviceAccounts) == 0 {
+				t.Fatalf("want a ConfigMap and a ServiceAccount, got %d and %d", len(m.configMaps), len(m.serviceAccounts))
+			}
+		})
 	}
-	if len(m.configMaps) == 0 || len(m.serviceAccounts) == 0 {
-		t.Fatalf("want a ConfigMap and a ServiceAccount, got %d and %d", len(m.configMaps), len(m.serviceAccounts))
+}
+
+// TestVariantDirectories: every directory of deploy/kubernetes that
+// holds manifests is a variant this package checks, or one of otherDirs,
+// so that a new variant cannot ship unchecked.
+func TestVariantDirectories(t *testing.T) {
+	known := map[string]bool{}
+	for _, v := range variants {
+		known[filepath.Clean(v.dir)] = true
+	}
+	for name := range otherDirs {
+		known[filepath.Join(defaultDir, name)] = true
+	}
+	err := filepath.WalkDir(defaultDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || known[filepath.Dir(p)] {
+			return err
+		}
+		switch filepath.Ext(p) {
+		case ".yaml", ".yml", ".json":
+			t.Errorf("%s: in none of the directories this package checks, %v: a variant goes in variants, other manifests in otherDirs", p, slices.Sorted(maps.Keys(known)))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestVariantsShareNames: every variant names its objects alike, so that
+// applying one over another replaces it instead of running two agents
+// on every node, and one deletes the other.
+func TestVariantsShareNames(t *testing.T) {
+	def := loadFrom(t, defaultDir)
+	for _, v := range variants[1:] {
+		m := loadFrom(t, v.dir)
+		if m.daemonSets[0].Name != def.daemonSets[0].Name {
+			t.Errorf("%s: DaemonSet %q, the default has %q", v.name, m.daemonSets[0].Name, def.daemonSets[0].Name)
+		}
+		for _, names := range [][2][]string{
+			{slices.Sorted(maps.Keys(m.configMaps)), slices.Sorted(maps.Keys(def.configMaps))},
+			{slices.Sorted(maps.Keys(m.serviceAccounts)), slices.Sorted(maps.Keys(def.serviceAccounts))},
+		} {
+			if !slices.Equal(names[0], names[1]) {
+				t.Errorf("%s: objects %v, the default has %v", v.name, names[0], names[1])
+			}
+		}
 	}
 }
 

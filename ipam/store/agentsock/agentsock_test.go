@@ -3,6 +3,7 @@ package agentsock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -99,11 +100,17 @@ func client(t testing.TB, path string) *agentsock.Client {
 	return c
 }
 
-// TestSuite: the store suite's Get/List/Write part through the socket to
-// bbolt, with the cache and without, on any keys and on the allocator's.
-// (storetest.Run's Txn and Watch halves do not apply: the client refuses
-// both, see TestTxnAndWatchRefused.)
+// TestSuite: the store suite through the socket to bbolt, with the cache
+// and without (the watch half is skipped: the client is no
+// ipam.Watcher); and RunWrites on any keys and on the allocator's.
 func TestSuite(t *testing.T) {
+	for _, entries := range []int{0, -1} {
+		t.Run(fmt.Sprintf("Run/cache%d", entries), func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) ipam.Store {
+				return client(t, serve(t, boltStore(t), agentsock.Options{CacheEntries: entries}).path)
+			})
+		})
+	}
 	for _, cache := range []struct {
 		name    string
 		entries int
@@ -134,7 +141,7 @@ func TestKeptConnection(t *testing.T) {
 				t.Fatalf("Get = %+v, %v; want revision %d", kv, err, rev)
 			}
 		}
-		if _, _, err := c.List(ctx, "/"); err != nil {
+		if _, err := c.List(ctx, "/"); err != nil {
 			t.Fatal(err)
 		}
 		c.Close()
@@ -242,25 +249,6 @@ func TestServerRestart(t *testing.T) {
 	}
 	if kv, err := backend.Get(ctx, "/k"); err != nil || string(kv.Value) != "v" {
 		t.Fatalf("the refused write reached the store: %+v, %v", kv, err)
-	}
-}
-
-// TestTxnAndWatchRefused: Txn only as one Write; Watch never.
-func TestTxnAndWatchRefused(t *testing.T) {
-	ctx := t.Context()
-	c := client(t, serve(t, boltStore(t), agentsock.Options{}).path)
-	if _, err := c.Txn(ctx, nil, []ipam.Op{ipam.Put("/a", nil), ipam.Put("/b", nil)}); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("Txn of two writes: %v, want ErrUnsupported", err)
-	}
-	if _, err := c.Txn(ctx, []ipam.Compare{{Key: "/b"}}, []ipam.Op{ipam.Put("/a", nil)}); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("Txn comparing another key: %v, want ErrUnsupported", err)
-	}
-	rev, err := c.Txn(ctx, []ipam.Compare{{Key: "/a"}}, []ipam.Op{ipam.Put("/a", []byte("1"))})
-	if err != nil || rev <= 0 {
-		t.Errorf("Txn that is one Write: %d, %v", rev, err)
-	}
-	if _, err := c.Watch(ctx, "/", 0); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("Watch: %v, want ErrUnsupported", err)
 	}
 }
 

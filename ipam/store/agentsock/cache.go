@@ -73,25 +73,17 @@ func (c *cache) fill(kv ipam.KV, token uint64) {
 	c.set(kv.Key, entry{kv: kv, valid: true})
 }
 
-// wrote records w, begun at token, which the backend applied at rev.
-// The key's new KV is kept when it is known: a create, or an update of
-// the cached revision (whose creation revision it keeps); a delete, an
-// unconditional write, and a write that raced another call on the key
-// (their order is unknown) evict it instead.
+// wrote records w, begun at token, which the backend applied at rev:
+// the key's new KV is kept, unless w deleted it or another call changed
+// the key meanwhile (their order is unknown), which evict it.
 func (c *cache) wrote(w ipam.Write, rev int64, token uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old := c.m[w.Key]
-	switch {
-	case w.Delete || c.changedSince(w.Key, token):
-	case w.ModRevision == 0:
-		c.set(w.Key, entry{kv: ipam.KV{Key: w.Key, Value: w.Value, ModRevision: rev, CreateRevision: rev}, valid: true})
-		return
-	case old != nil && old.valid && old.kv.ModRevision == w.ModRevision:
-		c.set(w.Key, entry{kv: ipam.KV{Key: w.Key, Value: w.Value, ModRevision: rev, CreateRevision: old.kv.CreateRevision}, valid: true})
+	if w.Delete || c.changedSince(w.Key, token) {
+		c.set(w.Key, entry{})
 		return
 	}
-	c.set(w.Key, entry{})
+	c.set(w.Key, entry{kv: ipam.KV{Key: w.Key, Value: w.Value, ModRevision: rev}, valid: true})
 }
 
 // evict forgets key: the next Get reads the backend.

@@ -98,17 +98,15 @@ func (c *Client) Get(ctx context.Context, key string) (ipam.KV, error) {
 }
 
 // List implements ipam.Store; the agent always reads its backend.
-func (c *Client) List(ctx context.Context, prefix string) ([]ipam.KV, int64, error) {
+func (c *Client) List(ctx context.Context, prefix string) ([]ipam.KV, error) {
 	r := request{op: opList, key: prefix}
 	if ipam.IsFreshRead(ctx) {
 		r.flags |= flagFresh
 	}
 	var kvs []ipam.KV
-	var rev int64
 	err := c.call(ctx, r, func(d *dec) {
-		rev = d.i64()
 		n := d.u32()
-		if n > len(d.b)/24 { // each kv is at least 24 bytes
+		if n > len(d.b)/16 { // each kv is at least 16 bytes
 			d.err = errShort
 			return
 		}
@@ -117,7 +115,7 @@ func (c *Client) List(ctx context.Context, prefix string) ([]ipam.KV, int64, err
 			kvs = append(kvs, d.kv())
 		}
 	})
-	return kvs, rev, err
+	return kvs, err
 }
 
 // Write implements ipam.Store. It is sent once: an answer lost on the way
@@ -130,25 +128,6 @@ func (c *Client) Write(ctx context.Context, w ipam.Write) (int64, error) {
 	var rev int64
 	err := c.call(ctx, r, func(d *dec) { rev = d.i64() })
 	return rev, err
-}
-
-// Txn implements ipam.Store for what is one Write: one op, and at most
-// one compare, on the op's key.
-func (c *Client) Txn(ctx context.Context, cmps []ipam.Compare, ops []ipam.Op) (int64, error) {
-	if len(ops) != 1 || len(cmps) > 1 || (len(cmps) == 1 && cmps[0].Key != ops[0].Key) {
-		return 0, fmt.Errorf("agent store %s: a transaction of %d writes and %d compares: %w (one write, compared on its own key, only)", c.path, len(ops), len(cmps), errors.ErrUnsupported)
-	}
-	w := ipam.Write{Key: ops[0].Key, Value: ops[0].Value, Delete: ops[0].Delete, ModRevision: ipam.AnyRevision}
-	if len(cmps) == 1 {
-		w.ModRevision = cmps[0].ModRevision
-	}
-	return c.Write(ctx, w)
-}
-
-// Watch implements ipam.Store by refusing: the agent watches, the plugin
-// does not.
-func (c *Client) Watch(ctx context.Context, prefix string, fromRev int64) (<-chan ipam.WatchResponse, error) {
-	return nil, fmt.Errorf("agent store %s: watch %s: %w", c.path, prefix, errors.ErrUnsupported)
 }
 
 // call sends r and decodes a successful answer with result. A read that

@@ -33,6 +33,6 @@
 // What the package must not do: retry a Write (the allocator's
 // compare-and-swap retries make that safe; the store cannot know whether
 // a write it lost the answer to was applied), or answer from the cache a
-// Get that asked for a fresh read. Txn is refused except as one Write,
-// and Watch always: the interface is losing both (design 3.1).
+// Get that asked for a fresh read. The client is no ipam.Watcher: the
+// agent watches, the plugin does not.
 package agentsock

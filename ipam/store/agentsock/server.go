@@ -150,10 +150,8 @@ func (s *Server) answer(ctx context.Context, req request, buf []byte) []byte {
 		}
 	case req.op == opList:
 		var kvs []ipam.KV
-		var rev int64
-		if kvs, rev, err = s.list(ctx, req.key); err == nil {
+		if kvs, err = s.list(ctx, req.key); err == nil {
 			e.u8(statusOK)
-			e.i64(rev)
 			e.u32(len(kvs))
 			for _, kv := range kvs {
 				e.kv(kv)
@@ -202,7 +200,7 @@ func (s *Server) get(ctx context.Context, key string, fresh bool) (ipam.KV, erro
 	return kv, err
 }
 
-func (s *Server) list(ctx context.Context, prefix string) ([]ipam.KV, int64, error) {
+func (s *Server) list(ctx context.Context, prefix string) ([]ipam.KV, error) {
 	s.lists.Add(1)
 	return s.backend.List(ctx, prefix)
 }

@@ -17,9 +17,9 @@ import (
 //
 // and an answer's are a status u8 (in every version: a client of another
 // version can read the refusal), then for statusOK the op's result
-// (Get: kv; List: revision i64, count u32, count kvs; Write: revision
-// i64), else the error's message str. A str is a uint32 length and its
-// bytes; a kv is key str, value str, modRevision i64, createRevision i64.
+// (Get: kv; List: count u32, count kvs; Write: revision i64), else the
+// error's message str. A str is a uint32 length and its bytes; a kv is
+// key str, value str, modRevision i64.
 //
 // The version changes with the format: the agent installs the plugin
 // binaries, but during an upgrade an old plugin may meet a new agent, and
@@ -112,7 +112,6 @@ func (e *enc) kv(kv ipam.KV) {
 	e.str([]byte(kv.Key))
 	e.str(kv.Value)
 	e.i64(kv.ModRevision)
-	e.i64(kv.CreateRevision)
 }
 
 // start begins a frame in buf (reused), leaving room for the length.
@@ -212,7 +211,7 @@ func (d *dec) str() []byte {
 }
 
 func (d *dec) kv() ipam.KV {
-	return ipam.KV{Key: string(d.str()), Value: d.str(), ModRevision: d.i64(), CreateRevision: d.i64()}
+	return ipam.KV{Key: string(d.str()), Value: d.str(), ModRevision: d.i64()}
 }
 
 // done reports a decode error, or bytes left over.

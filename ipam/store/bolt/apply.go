@@ -15,12 +15,26 @@ const hdrLen = 16
 
 func decodeKV(key string, v []byte) ipam.KV {
 	return ipam.KV{
-		Key:            key,
-		ModRevision:    int64(binary.BigEndian.Uint64(v[0:8])),
-		CreateRevision: int64(binary.BigEndian.Uint64(v[8:16])),
+		Key:         key,
+		ModRevision: int64(binary.BigEndian.Uint64(v[0:8])),
 		// bbolt's slices die with the transaction.
 		Value: bytes.Clone(v[hdrLen:]),
 	}
+}
+
+// compare holds when key's ModRevision equals modRev; 0 means the key
+// must not exist.
+type compare struct {
+	key    string
+	modRev int64
+}
+
+// op writes value to key, or deletes key when del is set. Deleting a
+// missing key is not an error.
+type op struct {
+	key   string
+	value []byte
+	del   bool
 }
 
 func encodeValue(mod, create int64, value []byte) []byte {
@@ -64,19 +78,19 @@ func decodeLog(k, v []byte) (rev int64, t ipam.EventType, key string, value []by
 	return rev, t, string(v[5 : 5+n]), bytes.Clone(v[5+n:])
 }
 
-// apply runs one Txn inside a bbolt write transaction. Compares are all
+// apply runs one txn inside a bbolt write transaction. Compares are all
 // checked before anything is written, so ErrConflict leaves tx untouched
 // and other requests of a group commit can still commit.
-func (s *Store) apply(tx *bolt.Tx, cmps []ipam.Compare, ops []ipam.Op) (int64, error) {
+func (s *Store) apply(tx *bolt.Tx, cmps []compare, ops []op) (int64, error) {
 	kv := tx.Bucket(kvBucket)
 	meta := tx.Bucket(metaBucket)
 	for _, c := range cmps {
 		var mod int64
-		if v := kv.Get([]byte(c.Key)); v != nil {
+		if v := kv.Get([]byte(c.key)); v != nil {
 			mod = int64(binary.BigEndian.Uint64(v[0:8]))
 		}
-		if mod != c.ModRevision {
-			return 0, fmt.Errorf("%s: at revision %d, not %d: %w", c.Key, mod, c.ModRevision, ipam.ErrConflict)
+		if mod != c.modRev {
+			return 0, fmt.Errorf("%s: at revision %d, not %d: %w", c.key, mod, c.modRev, ipam.ErrConflict)
 		}
 	}
 	cur := getInt(meta, revKey)
@@ -86,16 +100,16 @@ func (s *Store) apply(tx *bolt.Tx, cmps []ipam.Compare, ops []ipam.Op) (int64, e
 	rev := cur + 1
 	lg := tx.Bucket(logBucket)
 	for i, op := range ops {
-		k := []byte(op.Key)
+		k := []byte(op.key)
 		old := kv.Get(k)
-		if op.Delete {
+		if op.del {
 			if old == nil {
 				continue
 			}
 			if err := kv.Delete(k); err != nil {
 				return 0, err
 			}
-			if err := lg.Put(logKey(rev, i), encodeLog(ipam.EventDelete, op.Key, nil)); err != nil {
+			if err := lg.Put(logKey(rev, i), encodeLog(ipam.EventDelete, op.key, nil)); err != nil {
 				return 0, err
 			}
 			continue
@@ -104,10 +118,10 @@ func (s *Store) apply(tx *bolt.Tx, cmps []ipam.Compare, ops []ipam.Op) (int64, e
 		if old != nil {
 			create = int64(binary.BigEndian.Uint64(old[8:16]))
 		}
-		if err := kv.Put(k, encodeValue(rev, create, op.Value)); err != nil {
-			return 0, fmt.Errorf("put %q: %w", op.Key, err)
+		if err := kv.Put(k, encodeValue(rev, create, op.value)); err != nil {
+			return 0, fmt.Errorf("put %q: %w", op.key, err)
 		}
-		if err := lg.Put(logKey(rev, i), encodeLog(ipam.EventPut, op.Key, op.Value)); err != nil {
+		if err := lg.Put(logKey(rev, i), encodeLog(ipam.EventPut, op.key, op.value)); err != nil {
 			return 0, err
 		}
 	}

@@ -50,7 +50,7 @@ func BenchmarkGetAckApplied(b *testing.B) {
 	}
 	defer s.Close()
 	ctx := context.Background()
-	if _, err := s.Txn(ctx, nil, []ipam.Op{ipam.Put("k", []byte("v"))}); err != nil {
+	if _, err := s.Write(ctx, ipam.Write{Key: "k", ModRevision: ipam.AnyRevision, Value: []byte("v")}); err != nil {
 		b.Fatal(err)
 	}
 	if err := s.Sync(ctx); err != nil {

@@ -34,7 +34,7 @@ type Options struct {
 	PollInterval time.Duration
 	// NoSync skips fsync. It loses data on power failure: tests only.
 	NoSync bool
-	// AckApplied (with HoldOpen) lets Txn return as soon as its compares
+	// AckApplied (with HoldOpen) lets Write return as soon as its compares
 	// have held and its writes are in bbolt's open transaction, before
 	// bbolt writes and fsyncs them; Sync and Close wait for that and
 	// report a failure. For a process that holds the file for one
@@ -60,16 +60,19 @@ type Store struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced after each local commit
 	closed  bool
-	// commitErr is the failure of a commit whose Txns were acknowledged
+	// commitErr is the failure of a commit whose writes were acknowledged
 	// before it (AckApplied); it fails every later call.
 	commitErr error
-	// unsynced counts commits of acknowledged Txns still under way.
+	// unsynced counts commits of acknowledged writes still under way.
 	unsynced atomic.Int32
 	done     chan struct{}
 	wg       sync.WaitGroup
 }
 
-var _ ipam.Store = (*Store)(nil)
+var (
+	_ ipam.Store   = (*Store)(nil)
+	_ ipam.Watcher = (*Store)(nil)
+)
 
 var (
 	kvBucket   = []byte("kv")
@@ -216,7 +219,13 @@ func (s *Store) Get(ctx context.Context, key string) (ipam.KV, error) {
 }
 
 // List implements ipam.Store.
-func (s *Store) List(ctx context.Context, prefix string) ([]ipam.KV, int64, error) {
+func (s *Store) List(ctx context.Context, prefix string) ([]ipam.KV, error) {
+	kvs, _, err := s.ListRev(ctx, prefix)
+	return kvs, err
+}
+
+// ListRev implements ipam.Watcher.
+func (s *Store) ListRev(ctx context.Context, prefix string) ([]ipam.KV, int64, error) {
 	if err := s.syncBeforeRead(ctx); err != nil {
 		return nil, 0, err
 	}
@@ -236,8 +245,11 @@ func (s *Store) List(ctx context.Context, prefix string) ([]ipam.KV, int64, erro
 	return out, rev, err
 }
 
-// Txn implements ipam.Store.
-func (s *Store) Txn(ctx context.Context, cmps []ipam.Compare, ops []ipam.Op) (int64, error) {
+// txn applies ops atomically if every compare holds, and returns the new
+// store revision; a failed compare returns ErrConflict and changes
+// nothing. The allocator's writes are single keys (Write); the store
+// keeps the general form for its change log and group commit.
+func (s *Store) txn(ctx context.Context, cmps []compare, ops []op) (int64, error) {
 	if err := checkOps(ops); err != nil {
 		return 0, err
 	}
@@ -265,17 +277,17 @@ func (s *Store) Txn(ctx context.Context, cmps []ipam.Compare, ops []ipam.Op) (in
 	return rev, nil
 }
 
-// checkOps rejects a key written twice in one Txn, as etcd does.
-func checkOps(ops []ipam.Op) error {
+// checkOps rejects a key written twice in one txn, as etcd does.
+func checkOps(ops []op) error {
 	seen := make(map[string]bool, len(ops))
 	for _, op := range ops {
-		if op.Key == "" {
+		if op.key == "" {
 			return errors.New("bolt store: txn op with empty key")
 		}
-		if seen[op.Key] {
-			return fmt.Errorf("bolt store: key %q written twice in one txn", op.Key)
+		if seen[op.key] {
+			return fmt.Errorf("bolt store: key %q written twice in one txn", op.key)
 		}
-		seen[op.Key] = true
+		seen[op.key] = true
 	}
 	return nil
 }
@@ -320,7 +332,15 @@ func (s *Store) Close() error {
 	return errors.Join(s.failed(), err)
 }
 
-// Write implements ipam.Store: one key, through Txn.
+// Write implements ipam.Store: one key, through txn.
 func (s *Store) Write(ctx context.Context, w ipam.Write) (int64, error) {
-	return ipam.TxnWrite(ctx, s.Txn, w)
+	var cmps []compare
+	if w.ModRevision != ipam.AnyRevision {
+		cmps = []compare{{key: w.Key, modRev: w.ModRevision}}
+	}
+	rev, err := s.txn(ctx, cmps, []op{{key: w.Key, value: w.Value, del: w.Delete}})
+	if err != nil || w.Delete {
+		return 0, err
+	}
+	return rev, nil
 }

@@ -45,11 +45,11 @@ func TestTwoProcessesShareFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rev, err := b.Txn(ctx, []ipam.Compare{{Key: "/k"}}, []ipam.Op{ipam.Put("/k", []byte("v"))})
+	rev, err := b.Write(ctx, ipam.Write{Key: "/k", Value: []byte("v")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Txn(ctx, []ipam.Compare{{Key: "/k"}}, []ipam.Op{ipam.Put("/k", []byte("w"))}); !errors.Is(err, ipam.ErrConflict) {
+	if _, err := a.Write(ctx, ipam.Write{Key: "/k", Value: []byte("w")}); !errors.Is(err, ipam.ErrConflict) {
 		t.Fatalf("a overwrote b's key: %v", err)
 	}
 	select {
@@ -76,7 +76,7 @@ func TestWatchCompacted(t *testing.T) {
 	s := newStore(t, Options{HoldOpen: true, NoSync: true, LogRetain: 3})
 	ctx := context.Background()
 	for i := range 10 {
-		if _, err := s.Txn(ctx, nil, []ipam.Op{ipam.Put("/k", []byte{byte(i)})}); err != nil {
+		if _, err := s.Write(ctx, ipam.Write{Key: "/k", ModRevision: ipam.AnyRevision, Value: []byte{byte(i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -126,7 +126,7 @@ func TestAckAppliedSyncIsDurable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Txn(ctx, nil, []ipam.Op{ipam.Put("k", []byte("v"))}); err != nil {
+	if _, err := s.Write(ctx, ipam.Write{Key: "k", ModRevision: ipam.AnyRevision, Value: []byte("v")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Sync(ctx); err != nil {
@@ -141,7 +141,7 @@ func TestAckAppliedSyncIsDurable(t *testing.T) {
 	}
 }
 
-// A commit that fails after its Txn was acknowledged: Sync, every later
+// A commit that fails after its Write was acknowledged: Sync, every later
 // call and Close report it, and nothing of it reached the file.
 func TestAckAppliedCommitFailure(t *testing.T) {
 	ctx := context.Background()
@@ -153,8 +153,8 @@ func TestAckAppliedCommitFailure(t *testing.T) {
 	diskFull := errors.New("no space left on device")
 	failAfterAck = func() error { return diskFull }
 	defer func() { failAfterAck = nil }()
-	if _, err := s.Txn(ctx, nil, []ipam.Op{ipam.Put("k", []byte("v"))}); err != nil {
-		t.Fatalf("Txn is acknowledged before its commit: %v", err)
+	if _, err := s.Write(ctx, ipam.Write{Key: "k", ModRevision: ipam.AnyRevision, Value: []byte("v")}); err != nil {
+		t.Fatalf("Write is acknowledged before its commit: %v", err)
 	}
 	if err := s.Sync(ctx); !errors.Is(err, diskFull) {
 		t.Fatalf("Sync: %v, want the commit's failure", err)
@@ -163,8 +163,8 @@ func TestAckAppliedCommitFailure(t *testing.T) {
 	if _, err := s.Get(ctx, "k"); !errors.Is(err, diskFull) {
 		t.Errorf("Get after the failure: %v", err)
 	}
-	if _, err := s.Txn(ctx, nil, []ipam.Op{ipam.Put("k2", []byte("v"))}); !errors.Is(err, diskFull) {
-		t.Errorf("Txn after the failure: %v", err)
+	if _, err := s.Write(ctx, ipam.Write{Key: "k2", ModRevision: ipam.AnyRevision, Value: []byte("v")}); !errors.Is(err, diskFull) {
+		t.Errorf("Write after the failure: %v", err)
 	}
 	if err := s.Close(); !errors.Is(err, diskFull) {
 		t.Errorf("Close: %v", err)

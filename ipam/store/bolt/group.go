@@ -10,11 +10,11 @@ import (
 	"github.com/podnet/podnet/ipam"
 )
 
-// txnReq is one Txn waiting for the commit loop, or a barrier (Sync):
+// txnReq is one write waiting for the commit loop, or a barrier (Sync):
 // no ops, done once every request queued before it is committed.
 type txnReq struct {
-	cmps    []ipam.Compare
-	ops     []ipam.Op
+	cmps    []compare
+	ops     []op
 	barrier bool
 	rev     int64
 	err     error
@@ -24,11 +24,11 @@ type txnReq struct {
 	done    chan struct{}
 }
 
-// groupTxn queues a Txn for the commit loop and waits for its outcome.
+// groupTxn queues a write for the commit loop and waits for its outcome.
 // A caller whose context ends while queued gets ErrUnavailable, but the
 // request may still commit: as with etcd, a timed-out write is unknown,
 // and the allocator's compares make a retry safe either way.
-func (s *Store) groupTxn(ctx context.Context, cmps []ipam.Compare, ops []ipam.Op) (int64, error) {
+func (s *Store) groupTxn(ctx context.Context, cmps []compare, ops []op) (int64, error) {
 	// Checked first: select picks at random among ready cases, and a
 	// canceled caller must not start a write.
 	if err := ctx.Err(); err != nil {
@@ -51,9 +51,9 @@ func (s *Store) groupTxn(ctx context.Context, cmps []ipam.Compare, ops []ipam.Op
 	}
 }
 
-// Sync waits until every Txn acknowledged so far is committed and synced,
+// Sync waits until every write acknowledged so far is committed and synced,
 // and returns the commit's failure if one failed. Without AckApplied a
-// Txn is durable when it returns, and Sync only waits for other callers'
+// write is durable when it returns, and Sync only waits for other callers'
 // queued requests.
 func (s *Store) Sync(ctx context.Context) error {
 	if s.reqs == nil {

@@ -12,12 +12,12 @@ import (
 	"github.com/podnet/podnet/ipam"
 )
 
-// Watch implements ipam.Store by reading the change log after every local
+// Watch implements ipam.Watcher by reading the change log after every local
 // commit and every PollInterval (for other processes' commits).
 func (s *Store) Watch(ctx context.Context, prefix string, fromRev int64) (<-chan ipam.WatchResponse, error) {
 	next := fromRev
 	if next <= 0 {
-		_, rev, err := s.List(ctx, "\x00none")
+		_, rev, err := s.ListRev(ctx, "\x00none")
 		if err != nil {
 			return nil, err
 		}

@@ -88,11 +88,17 @@ func (s *Store) Get(ctx context.Context, key string) (ipam.KV, error) {
 		return ipam.KV{}, fmt.Errorf("%s: %w", key, ipam.ErrNotFound)
 	}
 	kv := resp.Kvs[0]
-	return ipam.KV{Key: key, Value: kv.Value, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision}, nil
+	return ipam.KV{Key: key, Value: kv.Value, ModRevision: kv.ModRevision}, nil
 }
 
 // List implements ipam.Store.
-func (s *Store) List(ctx context.Context, prefix string) ([]ipam.KV, int64, error) {
+func (s *Store) List(ctx context.Context, prefix string) ([]ipam.KV, error) {
+	kvs, _, err := s.ListRev(ctx, prefix)
+	return kvs, err
+}
+
+// ListRev implements ipam.Watcher.
+func (s *Store) ListRev(ctx context.Context, prefix string) ([]ipam.KV, int64, error) {
 	resp, err := s.c.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, 0, wrap("list "+prefix, ctx, err)
@@ -100,45 +106,38 @@ func (s *Store) List(ctx context.Context, prefix string) ([]ipam.KV, int64, erro
 	s.saw(resp.Header.Revision)
 	out := make([]ipam.KV, len(resp.Kvs))
 	for i, kv := range resp.Kvs {
-		out[i] = ipam.KV{Key: string(kv.Key), Value: kv.Value, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision}
+		out[i] = ipam.KV{Key: string(kv.Key), Value: kv.Value, ModRevision: kv.ModRevision}
 	}
 	return out, resp.Header.Revision, nil
 }
 
-// Txn implements ipam.Store. etcd's compare on ModRevision 0 holds exactly
-// when the key does not exist, which is ipam.Compare's meaning of 0.
-func (s *Store) Txn(ctx context.Context, cmps []ipam.Compare, ops []ipam.Op) (int64, error) {
-	ifs := make([]clientv3.Cmp, len(cmps))
-	for i, c := range cmps {
-		ifs[i] = clientv3.Compare(clientv3.ModRevision(c.Key), "=", c.ModRevision)
+// Write implements ipam.Store: one etcd txn comparing the key's
+// ModRevision (0 holds exactly when the key does not exist), none for
+// AnyRevision.
+func (s *Store) Write(ctx context.Context, w ipam.Write) (int64, error) {
+	op := clientv3.OpPut(w.Key, string(w.Value))
+	if w.Delete {
+		op = clientv3.OpDelete(w.Key)
 	}
-	thens := make([]clientv3.Op, len(ops))
-	for i, op := range ops {
-		if op.Delete {
-			thens[i] = clientv3.OpDelete(op.Key)
-		} else {
-			thens[i] = clientv3.OpPut(op.Key, string(op.Value))
-		}
+	txn := s.c.Txn(ctx)
+	if w.ModRevision != ipam.AnyRevision {
+		txn = txn.If(clientv3.Compare(clientv3.ModRevision(w.Key), "=", w.ModRevision))
 	}
-	if len(thens) == 0 && len(cmps) > 0 {
-		// etcd serves a txn without writes whose reads are all
-		// serializable (none counts as all) from the member's local
-		// state, which may lag: a linearizable read makes the compares
-		// see every committed write.
-		thens = append(thens, clientv3.OpGet(cmps[0].Key, clientv3.WithCountOnly()))
-	}
-	resp, err := s.c.Txn(ctx).If(ifs...).Then(thens...).Commit()
+	resp, err := txn.Then(op).Commit()
 	if err != nil {
-		return 0, wrap("txn", ctx, err)
+		return 0, wrap("write "+w.Key, ctx, err)
 	}
 	s.saw(resp.Header.Revision)
 	if !resp.Succeeded {
-		return 0, fmt.Errorf("etcd txn: %w", ipam.ErrConflict)
+		return 0, fmt.Errorf("etcd write %s at revision %d: %w", w.Key, w.ModRevision, ipam.ErrConflict)
+	}
+	if w.Delete {
+		return 0, nil
 	}
 	return resp.Header.Revision, nil
 }
 
-// Watch implements ipam.Store.
+// Watch implements ipam.Watcher.
 func (s *Store) Watch(ctx context.Context, prefix string, fromRev int64) (<-chan ipam.WatchResponse, error) {
 	opts := []clientv3.OpOption{clientv3.WithPrefix()}
 	if fromRev <= 0 {
@@ -164,7 +163,7 @@ func (s *Store) Watch(ctx context.Context, prefix string, fromRev int64) (<-chan
 				r.Err = wrap("watch "+prefix, ctx, resp.Err())
 			}
 			for _, ev := range resp.Events {
-				e := ipam.Event{KV: ipam.KV{Key: string(ev.Kv.Key), Value: ev.Kv.Value, ModRevision: ev.Kv.ModRevision, CreateRevision: ev.Kv.CreateRevision}}
+				e := ipam.Event{KV: ipam.KV{Key: string(ev.Kv.Key), Value: ev.Kv.Value, ModRevision: ev.Kv.ModRevision}}
 				if ev.Type == clientv3.EventTypeDelete {
 					e.Type = ipam.EventDelete
 				}
@@ -213,9 +212,4 @@ func wrap(what string, ctx context.Context, err error) error {
 		return fmt.Errorf("etcd %s: %w (%w)", what, ipam.ErrUnavailable, err)
 	}
 	return fmt.Errorf("etcd %s: %w", what, err)
-}
-
-// Write implements ipam.Store: one key, through Txn.
-func (s *Store) Write(ctx context.Context, w ipam.Write) (int64, error) {
-	return ipam.TxnWrite(ctx, s.Txn, w)
 }

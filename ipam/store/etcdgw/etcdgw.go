@@ -101,14 +101,13 @@ type header struct {
 }
 
 type kvJSON struct {
-	Key            []byte `json:"key"`
-	Value          []byte `json:"value"`
-	CreateRevision int64s `json:"create_revision"`
-	ModRevision    int64s `json:"mod_revision"`
+	Key         []byte `json:"key"`
+	Value       []byte `json:"value"`
+	ModRevision int64s `json:"mod_revision"`
 }
 
 func (kv kvJSON) toKV() ipam.KV {
-	return ipam.KV{Key: string(kv.Key), Value: kv.Value, ModRevision: int64(kv.ModRevision), CreateRevision: int64(kv.CreateRevision)}
+	return ipam.KV{Key: string(kv.Key), Value: kv.Value, ModRevision: int64(kv.ModRevision)}
 }
 
 type rangeResp struct {
@@ -129,7 +128,13 @@ func (s *Store) Get(ctx context.Context, key string) (ipam.KV, error) {
 }
 
 // List implements ipam.Store.
-func (s *Store) List(ctx context.Context, prefix string) ([]ipam.KV, int64, error) {
+func (s *Store) List(ctx context.Context, prefix string) ([]ipam.KV, error) {
+	kvs, _, err := s.ListRev(ctx, prefix)
+	return kvs, err
+}
+
+// ListRev implements ipam.Watcher.
+func (s *Store) ListRev(ctx context.Context, prefix string) ([]ipam.KV, int64, error) {
 	var r rangeResp
 	req := map[string]any{"key": []byte(prefix), "range_end": prefixEnd(prefix)}
 	if err := s.call(ctx, "/v3/kv/range", req, &r); err != nil {
@@ -155,37 +160,30 @@ func prefixEnd(prefix string) []byte {
 	return []byte{0}
 }
 
-// Txn implements ipam.Store. A compare on ModRevision 0 holds exactly when
-// the key does not exist, as in ipam.Compare.
-func (s *Store) Txn(ctx context.Context, cmps []ipam.Compare, ops []ipam.Op) (int64, error) {
-	compare := make([]map[string]any, len(cmps))
-	for i, c := range cmps {
-		compare[i] = map[string]any{"key": []byte(c.Key), "target": "MOD", "result": "EQUAL", "mod_revision": strconv.FormatInt(c.ModRevision, 10)}
+// Write implements ipam.Store: one etcd txn comparing the key's
+// ModRevision (0 holds exactly when the key does not exist), none for
+// AnyRevision.
+func (s *Store) Write(ctx context.Context, w ipam.Write) (int64, error) {
+	var compare []map[string]any
+	if w.ModRevision != ipam.AnyRevision {
+		compare = []map[string]any{{"key": []byte(w.Key), "target": "MOD", "result": "EQUAL", "mod_revision": strconv.FormatInt(w.ModRevision, 10)}}
 	}
-	success := make([]map[string]any, len(ops))
-	for i, op := range ops {
-		if op.Delete {
-			success[i] = map[string]any{"request_delete_range": map[string]any{"key": []byte(op.Key)}}
-		} else {
-			success[i] = map[string]any{"request_put": map[string]any{"key": []byte(op.Key), "value": op.Value}}
-		}
-	}
-	if len(success) == 0 && len(cmps) > 0 {
-		// etcd serves a txn without writes whose reads are all
-		// serializable (none counts as all) from the member's local
-		// state, which may lag: a linearizable read makes the compares
-		// see every committed write.
-		success = append(success, map[string]any{"request_range": map[string]any{"key": []byte(cmps[0].Key), "count_only": true}})
+	op := map[string]any{"request_put": map[string]any{"key": []byte(w.Key), "value": w.Value}}
+	if w.Delete {
+		op = map[string]any{"request_delete_range": map[string]any{"key": []byte(w.Key)}}
 	}
 	var r struct {
 		Header    header `json:"header"`
 		Succeeded bool   `json:"succeeded"` // omitted when false
 	}
-	if err := s.call(ctx, "/v3/kv/txn", map[string]any{"compare": compare, "success": success}, &r); err != nil {
-		return 0, fmt.Errorf("etcd txn: %w", err)
+	if err := s.call(ctx, "/v3/kv/txn", map[string]any{"compare": compare, "success": []map[string]any{op}}, &r); err != nil {
+		return 0, fmt.Errorf("etcd write %s: %w", w.Key, err)
 	}
 	if !r.Succeeded {
-		return 0, fmt.Errorf("etcd txn: %w", ipam.ErrConflict)
+		return 0, fmt.Errorf("etcd write %s at revision %d: %w", w.Key, w.ModRevision, ipam.ErrConflict)
+	}
+	if w.Delete {
+		return 0, nil
 	}
 	return int64(r.Header.Revision), nil
 }
@@ -307,7 +305,7 @@ func unavailable(ctx context.Context, err error) error {
 	return fmt.Errorf("%w (%w)", ipam.ErrUnavailable, err)
 }
 
-// Watch implements ipam.Store over the gateway's streaming watch.
+// Watch implements ipam.Watcher over the gateway's streaming watch.
 func (s *Store) Watch(ctx context.Context, prefix string, fromRev int64) (<-chan ipam.WatchResponse, error) {
 	create := map[string]any{"key": []byte(prefix), "range_end": prefixEnd(prefix)}
 	if fromRev > 0 {
@@ -400,11 +398,6 @@ func (m *watchMessage) response(prefix string, fromRev int64) ipam.WatchResponse
 		wr.Events = append(wr.Events, e)
 	}
 	return wr
-}
-
-// Write implements ipam.Store: one key, through Txn.
-func (s *Store) Write(ctx context.Context, w ipam.Write) (int64, error) {
-	return ipam.TxnWrite(ctx, s.Txn, w)
 }
 
 // parseEndpoint accepts a member's base URL: scheme, host and port.

@@ -36,7 +36,7 @@ func TestFailoverAndUnavailable(t *testing.T) {
 	c := etcdtest.Start(t, 3)
 	s := newStore(t, c)
 	ctx := context.Background()
-	if _, err := s.Txn(ctx, []ipam.Compare{{Key: "/x", ModRevision: 0}}, []ipam.Op{ipam.Put("/x", []byte("1"))}); err != nil {
+	if _, err := s.Write(ctx, ipam.Write{Key: "/x", Value: []byte("1")}); err != nil {
 		t.Fatal(err)
 	}
 	// The first endpoint goes away: requests move to the next.
@@ -50,7 +50,7 @@ func TestFailoverAndUnavailable(t *testing.T) {
 	c.Stop(1)
 	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	_, err = s.Txn(tctx, nil, []ipam.Op{ipam.Put("/y", []byte("2"))})
+	_, err = s.Write(tctx, ipam.Write{Key: "/y", ModRevision: ipam.AnyRevision, Value: []byte("2")})
 	if !errors.Is(err, ipam.ErrUnavailable) {
 		t.Fatalf("without quorum: %v", err)
 	}

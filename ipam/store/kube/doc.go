@@ -32,6 +32,8 @@
 // The store must not retry a write that may have reached the server: the
 // allocator's compare-on-resourceVersion retries make that safe. It
 // resends only what the server refused before running it (a 429, a 401
-// after re-reading the token file). Txn and Watch, which the Kubernetes
-// API cannot provide, are refused, except a Txn that is one Write.
+// after re-reading the token file). It does not implement ipam.Watcher:
+// agents follow the podnet.io resources with informers. A read of a key
+// that is no pool, block or node key finds nothing; a write of one is
+// refused.
 package kube

@@ -120,14 +120,8 @@ func TestRefusedWithoutServer(t *testing.T) {
 	defer s.Close()
 	ctx := t.Context()
 	p := ipam.DefaultPrefix
-	if _, err := s.Txn(ctx, nil, []ipam.Op{ipam.Put(p+"ipam/pools/a", nil), ipam.Put(p+"ipam/pools/b", nil)}); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("two-key Txn: %v", err)
-	}
-	if _, err := s.Txn(ctx, []ipam.Compare{{Key: p + "ipam/pools/b"}}, []ipam.Op{ipam.Put(p+"ipam/pools/a", nil)}); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("Txn comparing another key: %v", err)
-	}
-	if _, err := s.Watch(ctx, p, 0); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("Watch: %v", err)
+	if _, err := s.Get(ctx, p+"ipam/handles/h"); !errors.Is(err, ipam.ErrNotFound) {
+		t.Errorf("read of a key the store cannot hold: %v, want ErrNotFound", err)
 	}
 	if _, err := s.Write(ctx, ipam.Write{Key: p + "ipam/handles/h", Value: []byte("{}")}); err == nil || !strings.Contains(err.Error(), "not a pool, block or node key") {
 		t.Errorf("handle key: %v", err)

@@ -40,6 +40,11 @@ type Options struct {
 	// certificate-authority(-data), and token, tokenFile or a client
 	// certificate and key (files or data).
 	Kubeconfig string
+	// KubeconfigJSON, when set, is the kubeconfig itself (Kubeconfig is
+	// then only its name in messages, and relative paths in it are
+	// relative to the working directory): the agent passes its own
+	// credentials this way.
+	KubeconfigJSON []byte
 	// Prefix is the allocator's key prefix; "" means ipam.DefaultPrefix.
 	// Another prefix is a set of its own (see the package doc).
 	Prefix string
@@ -66,6 +71,13 @@ var _ ipam.Store = (*Store)(nil)
 // Open reads the kubeconfig and returns a Store; it does not connect
 // until the first request.
 func Open(o Options) (*Store, error) {
+	if o.KubeconfigJSON != nil {
+		c, err := parseKubeconfig(o.KubeconfigJSON, "")
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes store: kubeconfig %s: %w", o.Kubeconfig, err)
+		}
+		return newStore(c, o), nil
+	}
 	if o.Kubeconfig == "" {
 		return nil, errors.New("kubernetes store: no kubeconfig")
 	}
@@ -97,11 +109,14 @@ func (s *Store) usable() error {
 	return nil
 }
 
-// Get implements ipam.Store with a quorum read.
+// Get implements ipam.Store with a quorum read. A key that is no pool,
+// block or node key cannot exist in this store, so reading it finds
+// nothing (the allocator looks for a layout marker and v1 data that only
+// older stores can hold); writing it is refused.
 func (s *Store) Get(ctx context.Context, key string) (ipam.KV, error) {
 	r, err := s.names.ref(key)
 	if err != nil {
-		return ipam.KV{}, err
+		return ipam.KV{}, fmt.Errorf("%w: %v", ipam.ErrNotFound, err)
 	}
 	return s.get(ctx, r)
 }
@@ -122,11 +137,10 @@ func (s *Store) get(ctx context.Context, r ref) (ipam.KV, error) {
 }
 
 // List implements ipam.Store: a paginated LIST of each resource whose
-// keys can start with prefix, filtered by key. The revision returned is
-// 0: Kubernetes lists have no store revision the allocator could use.
-func (s *Store) List(ctx context.Context, prefix string) ([]ipam.KV, int64, error) {
+// keys can start with prefix, filtered by key.
+func (s *Store) List(ctx context.Context, prefix string) ([]ipam.KV, error) {
 	if err := s.usable(); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	var out []ipam.KV
 	for _, res := range resources {
@@ -136,7 +150,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]ipam.KV, int64, erro
 		}
 		kvs, err := s.list(ctx, res)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		for _, kv := range kvs {
 			if strings.HasPrefix(kv.Key, prefix) {
@@ -146,7 +160,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]ipam.KV, int64, erro
 	}
 	// Object names do not sort as keys do (':' and '-' swap places).
 	slices.SortFunc(out, func(a, b ipam.KV) int { return strings.Compare(a.Key, b.Key) })
-	return out, 0, nil
+	return out, nil
 }
 
 // listAnswer is a page of a LIST.
@@ -185,24 +199,4 @@ func (s *Store) list(ctx context.Context, res *resource) ([]ipam.KV, error) {
 		}
 		q.Set("continue", page.Metadata.Continue)
 	}
-}
-
-// Txn implements ipam.Store for what is one Write: one op, and at most
-// one compare, on the op's key. The Kubernetes API has no transaction
-// over several objects.
-func (s *Store) Txn(ctx context.Context, cmps []ipam.Compare, ops []ipam.Op) (int64, error) {
-	if len(ops) != 1 || len(cmps) > 1 || (len(cmps) == 1 && cmps[0].Key != ops[0].Key) {
-		return 0, fmt.Errorf("kubernetes store: a transaction of %d writes and %d compares: %w (one write, compared on its own key, only)", len(ops), len(cmps), errors.ErrUnsupported)
-	}
-	w := ipam.Write{Key: ops[0].Key, Value: ops[0].Value, Delete: ops[0].Delete, ModRevision: ipam.AnyRevision}
-	if len(cmps) == 1 {
-		w.ModRevision = cmps[0].ModRevision
-	}
-	return s.Write(ctx, w)
-}
-
-// Watch implements ipam.Store by refusing: agents watch the custom
-// resources with informers instead.
-func (s *Store) Watch(ctx context.Context, prefix string, fromRev int64) (<-chan ipam.WatchResponse, error) {
-	return nil, fmt.Errorf("kubernetes store: watch %s: %w (watch the podnet.io resources with an informer)", prefix, errors.ErrUnsupported)
 }

@@ -15,31 +15,44 @@ import (
 	"github.com/podnet/podnet/ipam"
 )
 
-// Run runs the suite. newStore is called once per subtest.
+// Run runs the suite. newStore is called once per subtest. A store that
+// implements ipam.Watcher also runs the watch half.
 func Run(t *testing.T, newStore func(t *testing.T) ipam.Store) {
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, s ipam.Store, p string)
 	}{
 		{"GetMissing", testGetMissing},
-		{"CreateUpdateDelete", testCreateUpdateDelete},
-		{"AtomicAcrossKeys", testAtomic},
-		{"CompareOnly", testCompareOnly},
+		{"CreateUpdateDelete", testWriteCreateUpdateDelete},
 		{"DuplicateKeyRejected", testDuplicateKey},
+		{"DeleteWithRevision", testWriteDeleteWithRevision},
+		{"UpdateMissingIsConflict", testWriteUpdateMissing},
 		{"List", testList},
-		{"ConcurrentCAS", testConcurrentCAS},
+		{"ConcurrentCAS", testWriteConcurrentCAS},
+		{"CanceledContext", testCanceled},
+	}
+	watch := []struct {
+		name string
+		fn   func(t *testing.T, s ipam.Store, w ipam.Watcher, p string)
+	}{
+		{"ListRev", testListRev},
 		{"WatchFromNow", testWatchFromNow},
 		{"WatchReplay", testWatchReplay},
-		{"CanceledContext", testCanceled},
-		{"WriteCreateUpdateDelete", testWriteCreateUpdateDelete},
-		{"WriteDeleteWithRevision", testWriteDeleteWithRevision},
-		{"WriteUpdateMissingIsConflict", testWriteUpdateMissing},
-		{"WriteConcurrentCAS", testWriteConcurrentCAS},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStore(t)
 			tt.fn(t, s, "/storetest/"+t.Name()+"/")
+		})
+	}
+	for _, tt := range watch {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newStore(t)
+			w, ok := s.(ipam.Watcher)
+			if !ok {
+				t.Skipf("%T is no ipam.Watcher", s)
+			}
+			tt.fn(t, s, w, "/storetest/"+t.Name()+"/")
 		})
 	}
 }
@@ -50,13 +63,10 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-func mustTxn(t *testing.T, s ipam.Store, cmps []ipam.Compare, ops ...ipam.Op) int64 {
+// put writes key unconditionally and returns its revision.
+func put(t *testing.T, s ipam.Store, key, value string) int64 {
 	t.Helper()
-	rev, err := s.Txn(ctxT(t), cmps, ops)
-	if err != nil {
-		t.Fatalf("Txn(%v, %v): %v", cmps, ops, err)
-	}
-	return rev
+	return mustWrite(t, s, ipam.Write{Key: key, ModRevision: ipam.AnyRevision, Value: []byte(value)})
 }
 
 func mustGet(t *testing.T, s ipam.Store, key string) ipam.KV {
@@ -74,87 +84,23 @@ func testGetMissing(t *testing.T, s ipam.Store, p string) {
 	}
 }
 
-func testCreateUpdateDelete(t *testing.T, s ipam.Store, p string) {
-	k := p + "k"
-	r1 := mustTxn(t, s, []ipam.Compare{{Key: k}}, ipam.Put(k, []byte("v1")))
-	kv := mustGet(t, s, k)
-	if string(kv.Value) != "v1" || kv.ModRevision != r1 || kv.CreateRevision != r1 {
-		t.Fatalf("after create: %+v, want v1 at %d", kv, r1)
-	}
-	if _, err := s.Txn(ctxT(t), []ipam.Compare{{Key: k}}, []ipam.Op{ipam.Put(k, []byte("x"))}); !errors.Is(err, ipam.ErrConflict) {
-		t.Fatalf("create existing: err = %v, want ErrConflict", err)
-	}
-	if _, err := s.Txn(ctxT(t), []ipam.Compare{{Key: k, ModRevision: r1 + 1000}}, []ipam.Op{ipam.Put(k, []byte("x"))}); !errors.Is(err, ipam.ErrConflict) {
-		t.Fatalf("stale revision: err = %v, want ErrConflict", err)
-	}
-	r2 := mustTxn(t, s, []ipam.Compare{{Key: k, ModRevision: r1}}, ipam.Put(k, []byte("v2")))
-	kv = mustGet(t, s, k)
-	if r2 <= r1 || string(kv.Value) != "v2" || kv.ModRevision != r2 || kv.CreateRevision != r1 {
-		t.Fatalf("after update: %+v, want v2 mod %d create %d", kv, r2, r1)
-	}
-	mustTxn(t, s, []ipam.Compare{{Key: k, ModRevision: r2}}, ipam.Del(k))
-	if _, err := s.Get(ctxT(t), k); !errors.Is(err, ipam.ErrNotFound) {
-		t.Fatalf("after delete: err = %v", err)
-	}
-	mustTxn(t, s, nil, ipam.Del(p+"never-existed"))
-	r3 := mustTxn(t, s, []ipam.Compare{{Key: k}}, ipam.Put(k, []byte("v3")))
-	if kv := mustGet(t, s, k); kv.CreateRevision != r3 || r3 <= r2 {
-		t.Fatalf("recreated: %+v, want create revision %d", kv, r3)
-	}
-}
-
-func testAtomic(t *testing.T, s ipam.Store, p string) {
-	a, b := p+"a", p+"b"
-	ra := mustTxn(t, s, nil, ipam.Put(a, []byte("1")))
-	// b's compare fails, so a must not change either.
-	_, err := s.Txn(ctxT(t), []ipam.Compare{{Key: a, ModRevision: ra}, {Key: b, ModRevision: 12345}},
-		[]ipam.Op{ipam.Put(a, []byte("2")), ipam.Put(b, []byte("2"))})
-	if !errors.Is(err, ipam.ErrConflict) {
-		t.Fatalf("err = %v, want ErrConflict", err)
-	}
-	if kv := mustGet(t, s, a); string(kv.Value) != "1" || kv.ModRevision != ra {
-		t.Fatalf("a changed by a failed txn: %+v", kv)
-	}
-	if _, err := s.Get(ctxT(t), b); !errors.Is(err, ipam.ErrNotFound) {
-		t.Fatalf("b written by a failed txn: %v", err)
-	}
-	r := mustTxn(t, s, []ipam.Compare{{Key: a, ModRevision: ra}, {Key: b}},
-		ipam.Put(a, []byte("2")), ipam.Put(b, []byte("2")), ipam.Put(p+"c", []byte("2")))
-	for _, k := range []string{a, b, p + "c"} {
-		if kv := mustGet(t, s, k); kv.ModRevision != r {
-			t.Fatalf("%s at revision %d, want the txn's %d", k, kv.ModRevision, r)
-		}
-	}
-}
-
-func testCompareOnly(t *testing.T, s ipam.Store, p string) {
-	k := p + "k"
-	r := mustTxn(t, s, nil, ipam.Put(k, []byte("v")))
-	if _, err := s.Txn(ctxT(t), []ipam.Compare{{Key: k, ModRevision: r}}, nil); err != nil {
-		t.Fatalf("compare-only txn: %v", err)
-	}
-	if _, err := s.Txn(ctxT(t), []ipam.Compare{{Key: k}}, nil); !errors.Is(err, ipam.ErrConflict) {
-		t.Fatalf("compare-only txn on existing key: %v", err)
-	}
-	if kv := mustGet(t, s, k); kv.ModRevision != r {
-		t.Fatalf("compare-only txn wrote: %+v", kv)
-	}
-}
-
+// testDuplicateKey: creating a key that exists is a conflict and leaves
+// the key as it was.
 func testDuplicateKey(t *testing.T, s ipam.Store, p string) {
 	k := p + "k"
-	_, err := s.Txn(ctxT(t), nil, []ipam.Op{ipam.Put(k, []byte("1")), ipam.Put(k, []byte("2"))})
-	if err == nil || errors.Is(err, ipam.ErrConflict) {
-		t.Fatalf("duplicate key: err = %v, want a non-conflict error", err)
+	r := put(t, s, k, "1")
+	if _, err := s.Write(ctxT(t), ipam.Write{Key: k, Value: []byte("2")}); !errors.Is(err, ipam.ErrConflict) {
+		t.Fatalf("create of an existing key: err = %v, want ErrConflict", err)
+	}
+	if kv := mustGet(t, s, k); string(kv.Value) != "1" || kv.ModRevision != r {
+		t.Fatalf("a refused create changed the key: %+v", kv)
 	}
 }
-
 func testList(t *testing.T, s ipam.Store, p string) {
-	var last int64
 	for _, k := range []string{"b/2", "a", "b/1", "b/10", "bb", "c"} {
-		last = mustTxn(t, s, nil, ipam.Put(p+k, []byte(k)))
+		put(t, s, p+k, k)
 	}
-	kvs, rev, err := s.List(ctxT(t), p+"b/")
+	kvs, err := s.List(ctxT(t), p+"b/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,55 +114,21 @@ func testList(t *testing.T, s ipam.Store, p string) {
 	if fmt.Sprint(got) != "[b/1 b/10 b/2]" {
 		t.Fatalf("List(b/) = %v, want [b/1 b/10 b/2]", got)
 	}
-	if rev < last {
-		t.Fatalf("List revision %d older than the last write %d", rev, last)
-	}
-	if kvs, _, err := s.List(ctxT(t), p+"zzz/"); err != nil || len(kvs) != 0 {
+	if kvs, err := s.List(ctxT(t), p+"zzz/"); err != nil || len(kvs) != 0 {
 		t.Fatalf("List of nothing = %v, %v", kvs, err)
 	}
 }
 
-// testConcurrentCAS increments one counter from many goroutines with
-// compare-and-swap; a lost update would show in the final count.
-func testConcurrentCAS(t *testing.T, s ipam.Store, p string) {
-	k := p + "counter"
-	const workers, each = 8, 25
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for range workers {
-		wg.Go(func() {
-			for done := 0; done < each; {
-				var n int
-				var rev int64
-				kv, err := s.Get(ctxT(t), k)
-				switch {
-				case errors.Is(err, ipam.ErrNotFound):
-				case err != nil:
-					errs <- err
-					return
-				default:
-					n, _ = strconv.Atoi(string(kv.Value))
-					rev = kv.ModRevision
-				}
-				_, err = s.Txn(ctxT(t), []ipam.Compare{{Key: k, ModRevision: rev}}, []ipam.Op{ipam.Put(k, []byte(strconv.Itoa(n+1)))})
-				switch {
-				case errors.Is(err, ipam.ErrConflict):
-				case err != nil:
-					errs <- err
-					return
-				default:
-					done++
-				}
-			}
-		})
+// testListRev: the revision of a list is at least that of the writes it
+// saw.
+func testListRev(t *testing.T, s ipam.Store, w ipam.Watcher, p string) {
+	last := put(t, s, p+"a", "1")
+	kvs, rev, err := w.ListRev(ctxT(t), p)
+	if err != nil || len(kvs) != 1 {
+		t.Fatalf("ListRev = %v, %v", kvs, err)
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	if kv := mustGet(t, s, k); string(kv.Value) != strconv.Itoa(workers*each) {
-		t.Fatalf("counter = %s, want %d", kv.Value, workers*each)
+	if rev < last {
+		t.Fatalf("ListRev revision %d older than the last write %d", rev, last)
 	}
 }
 
@@ -255,15 +167,21 @@ func checkEvents(t *testing.T, evs []ipam.Event, want []ipam.Event) {
 	}
 }
 
-func testWatchFromNow(t *testing.T, s ipam.Store, p string) {
+func testWatchFromNow(t *testing.T, s ipam.Store, w ipam.Watcher, p string) {
 	ctx, cancel := context.WithCancel(ctxT(t))
-	mustTxn(t, s, nil, ipam.Put(p+"w/before", []byte("old")))
-	ch, err := s.Watch(ctx, p+"w/", 0)
+	put(t, s, p+"w/before", "old")
+	ch, err := w.Watch(ctx, p+"w/", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r1 := mustTxn(t, s, nil, ipam.Put(p+"w/a", []byte("1")), ipam.Put(p+"other", []byte("x")))
-	r2 := mustTxn(t, s, nil, ipam.Del(p+"w/a"))
+	r1 := put(t, s, p+"w/a", "1")
+	put(t, s, p+"other", "x")
+	mustWrite(t, s, ipam.Write{Key: p + "w/a", ModRevision: r1, Delete: true})
+	// The delete's revision: nothing else writes to this store meanwhile.
+	_, r2, err := w.ListRev(ctxT(t), p+"none/")
+	if err != nil {
+		t.Fatal(err)
+	}
 	checkEvents(t, collect(t, ch, 2), []ipam.Event{
 		{Type: ipam.EventPut, KV: ipam.KV{Key: p + "w/a", Value: []byte("1"), ModRevision: r1}},
 		{Type: ipam.EventDelete, KV: ipam.KV{Key: p + "w/a", ModRevision: r2}},
@@ -283,14 +201,14 @@ func testWatchFromNow(t *testing.T, s ipam.Store, p string) {
 	}
 }
 
-func testWatchReplay(t *testing.T, s ipam.Store, p string) {
-	r1 := mustTxn(t, s, nil, ipam.Put(p+"a", []byte("1")))
-	r2 := mustTxn(t, s, nil, ipam.Put(p+"b", []byte("2")))
-	ch, err := s.Watch(ctxT(t), p, r1)
+func testWatchReplay(t *testing.T, s ipam.Store, w ipam.Watcher, p string) {
+	r1 := put(t, s, p+"a", "1")
+	r2 := put(t, s, p+"b", "2")
+	ch, err := w.Watch(ctxT(t), p, r1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r3 := mustTxn(t, s, nil, ipam.Put(p+"a", []byte("3")))
+	r3 := put(t, s, p+"a", "3")
 	checkEvents(t, collect(t, ch, 3), []ipam.Event{
 		{Type: ipam.EventPut, KV: ipam.KV{Key: p + "a", Value: []byte("1"), ModRevision: r1}},
 		{Type: ipam.EventPut, KV: ipam.KV{Key: p + "b", Value: []byte("2"), ModRevision: r2}},
@@ -304,8 +222,8 @@ func testCanceled(t *testing.T, s ipam.Store, p string) {
 	if _, err := s.Get(ctx, p+"k"); !errors.Is(err, ipam.ErrUnavailable) {
 		t.Errorf("Get with canceled ctx: err = %v, want ErrUnavailable", err)
 	}
-	if _, err := s.Txn(ctx, nil, []ipam.Op{ipam.Put(p+"k", nil)}); !errors.Is(err, ipam.ErrUnavailable) {
-		t.Errorf("Txn with canceled ctx: err = %v, want ErrUnavailable", err)
+	if _, err := s.Write(ctx, ipam.Write{Key: p + "k", ModRevision: ipam.AnyRevision}); !errors.Is(err, ipam.ErrUnavailable) {
+		t.Errorf("Write with canceled ctx: err = %v, want ErrUnavailable", err)
 	}
 }
 

@@ -212,7 +212,7 @@ func shapedList(t *testing.T, s ipam.Store, p string, sh Shape) {
 	slices.Sort(all)
 	check := func(prefix string, want []string) {
 		t.Helper()
-		kvs, _, err := s.List(ctxT(t), prefix)
+		kvs, err := s.List(ctxT(t), prefix)
 		if err != nil {
 			t.Fatalf("List(%s): %v", prefix, err)
 		}
@@ -237,7 +237,7 @@ func shapedList(t *testing.T, s ipam.Store, p string, sh Shape) {
 	}
 }
 
-func must(kvs []ipam.KV, _ int64, err error) []ipam.KV {
+func must(kvs []ipam.KV, err error) []ipam.KV {
 	if err != nil {
 		panic(err)
 	}
@@ -297,7 +297,7 @@ func shapedCanceled(t *testing.T, s ipam.Store, p string, sh Shape) {
 	if _, err := s.Write(ctx, ipam.Write{Key: k, Value: sh.Value(k, 1)}); !errors.Is(err, ipam.ErrUnavailable) {
 		t.Errorf("Write with canceled ctx: err = %v, want ErrUnavailable", err)
 	}
-	if _, _, err := s.List(ctx, sh.ListPrefix(p)); !errors.Is(err, ipam.ErrUnavailable) {
+	if _, err := s.List(ctx, sh.ListPrefix(p)); !errors.Is(err, ipam.ErrUnavailable) {
 		t.Errorf("List with canceled ctx: err = %v, want ErrUnavailable", err)
 	}
 }

@@ -80,6 +80,9 @@ type Cluster struct {
 	newHostDirs   []string
 	// controlPlaneOnly: etcd and kube-apiserver alone (WithControlPlaneOnly).
 	controlPlaneOnly bool
+	// deployed is the IPAM store of the podnet variant applied (Apply),
+	// as its agent names it on a node; "" before.
+	deployed string
 }
 
 // Option changes what Start brings up.

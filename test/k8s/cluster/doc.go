@@ -12,8 +12,10 @@
 // too. The controller manager allocates every Node a /24 of ClusterCIDR
 // (podnet's node-CIDR model routes to them), and each node DNATs the
 // kubernetes Service (10.96.0.1:443) to the API server, as kube-proxy
-// would, so that in-cluster configs work; LoadNodeCIDRManifests loads
-// deploy/kubernetes/node-cidr. Images come from archives built here (a static pause program, and
+// would, so that in-cluster configs work. Deploy applies a variant of
+// deploy/kubernetes as a user would (deploy.go): Default, the Kubernetes
+// datastore with those podCIDRs, or Etcd, deploy/kubernetes/etcd with the
+// cluster's etcd. Images come from archives built here (a static pause program, and
 // podnet's image from `make image`); nothing is pulled. Everything it
 // starts it stops by PID, and it restores what kubelet changes on the
 // machine; a reaper process does the same if the test process dies first

@@ -4,16 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
+	"sort"
 	"strings"
-	"time"
 
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"google.golang.org/grpc"
 
 	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/internal/testutil"
@@ -105,46 +101,49 @@ func (c *Cluster) PodNFTElements() ([]NFTElement, error) {
 	return out, nil
 }
 
-// IPAMRecords are the store's per-pod records: the handles (one per
-// attachment's addresses, <network>.<container ID>, plus one per node
-// gateway) and the workload endpoints.
+// IPAMRecords are the store's per-pod records: the handles that hold
+// addresses (one per attachment, <network>.<container ID>, plus one per
+// node gateway), read from the blocks' allocation attributes, and the
+// workload endpoints derived from them.
 type IPAMRecords struct {
 	Handles   []string
 	Endpoints []ipam.Endpoint
 }
 
-// IPAMRecords reads the handles and workload endpoints from the cluster's
-// etcd, under podnet's default prefix (the one the shipped manifests use).
+// IPAMRecords reads the handles and workload endpoints from the IPAM
+// store of the deployed variant (OpenIPAMStore), under podnet's default
+// prefix (the one the shipped manifests use).
 func (c *Cluster) IPAMRecords(ctx context.Context) (*IPAMRecords, error) {
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{EtcdEndpoint}, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return c.DialContext(ctx, "tcp", addr)
-		})},
-	})
+	st, err := c.OpenIPAMStore(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer cli.Close()
+	defer st.Close()
 	keys := ipam.Keys{}
 	rec := &IPAMRecords{}
-	hs, err := cli.Get(ctx, keys.Handles(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	bs, err := st.List(ctx, keys.Blocks())
 	if err != nil {
-		return nil, fmt.Errorf("etcd: handles: %w", err)
+		return nil, fmt.Errorf("IPAM store: blocks: %w", err)
 	}
-	for _, kv := range hs.Kvs {
-		rec.Handles = append(rec.Handles, strings.TrimPrefix(string(kv.Key), keys.Handles()))
-	}
-	ws, err := cli.Get(ctx, keys.Workloads(), clientv3.WithPrefix())
-	if err != nil {
-		return nil, fmt.Errorf("etcd: workload endpoints: %w", err)
-	}
-	for _, kv := range ws.Kvs {
-		var e ipam.Endpoint
-		if err := json.Unmarshal(kv.Value, &e); err != nil {
-			return nil, fmt.Errorf("etcd: %s: %w", kv.Key, err)
+	seen := map[string]bool{}
+	for _, kv := range bs {
+		var b ipam.Block
+		if err := json.Unmarshal(kv.Value, &b); err != nil {
+			return nil, fmt.Errorf("IPAM store: %s: %w", kv.Key, err)
 		}
-		rec.Endpoints = append(rec.Endpoints, e)
+		for _, k := range b.Owners {
+			if k <= 0 || k > len(b.Attributes) {
+				continue
+			}
+			if h := b.Attributes[k-1].Handle; h != "" && !seen[h] {
+				seen[h] = true
+				rec.Handles = append(rec.Handles, h)
+			}
+		}
+	}
+	sort.Strings(rec.Handles)
+	if rec.Endpoints, err = ipam.New(st, ipam.Config{}).Endpoints(ctx, ""); err != nil {
+		return nil, fmt.Errorf("IPAM store: workload endpoints: %w", err)
 	}
 	return rec, nil
 }

@@ -4,64 +4,32 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"os"
 	"path"
-	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 
-	"github.com/podnet/podnet/agent"
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/install"
-	"github.com/podnet/podnet/ipamcni"
 )
 
-// The node-CIDR model's agent runs against the API with exactly these
-// rights on nodes, and no others.
-var nodeCIDRVerbs = []string{"list", "watch", "patch"}
+// The default's agent runs against the API with exactly these rights on
+// nodes, and no others.
+var nodeVerbs = []string{"list", "watch", "patch"}
 
-// TestNodeCIDRManifests: deploy/kubernetes/node-cidr decodes strictly,
-// and its objects have the names of deploy/kubernetes's, so that applying
-// one model over the other replaces it instead of running both.
-func TestNodeCIDRManifests(t *testing.T) {
-	m, etcd := loadFrom(t, nodeCIDRDir), load(t)
-	if len(m.daemonSets) != 1 || len(m.clusterRoles) != 1 || len(m.roleBindings) != 1 {
-		t.Fatalf("%d DaemonSets, %d ClusterRoles, %d ClusterRoleBindings; want one each", len(m.daemonSets), len(m.clusterRoles), len(m.roleBindings))
-	}
-	if m.daemonSets[0].Name != etcd.daemonSets[0].Name {
-		t.Errorf("DaemonSet %q, deploy/kubernetes has %q", m.daemonSets[0].Name, etcd.daemonSets[0].Name)
-	}
-	for _, names := range [][2][]string{
-		{sortedKeys(m.configMaps), sortedKeys(etcd.configMaps)},
-		{sortedKeys(m.serviceAccounts), sortedKeys(etcd.serviceAccounts)},
-	} {
-		if !slices.Equal(names[0], names[1]) {
-			t.Errorf("objects %v, deploy/kubernetes has %v", names[0], names[1])
-		}
-	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// TestNodeCIDRDaemonSet checks the node-CIDR DaemonSet: what every podnet
+// TestDaemonSet checks the default DaemonSet: what every podnet
 // DaemonSet must be, an agent on the Kubernetes datastore with only the
 // rights it uses, and a store the plugins on the host and the agent in
 // its container both find at the same path.
-func TestNodeCIDRDaemonSet(t *testing.T) {
-	p := loadPodFrom(t, nodeCIDRDir)
+func TestDaemonSet(t *testing.T) {
+	p := loadPodFrom(t, defaultDir)
+	if len(p.m.clusterRoles) != 1 || len(p.m.roleBindings) != 1 {
+		t.Fatalf("%d ClusterRoles, %d ClusterRoleBindings; want one each", len(p.m.clusterRoles), len(p.m.roleBindings))
+	}
 	runChecks(t, p, append(podChecks(),
-		podCheck{"API access for nodes alone", nodeCIDRRBACCheck},
+		podCheck{"API access for nodes alone", kubeRBACCheck},
 		podCheck{"agent on the Kubernetes datastore", func(t *testing.T, p *pod) {
 			if v, _ := flagValue(argv(p.agent), "datastore"); v != "kubernetes" {
 				t.Errorf("agent --datastore=%q, want kubernetes", v)
@@ -96,9 +64,9 @@ func TestNodeCIDRDaemonSet(t *testing.T) {
 	))
 }
 
-// nodeCIDRRBACCheck: the pod mounts its token, and its account is bound
-// to one ClusterRole that lists, watches and patches nodes, nothing else.
-func nodeCIDRRBACCheck(t *testing.T, p *pod) {
+// kubeRBACCheck: the pod mounts its token, and its account is bound to
+// one ClusterRole that lists, watches and patches nodes, nothing else.
+func kubeRBACCheck(t *testing.T, p *pod) {
 	if p.spec.AutomountServiceAccountToken == nil || !*p.spec.AutomountServiceAccountToken {
 		t.Error("automountServiceAccountToken is not true on the pod: the agent needs its token")
 	}
@@ -114,7 +82,7 @@ func nodeCIDRRBACCheck(t *testing.T, p *pod) {
 		if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.APIGroup != rbacv1.GroupName || role == nil {
 			t.Fatalf("ClusterRoleBinding %s: roleRef %+v is not a ClusterRole of the manifests", b.Name, b.RoleRef)
 		}
-		want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: nodeCIDRVerbs}}
+		want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: nodeVerbs}}
 		if !reflect.DeepEqual(role.Rules, want) || role.AggregationRule != nil {
 			t.Errorf("ClusterRole %s: rules %+v, want %+v", role.Name, role.Rules, want)
 		}
@@ -135,51 +103,20 @@ func clusterCIDRs(t *testing.T, p *pod) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// nodeCIDRConflist renders the node-CIDR ConfigMap's conflist as the
-// agent installs it on a node whose podCIDR is the first /24 of the
-// cluster CIDR.
-func nodeCIDRConflist(t *testing.T) (p *pod, key string, shipped, rendered []byte) {
-	t.Helper()
-	p = loadPodFrom(t, nodeCIDRDir)
-	cm, key, err := p.networkConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	shipped = []byte(cm.Data[key])
-	file := filepath.Join(t.TempDir(), key)
-	if err := os.WriteFile(file, shipped, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cidrs, err := clusterCIDRs(t, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, _ := p.expandedFlag(t, p.agent, "store")
-	ic := agent.InstallConfig{NetworkConfig: file, NodeCIDR: &agent.NodeCIDRInstall{Store: store, ClusterCIDRs: cidrs}}
-	rendered, err = ic.Render("node-1", []netip.Prefix{netip.PrefixFrom(cidrs[0].Addr(), 24)})
-	if err != nil {
-		t.Fatalf("the agent refuses the ConfigMap's conflist: %v", err)
-	}
-	return p, key, shipped, rendered
-}
-
-// TestNodeCIDRNetworkConfig: the shipped conflist leaves to the agent
+// TestNetworkConfig: the default's shipped conflist leaves to the agent
 // what differs per node, and what the agent makes of it is a config
 // podnet-ipam accepts, with the node's pool in its local store and the
 // cluster CIDR never masqueraded, otherwise as podnet install writes it.
-func TestNodeCIDRNetworkConfig(t *testing.T) {
-	p, key, shipped, rendered := nodeCIDRConflist(t)
-	list, err := cni.ParseNetworkConfigList(shipped, "ConfigMap key "+key)
+func TestNetworkConfig(t *testing.T) {
+	c := conflistOf(t, defaultDir)
+	list, err := cni.ParseNetworkConfigList(c.shipped, "ConfigMap key "+c.key)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if want := install.ConfFileName(list.Name); key != want {
-		t.Errorf("key %q for network %q: the agent installs it as %s, so name the key that", key, list.Name, want)
 	}
 	var doc struct {
 		Plugins []map[string]any `json:"plugins"`
 	}
-	if err := json.Unmarshal(shipped, &doc); err != nil || len(doc.Plugins) == 0 {
+	if err := json.Unmarshal(c.shipped, &doc); err != nil || len(doc.Plugins) == 0 {
 		t.Fatalf("plugins: %v", err)
 	}
 	ipam, _ := doc.Plugins[0]["ipam"].(map[string]any)
@@ -192,19 +129,11 @@ func TestNodeCIDRNetworkConfig(t *testing.T) {
 		t.Error("masqExclude in the ConfigMap: the agent sets it from cluster_cidr")
 	}
 
-	if err := json.Unmarshal(rendered, &doc); err != nil {
-		t.Fatal(err)
-	}
-	main := doc.Plugins[0]
-	stdin, _ := json.Marshal(mergeMaps(main, map[string]any{"name": list.Name, "cniVersion": list.CNIVersion}))
-	req, err := ipamcni.ParseRequest(stdin, nil)
-	if err != nil {
-		t.Fatalf("podnet-ipam refuses the installed config: %v", err)
-	}
-	cidrs, _ := clusterCIDRs(t, p)
-	store, _ := p.expandedFlag(t, p.agent, "store")
-	if len(req.Pools) != 1 || req.Pools[0].CIDR != netip.PrefixFrom(cidrs[0].Addr(), 24) || req.Config.Store != store || req.Config.Node != "node-1" {
-		t.Errorf("installed ipam: pools %+v, store %q, node %q", req.Pools, req.Config.Store, req.Config.Node)
+	main, req := c.installed(t)
+	cidrs, _ := clusterCIDRs(t, c.p)
+	store, _ := c.p.expandedFlag(t, c.p.agent, "store")
+	if len(req.Pools) != 1 || req.Pools[0].CIDR != c.podCIDRs[0] || req.Config.Store != store || req.Config.Node != renderNode {
+		t.Errorf("installed ipam: pools %+v, store %q, node %q; want the pool %s in %s on %s", req.Pools, req.Config.Store, req.Config.Node, c.podCIDRs[0], store, renderNode)
 	}
 	if got, want := main["masqExclude"], []any{cidrs[0].String()}; !reflect.DeepEqual(got, want) {
 		t.Errorf("installed masqExclude %v, want the cluster CIDR %v", got, want)
@@ -226,17 +155,7 @@ func TestNodeCIDRNetworkConfig(t *testing.T) {
 		delete(m, "ipam")
 		delete(m, "masqExclude")
 	}
-	if len(doc.Plugins) != len(genDoc.Plugins) || !reflect.DeepEqual(main, genDoc.Plugins[0]) {
-		t.Errorf("the installed conflist's plugins are not what podnet install writes:\n%v\n%v", doc.Plugins, genDoc.Plugins)
+	if len(list.Plugins) != len(genDoc.Plugins) || !reflect.DeepEqual(main, genDoc.Plugins[0]) {
+		t.Errorf("the installed conflist's plugins are not what podnet install writes:\n%v\n%v", main, genDoc.Plugins)
 	}
-}
-
-func mergeMaps(a, b map[string]any) map[string]any {
-	out := map[string]any{}
-	for _, m := range []map[string]any{a, b} {
-		for k, v := range m {
-			out[k] = v
-		}
-	}
-	return out
 }

@@ -1,8 +1,7 @@
-package e2e
+package e2enet
 
 import (
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"net/netip"
@@ -32,135 +31,44 @@ import (
 var forwardingKeys = []string{"net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"}
 
 // sysctl reads key in n's namespace.
-func (n *node) sysctl(t testing.TB, key string) string {
+func (n *Node) sysctl(t testing.TB, key string) string {
 	t.Helper()
 	var v string
-	err := netns.Do(n.ns.path, func() (err error) { v, err = dataplane.ReadSysctl(key); return err })
+	err := netns.Do(n.NS.Path, func() (err error) { v, err = dataplane.ReadSysctl(key); return err })
 	if err != nil {
-		t.Fatalf("node %s: %v", n.name, err)
+		t.Fatalf("node %s: %v", n.Name, err)
 	}
 	return v
 }
 
-// checkForwarding: once n has pods, podnet has turned forwarding on for
+// dualStack reports whether n's pods have IPv6 addresses too.
+func (n *Node) dualStack() bool {
+	return slices.ContainsFunc(n.Pools, func(p netip.Prefix) bool { return p.Addr().Is6() })
+}
+
+// CheckForwarding: once n has pods, podnet has turned forwarding on for
 // every family its pods have.
-func (c *cluster) checkForwarding(n *node) {
-	t := c.t
+func (c *Cluster) CheckForwarding(n *Node) {
+	t := c.T
 	t.Helper()
 	keys := forwardingKeys[:1]
-	if c.dualStack() {
+	if n.dualStack() {
 		keys = forwardingKeys
 	}
 	for _, key := range keys {
 		if v := n.sysctl(t, key); v != "1" {
-			t.Errorf("node %s with pods: %s = %s, want 1 (podnet turns forwarding on)", n.name, key, v)
+			t.Errorf("node %s with pods: %s = %s, want 1 (podnet turns forwarding on)", n.Name, key, v)
 		}
 	}
 }
 
-// addrs are the pod's addresses, IPv4 first.
-func (p *pod) addrs() []netip.Addr {
-	var out []netip.Addr
-	for _, a := range []netip.Addr{p.ip, p.ip6} {
-		if a.IsValid() {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
-// own is the pod's address of dst's family.
-func (p *pod) own(dst netip.Addr) netip.Addr {
-	if dst.Is4() {
-		return p.ip
-	}
-	return p.ip6
-}
-
-const echoPort = 7070
-
-// serve starts a TCP server on each of the pod's addresses, inside the
-// pod: it reads a message to its end and answers with the source address
-// it saw and the message.
-func (p *pod) serve(t *testing.T) {
-	for _, ip := range p.addrs() {
-		p.serveOn(t, ip)
-	}
-}
-
-func (p *pod) serveOn(t *testing.T, ip netip.Addr) {
-	var l net.Listener
-	err := netns.Do(p.ns, func() (err error) {
-		l, err = net.Listen("tcp", net.JoinHostPort(ip.String(), fmt.Sprint(echoPort)))
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer conn.Close()
-				_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-				msg, err := io.ReadAll(conn)
-				if err != nil {
-					return
-				}
-				src := conn.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
-				_, _ = fmt.Fprintf(conn, "%s %s", src, msg)
-			}()
-		}
-	}()
-}
-
-// talkTo opens a TCP connection from p to q's address dst and checks
-// that the message comes back, and that q saw p's own address as the
-// source.
-func (p *pod) talkTo(q *pod, dst netip.Addr) error {
-	what := fmt.Sprintf("%s -> %s (%s)", p.id, q.id, dst)
-	var conn net.Conn
-	err := netns.Do(p.ns, func() (err error) {
-		conn, err = (&net.Dialer{Timeout: 2 * time.Second}).Dial("tcp", net.JoinHostPort(dst.String(), fmt.Sprint(echoPort)))
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-	msg := "hello from " + p.id
-	if _, err := conn.Write([]byte(msg)); err != nil {
-		return fmt.Errorf("%s: write: %w", what, err)
-	}
-	if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	got, err := io.ReadAll(conn)
-	if err != nil {
-		return fmt.Errorf("%s: read: %w", what, err)
-	}
-	seen, echoed, ok := strings.Cut(string(got), " ")
-	if !ok || echoed != msg {
-		return fmt.Errorf("%s: answer %q, want the source address seen and %q", what, got, msg)
-	}
-	if want := p.own(dst); seen != want.String() {
-		return fmt.Errorf("%s: %s saw source %s, want %s's own address %s (no NAT between pods)", what, q.id, seen, p.id, want)
-	}
-	return nil
-}
-
-// checkTraffic checks TCP from every pod to every other pod's addresses,
-// and UDP from every pod to the outside hosts, all at once, and reports
-// every failure before it stops the test.
-func (c *cluster) checkTraffic() {
-	t := c.t
+// CheckTraffic checks TCP from every pod to every other pod's addresses,
+// and UDP from every pod to the outside hosts of its families, all at
+// once, and reports every failure before it stops the test.
+func (c *Cluster) CheckTraffic() {
+	t := c.T
 	t.Helper()
-	pods := c.allPods()
+	pods := c.AllPods()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
@@ -177,12 +85,14 @@ func (c *cluster) checkTraffic() {
 			if p == q {
 				continue
 			}
-			for _, dst := range q.addrs() {
-				conns++
-				wg.Go(func() { report(p.talkTo(q, dst)) })
+			for _, dst := range q.Addrs() {
+				if p.own(dst).IsValid() {
+					conns++
+					wg.Go(func() { report(p.talkTo(q, dst)) })
+				}
 			}
 		}
-		for _, dst := range c.outsideAddrs() {
+		for _, dst := range c.outsideAddrs(p) {
 			outs++
 			wg.Go(func() { report(c.outside.reach(p, dst)) })
 		}
@@ -198,12 +108,12 @@ func (c *cluster) checkTraffic() {
 	t.Logf("%d pods: %d TCP connections between them, each seen from the pod's own address; %d datagrams to outside hosts, each seen from the node's", len(pods), conns, outs)
 }
 
-// outsideAddrs are the outside hosts of the families the pods have.
-func (c *cluster) outsideAddrs() []netip.Addr {
-	if c.dualStack() {
-		return []netip.Addr{c.u.outside4, c.u.outside6}
+// outsideAddrs are the outside hosts of the families p has.
+func (c *Cluster) outsideAddrs(p *Pod) []netip.Addr {
+	if p.IP6.IsValid() {
+		return []netip.Addr{c.U.Outside4, c.U.Outside6}
 	}
-	return []netip.Addr{c.u.outside4}
+	return []netip.Addr{c.U.Outside4}
 }
 
 const outsidePort = 7071
@@ -218,12 +128,12 @@ type outsideHost struct {
 	seen map[string]netip.Addr // by message
 }
 
-func startOutside(t *testing.T, u *underlay) *outsideHost {
+func startOutside(t *testing.T, u *Underlay) *outsideHost {
 	t.Helper()
 	o := &outsideHost{seen: map[string]netip.Addr{}}
-	for _, a := range []netip.Addr{u.outside4, u.outside6} {
+	for _, a := range []netip.Addr{u.Outside4, u.Outside6} {
 		var conn *net.UDPConn
-		err := netns.Do(u.hub.path, func() (err error) {
+		err := netns.Do(u.Hub.Path, func() (err error) {
 			conn, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, outsidePort)))
 			return err
 		})
@@ -253,14 +163,14 @@ func (o *outsideHost) serve(conn *net.UDPConn) {
 
 // reach sends a datagram from p to the outside host dst and checks that
 // the host saw it from p's node's underlay address: masqueraded.
-func (o *outsideHost) reach(p *pod, dst netip.Addr) error {
-	want := p.node.addr
+func (o *outsideHost) reach(p *Pod, dst netip.Addr) error {
+	want := p.Node.Addr
 	if dst.Is6() {
-		want = p.node.addr6
+		want = p.Node.Addr6
 	}
-	what := fmt.Sprintf("%s (%s) -> outside host %s", p.id, p.own(dst), dst)
+	what := fmt.Sprintf("%s (%s) -> outside host %s", p.ID, p.own(dst), dst)
 	var conn *net.UDPConn
-	err := netns.Do(p.ns, func() (err error) {
+	err := netns.Do(p.NS, func() (err error) {
 		conn, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, outsidePort)))
 		return err
 	})
@@ -285,7 +195,7 @@ func (o *outsideHost) reach(p *pod, dst netip.Addr) error {
 			continue
 		}
 		if got := string(buf[:n]); got != want.String() {
-			return fmt.Errorf("%s: the outside host saw source %s, want %s, node %s's underlay address (masqueraded)", what, got, want, p.node.name)
+			return fmt.Errorf("%s: the outside host saw source %s, want %s, node %s's underlay address (masqueraded)", what, got, want, p.Node.Name)
 		}
 		return nil
 	}
@@ -293,23 +203,23 @@ func (o *outsideHost) reach(p *pod, dst netip.Addr) error {
 	src, ok := o.seen[msg]
 	o.mu.Unlock()
 	if ok {
-		return fmt.Errorf("%s: the outside host saw source %s, want %s, node %s's underlay address (masqueraded); its answer did not come back (%v)", what, src, want, p.node.name, lastErr)
+		return fmt.Errorf("%s: the outside host saw source %s, want %s, node %s's underlay address (masqueraded); its answer did not come back (%v)", what, src, want, p.Node.Name, lastErr)
 	}
-	return fmt.Errorf("%s: the outside host saw nothing, want it to see source %s, node %s's underlay address (masqueraded): %v", what, want, p.node.name, lastErr)
+	return fmt.Errorf("%s: the outside host saw nothing, want it to see source %s, node %s's underlay address (masqueraded): %v", what, want, p.Node.Name, lastErr)
 }
 
 // multicast is never masqueraded: dataplane excludes it on every
 // network.
 var multicast = []netip.Prefix{netip.MustParsePrefix("224.0.0.0/4"), netip.MustParsePrefix("ff00::/8")}
 
-// checkMasqClean, once every pod is deleted: nothing of them is left in
+// CheckMasqClean, once every pod is deleted: nothing of them is left in
 // n's masquerade sets. The pod sets are empty and the exclusion sets
 // hold exactly the network's own prefixes (masqExclude and multicast),
 // never an address of a pod.
-func (c *cluster) checkMasqClean(n *node) {
-	t := c.t
+func (c *Cluster) CheckMasqClean(n *Node) {
+	t := c.T
 	t.Helper()
-	f, err := os.Open(n.ns.path)
+	f, err := os.Open(n.NS.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,18 +231,18 @@ func (c *cluster) checkMasqClean(n *node) {
 	table := &nftables.Table{Name: dataplane.MasqTableName, Family: nftables.TableFamilyINet}
 	sets, err := conn.GetSets(table)
 	if err != nil {
-		t.Errorf("node %s: sets of table inet %s: %v", n.name, table.Name, err)
+		t.Errorf("node %s: sets of table inet %s: %v", n.Name, table.Name, err)
 		return
 	}
 	var excl4, excl6 []string
-	for _, p := range append(slices.Clone(c.network.exclude), multicast...) {
+	for _, p := range append(slices.Clone(c.Network.Exclude), multicast...) {
 		if p.Addr().Is4() {
 			excl4 = append(excl4, p.String())
 		} else {
 			excl6 = append(excl6, p.String())
 		}
 	}
-	name := c.network.name
+	name := c.Network.Name
 	want := map[string]string{
 		"pods4-" + name: "", "pods6-" + name: "",
 		"nomasq4-" + name: joinSorted(excl4), "nomasq6-" + name: joinSorted(excl6),
@@ -341,13 +251,13 @@ func (c *cluster) checkMasqClean(n *node) {
 	for _, s := range sets {
 		elems, err := conn.GetSetElements(s)
 		if err != nil {
-			t.Errorf("node %s: elements of set %s: %v", n.name, s.Name, err)
+			t.Errorf("node %s: elements of set %s: %v", n.Name, s.Name, err)
 			return
 		}
 		got[s.Name] = joinSorted(testutil.SetContents(s, elems))
 	}
 	if !maps.Equal(got, want) {
-		t.Errorf("node %s after DEL of every pod: table inet %s holds %s, want %s", n.name, table.Name, describeSets(got), describeSets(want))
+		t.Errorf("node %s after DEL of every pod: table inet %s holds %s, want %s", n.Name, table.Name, describeSets(got), describeSets(want))
 	}
 }
 

@@ -1,0 +1,203 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/podnet/podnet/ipam"
+	"github.com/podnet/podnet/ipamcni"
+)
+
+// IPAMNodes is the API resource of a node's IPAM index in block IPAM on
+// the Kubernetes API (deploy/kubernetes/crds): its spec is the store's
+// ipam.NodeIndex verbatim.
+var IPAMNodes = schema.GroupVersionResource{Group: "podnet.io", Version: "v1", Resource: "ipamnodes"}
+
+// ipamSetLabel marks the objects of a store whose key prefix is not the
+// default (ipam/store/kube); the agent follows the default set.
+const ipamSetLabel = "podnet.io/ipam-set"
+
+// ipamNodeInformer follows every IPAMNode and feeds its spec to the
+// cluster state under the index's store key, so that routes come from the
+// same code as with an etcd store: confirmed blocks and published
+// borrowed addresses. Indexes change when a node claims or lets go of a
+// block, never on an ordinary allocation: the agents see no per-pod event.
+func (a *Agent) ipamNodeInformer(cfg *rest.Config) (cache.SharedIndexInformer, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{rt: rt, n: a.kube.requests} })
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	res := client.Resource(IPAMNodes)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = "!" + ipamSetLabel
+			return res.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = "!" + ipamSetLabel
+			return res.Watch(ctx, o)
+		},
+	}
+	inf := cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	_ = inf.SetTransform(slimUnstructured)
+	_, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { a.onIPAMNode(obj, false) },
+		UpdateFunc: func(_, obj any) { a.onIPAMNode(obj, false) },
+		DeleteFunc: func(obj any) { a.onIPAMNode(obj, true) },
+	})
+	return inf, err
+}
+
+// onIPAMNode applies one IPAMNode's spec (or its deletion).
+func (a *Agent) onIPAMNode(obj any, deleted bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+	node, _ := spec["node"].(string)
+	if node == "" {
+		a.log.Warn("ignoring an IPAMNode without spec.node", "name", u.GetName())
+		return
+	}
+	value, err := json.Marshal(spec)
+	if err != nil {
+		a.log.Warn("ignoring an undecodable IPAMNode", "name", u.GetName(), "err", err)
+		return
+	}
+	a.mu.Lock()
+	changed, err := a.state.apply(a.keys.Node(node), value, deleted)
+	a.mu.Unlock()
+	if err != nil {
+		a.log.Warn("ignoring an undecodable IPAMNode", "name", u.GetName(), "err", err)
+	}
+	if changed {
+		a.kick()
+	}
+}
+
+// slimUnstructured drops what the agent never reads of a cached object
+// (managed fields, annotations): most of its size.
+func slimUnstructured(obj any) (any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		u.SetManagedFields(nil)
+		u.SetAnnotations(nil)
+	}
+	return obj, nil
+}
+
+// KubeBlocks selects block IPAM on the Kubernetes API (model B): pools,
+// blocks and one index per node are podnet.io objects (CRDs in
+// deploy/kubernetes/crds), the plugins allocate with one block write per
+// pod through a kubeconfig of their own, and the agent routes from the
+// indexes (IPAMNodes). Config.Store is then the agent's own store on the
+// API (OpenKubeStore), for seeding pools and for GC.
+type KubeBlocks struct {
+	// Pools are created at start where the API has no pool of the name
+	// (the installed conflist's pools): the plugins may not create pools.
+	// A pool that exists is left as it is: the API is the truth.
+	Pools []ipam.Pool
+	// Credentials keeps the plugins' kubeconfig; nil writes none.
+	Credentials *CNICredentials
+}
+
+// prepareBlocks makes what the plugins need before the config is
+// installed: the pools, and the plugins' kubeconfig, whose token it then
+// keeps renewed. It retries until done or ctx ends (false).
+func (a *Agent) prepareBlocks(ctx context.Context) bool {
+	kb := a.cfg.Kube.Blocks
+	backoff := 500 * time.Millisecond
+	var expiry time.Time
+	for {
+		err := a.seedPools(ctx, kb.Pools)
+		if err == nil && kb.Credentials != nil {
+			expiry, err = kb.Credentials.WriteOnce(ctx)
+		}
+		if err == nil {
+			break
+		}
+		a.log.Error("block IPAM not ready", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	if kb.Credentials != nil {
+		go kb.Credentials.renew(ctx, expiry)
+	}
+	return true
+}
+
+// seedPools creates the pools the API does not have yet.
+func (a *Agent) seedPools(ctx context.Context, pools []ipam.Pool) error {
+	alloc := ipam.New(a.cfg.Store, ipam.Config{Keys: a.keys})
+	have, err := alloc.Pools(ctx)
+	if err != nil {
+		return fmt.Errorf("pools: %w", err)
+	}
+	for _, p := range pools {
+		if slices.ContainsFunc(have, func(h ipam.Pool) bool { return h.Name == p.Name }) {
+			continue
+		}
+		if err := alloc.PutPool(ctx, p); err != nil {
+			return fmt.Errorf("pool %s: %w", p.Name, err)
+		}
+		a.log.Info("pool created", "pool", p.Name, "cidr", p.CIDR)
+	}
+	return nil
+}
+
+// ConflistPools returns the pools the podnet-ipam sections of a conflist
+// file declare: what the agent seeds for block IPAM on the API.
+func ConflistPools(path string) ([]ipam.Pool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	_, ipams := ipamPlugins(doc)
+	var out []ipam.Pool
+	for _, conf := range ipams {
+		stdin, err := json.Marshal(map[string]any{"name": doc["name"], "ipam": conf})
+		if err != nil {
+			return nil, err
+		}
+		req, err := ipamcni.ParseRequest(stdin, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		for _, p := range req.Pools {
+			if !slices.ContainsFunc(out, func(q ipam.Pool) bool { return q.Name == p.Name }) {
+				out = append(out, p)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no podnet-ipam pools", path)
+	}
+	return out, nil
+}
