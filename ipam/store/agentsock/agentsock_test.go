@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/podnet/podnet/ipam"
+	"github.com/podnet/podnet/ipam/ipamtest"
 	"github.com/podnet/podnet/ipam/store/agentsock"
 	"github.com/podnet/podnet/ipam/store/bolt"
 	"github.com/podnet/podnet/ipam/store/storetest"
@@ -123,6 +124,15 @@ func TestSuite(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestAllocatorSuite: the allocator's suite through the socket, the
+// server's cache included, to bbolt: the cache changes no allocator
+// semantics.
+func TestAllocatorSuite(t *testing.T) {
+	ipamtest.Run(t, func(t *testing.T) ipam.Store {
+		return client(t, serve(t, boltStore(t), agentsock.Options{}).path)
+	}, ipamtest.Options{})
 }
 
 // TestKeptConnection: one client's sequential calls share one
