@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipam/store/agentsock"
@@ -178,3 +180,64 @@ func (f failingStore) Get(context.Context, string) (ipam.KV, error)     { return
 func (f failingStore) List(context.Context, string) ([]ipam.KV, error)  { return nil, f.err }
 func (f failingStore) Write(context.Context, ipam.Write) (int64, error) { return 0, f.err }
 func (f failingStore) Close() error                                     { return nil }
+
+// TestListCache: Lists of a cached prefix are answered from the cache
+// for the TTL, a write through the server under it evicts at once, one
+// behind its back is seen after the TTL, FreshRead reads the backend, and
+// other prefixes are never cached.
+func TestListCache(t *testing.T) {
+	ctx := t.Context()
+	backend := boltStore(t)
+	const ttl = 300 * time.Millisecond
+	s := serve(t, backend, agentsock.Options{CachedLists: []string{"/pools/"}, ListTTL: ttl})
+	c := client(t, s.path)
+	keys := func(prefix string, fresh bool) []string {
+		t.Helper()
+		lctx := ctx
+		if fresh {
+			lctx = ipam.FreshRead(ctx)
+		}
+		kvs, err := c.List(lctx, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, kv := range kvs {
+			out = append(out, kv.Key)
+		}
+		return out
+	}
+	if _, err := c.Write(ctx, ipam.Write{Key: "/pools/a", Value: []byte("a")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := keys("/pools/", false); !slices.Equal(got, []string{"/pools/a"}) {
+		t.Fatalf("List = %q", got)
+	}
+	if _, err := c.Write(ctx, ipam.Write{Key: "/pools/b", Value: []byte("b")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := keys("/pools/", false); !slices.Equal(got, []string{"/pools/a", "/pools/b"}) {
+		t.Fatalf("List after a write through the server = %q, want it seen at once", got)
+	}
+	start := time.Now()
+	if _, err := backend.Write(ctx, ipam.Write{Key: "/pools/c", Value: []byte("c")}); err != nil {
+		t.Fatal(err)
+	}
+	stale := keys("/pools/", false)
+	if len(stale) != 2 && time.Since(start) < ttl {
+		t.Fatalf("List within the TTL = %q, want the cached answer", stale)
+	}
+	if got := keys("/pools/", true); len(got) != 3 {
+		t.Fatalf("FreshRead List = %q, want the backend's 3 keys", got)
+	}
+	time.Sleep(ttl)
+	if got := keys("/pools/", false); len(got) != 3 {
+		t.Fatalf("List after the TTL = %q, want 3 keys", got)
+	}
+	before := s.srv.Stats()
+	keys("/other/", false)
+	keys("/other/", false)
+	if st := s.srv.Stats(); st.ListHits != before.ListHits {
+		t.Fatalf("Lists of an uncached prefix hit the cache: %+v", st)
+	}
+}

@@ -25,10 +25,13 @@
 // conflicts or fails (so the allocator's retry reads the backend), and
 // bypassed (and refreshed) by a Get with ipam.FreshRead. A write made
 // behind the server's back, by another node or the CLI, therefore costs
-// one conflict and one read. List always reads the backend and does not
-// fill the cache: the allocator lists only off the steady-state path
-// (pool nearly full, borrowing, Check), and a list of every block would
-// fill the cache with other nodes' blocks.
+// one conflict and one read. A List does not fill the Get cache (a list
+// of every block would fill it with other nodes' blocks), and reads the
+// backend, except for the prefixes named in Options.CachedLists (the
+// pools', which every AutoAssign lists): their answers are served for a
+// TTL, evicted by a write through the server under the prefix; a change
+// behind the server's back is seen within the TTL (a List has no
+// revision to check a write against). FreshRead bypasses both caches.
 //
 // What the package must not do: retry a Write (the allocator's
 // compare-and-swap retries make that safe; the store cannot know whether

@@ -18,6 +18,14 @@ type Options struct {
 	// CacheEntries bounds the Get cache (0: DefaultCacheEntries); a
 	// negative value disables it.
 	CacheEntries int
+	// CachedLists are key prefixes whose List answers are kept for
+	// ListTTL (0: DefaultListTTL), for a List of exactly that prefix:
+	// the pools' (ipam.Keys.Pools()), which every AutoAssign lists and
+	// which change rarely. A write through the server under the prefix
+	// evicts the answer; one behind its back is seen within the TTL.
+	// None by default: every List reads the backend.
+	CachedLists []string
+	ListTTL     time.Duration
 }
 
 // Stats count what the server did, for tests and metrics.
@@ -25,23 +33,25 @@ type Stats struct {
 	// Hits are Gets answered from the cache; Reads, Gets that read the
 	// backend (misses and fresh reads); Fresh, those that asked for it.
 	Hits, Reads, Fresh uint64
-	// Lists and Writes are the calls of each kind; Conflicts, the Writes
-	// the backend refused on their revision.
-	Lists, Writes, Conflicts uint64
+	// Lists and Writes are the calls of each kind; ListHits, the Lists
+	// answered from the cache; Conflicts, the Writes the backend refused
+	// on their revision.
+	Lists, ListHits, Writes, Conflicts uint64
 }
 
 // Server serves an ipam.Store to clients on a listener.
 type Server struct {
 	backend ipam.Store
-	cache   *cache // nil: disabled
+	cache   *cache     // nil: disabled
+	lists   *listCache // nil: no List cached
 
-	hits, reads, fresh, lists, writes, conflicts atomic.Uint64
+	hits, reads, fresh, nlists, listHits, writes, conflicts atomic.Uint64
 }
 
 // NewServer returns a server of backend. The backend stays the caller's:
 // the server does not close it.
 func NewServer(backend ipam.Store, o Options) *Server {
-	s := &Server{backend: backend}
+	s := &Server{backend: backend, lists: newListCache(o.CachedLists, o.ListTTL)}
 	switch {
 	case o.CacheEntries == 0:
 		s.cache = newCache(DefaultCacheEntries)
@@ -60,7 +70,7 @@ func Serve(ctx context.Context, l net.Listener, backend ipam.Store, o Options) e
 // Stats returns the counts so far.
 func (s *Server) Stats() Stats {
 	return Stats{Hits: s.hits.Load(), Reads: s.reads.Load(), Fresh: s.fresh.Load(),
-		Lists: s.lists.Load(), Writes: s.writes.Load(), Conflicts: s.conflicts.Load()}
+		Lists: s.nlists.Load(), ListHits: s.listHits.Load(), Writes: s.writes.Load(), Conflicts: s.conflicts.Load()}
 }
 
 // Serve accepts connections on l and answers their calls until ctx ends,
@@ -150,7 +160,7 @@ func (s *Server) answer(ctx context.Context, req request, buf []byte) []byte {
 		}
 	case req.op == opList:
 		var kvs []ipam.KV
-		if kvs, err = s.list(ctx, req.key); err == nil {
+		if kvs, err = s.list(ctx, req.key, req.flags&flagFresh != 0); err == nil {
 			e.u8(statusOK)
 			e.u32(len(kvs))
 			for _, kv := range kvs {
@@ -200,9 +210,24 @@ func (s *Server) get(ctx context.Context, key string, fresh bool) (ipam.KV, erro
 	return kv, err
 }
 
-func (s *Server) list(ctx context.Context, prefix string) ([]ipam.KV, error) {
-	s.lists.Add(1)
-	return s.backend.List(ctx, prefix)
+// list reads the backend, unless prefix's Lists are cached and a fresh
+// enough answer is kept.
+func (s *Server) list(ctx context.Context, prefix string, fresh bool) ([]ipam.KV, error) {
+	s.nlists.Add(1)
+	if !s.lists.covers(prefix) {
+		return s.backend.List(ctx, prefix)
+	}
+	now := time.Now()
+	if kvs, ok := s.lists.get(prefix, now); ok && !fresh {
+		s.listHits.Add(1)
+		return kvs, nil
+	}
+	token := s.lists.begin()
+	kvs, err := s.backend.List(ctx, prefix)
+	if err == nil {
+		s.lists.fill(prefix, kvs, token, now)
+	}
+	return kvs, err
 }
 
 // write writes through: a success updates the cache, any failure evicts
@@ -210,6 +235,7 @@ func (s *Server) list(ctx context.Context, prefix string) ([]ipam.KV, error) {
 // failure: the write may or may not have been applied).
 func (s *Server) write(ctx context.Context, w ipam.Write) (int64, error) {
 	s.writes.Add(1)
+	defer s.lists.wrote(w.Key)
 	if s.cache == nil {
 		rev, err := s.backend.Write(ctx, w)
 		if errors.Is(err, ipam.ErrConflict) {

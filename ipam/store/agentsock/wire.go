@@ -2,6 +2,7 @@ package agentsock
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -66,8 +67,13 @@ var statusErrors = map[byte]error{
 	statusUnsupported: errors.ErrUnsupported,
 }
 
-// statusOf is the status that carries err's identity across the wire.
+// statusOf is the status that carries err's identity across the wire. A
+// backend call cut short by the request's deadline is unavailable, as
+// the stores report it themselves.
 func statusOf(err error) byte {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return statusUnavailable
+	}
 	// Fixed order: an error matching several keeps the same status.
 	for _, s := range []byte{statusConflict, statusNotFound, statusUnavailable, statusWrite, statusCompacted, statusUnsupported} {
 		if errors.Is(err, statusErrors[s]) {
