@@ -15,6 +15,7 @@ import (
 
 	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/ipam"
+	"github.com/podnet/podnet/ipam/store/agentsock"
 	"github.com/podnet/podnet/netns"
 	"github.com/podnet/podnet/test/k8s/cluster"
 )
@@ -213,7 +214,8 @@ func reportWaves(b *testing.B, prefix string, waves []waveResult) {
 // option: option 1, podnet-ipam on the API itself (store
 // kubernetes:KUBECONFIG); option 2, podnet-ipam on its node's agent
 // (store agent:SOCKET, one in-process server and cache per node over the
-// Kubernetes store). Each wave execs 10 node names x 40 concurrent ADDs
+// Kubernetes store), with every List read from the API or (poolcache)
+// the pools' List kept for a second. Each wave execs 10 node names x 40 concurrent ADDs
 // with unique container IDs, checks no address was given twice, then
 // execs the 400 DELs at once; the same with 1 x 40 and 10 x 1 (design
 // 4.4 item 3). Run only the 10 x 40 with -bench
@@ -233,9 +235,12 @@ func BenchmarkModelBAllocations(b *testing.B) {
 	}
 	plugin := buildIPAMPlugin(b, c)
 	_, podNS := testutil.NewNetNS(b)
-	socks := make([]string, 10)
+	// One agent per node, each with its store's cache; the second set
+	// also keeps the pools' List for agentsock.DefaultListTTL.
+	socks, poolSocks := make([]string, 10), make([]string, 10)
 	for i := range socks {
-		socks[i], _ = agentSock(b, openKubeStore(b, c, kc, ""))
+		socks[i], _ = agentSock(b, openKubeStore(b, c, kc, ""), agentsock.Options{})
+		poolSocks[i], _ = agentSock(b, openKubeStore(b, c, kc, ""), agentsock.Options{CachedLists: []string{ipam.Keys{}.Pools()}})
 	}
 	options := []struct {
 		name  string
@@ -243,6 +248,7 @@ func BenchmarkModelBAllocations(b *testing.B) {
 	}{
 		{"option1-kube", func(int) string { return "kubernetes:" + kc }},
 		{"option2-agent", func(i int) string { return "agent:" + socks[i] }},
+		{"option2-agent-poolcache", func(i int) string { return "agent:" + poolSocks[i] }},
 	}
 	for k, o := range options {
 		for _, shape := range allocShapes {

@@ -27,7 +27,7 @@ import (
 // agentSock serves backend on a new socket, as the node's agent does in
 // model B option 2 (docs/design/kubernetes-ipam.md 4.2), until t ends; it
 // returns the socket's path and the server.
-func agentSock(t testing.TB, backend ipam.Store) (string, *agentsock.Server) {
+func agentSock(t testing.TB, backend ipam.Store, o agentsock.Options) (string, *agentsock.Server) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "podnet-agentsock")
 	if err != nil {
@@ -39,7 +39,7 @@ func agentSock(t testing.TB, backend ipam.Store) (string, *agentsock.Server) {
 		os.RemoveAll(dir)
 		t.Fatal(err)
 	}
-	srv := agentsock.NewServer(backend, agentsock.Options{})
+	srv := agentsock.NewServer(backend, o)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, l) }()
@@ -70,7 +70,7 @@ func TestAgentSockKube(t *testing.T) {
 	c, kc := kubeStoreCluster(t)
 	t.Run("Suite", func(t *testing.T) {
 		storetest.RunWrites(t, func(t *testing.T, prefix string) ipam.Store {
-			path, _ := agentSock(t, openKubeStore(t, c, kc, prefix))
+			path, _ := agentSock(t, openKubeStore(t, c, kc, prefix), agentsock.Options{})
 			return openAgentClient(t, path)
 		}, storetest.IPAMShape())
 	})
@@ -81,7 +81,7 @@ func testAgentSockForeignWrite(t *testing.T, c *cluster.Cluster, kc string) {
 	ctx := t.Context()
 	const prefix = "/agentsock-test/"
 	direct := openKubeStore(t, c, kc, prefix)
-	path, srv := agentSock(t, openKubeStore(t, c, kc, prefix))
+	path, srv := agentSock(t, openKubeStore(t, c, kc, prefix), agentsock.Options{})
 	client := openAgentClient(t, path)
 	cidr := netip.MustParsePrefix("10.251.0.0/26")
 	key := ipam.Keys{Prefix: prefix}.Block(cidr)
@@ -150,7 +150,7 @@ func BenchmarkModelBStore(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	sock, _ := agentSock(b, openKubeStore(b, c, kc, ""))
+	sock, _ := agentSock(b, openKubeStore(b, c, kc, ""), agentsock.Options{})
 	options := []struct {
 		name string
 		open func() (ipam.Store, error)
