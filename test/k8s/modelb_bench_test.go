@@ -17,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipam/store/agentsock"
 	"github.com/podnet/podnet/ipam/store/kube"
@@ -175,6 +178,82 @@ func BenchmarkModelBStore(b *testing.B) {
 			reportRequests(b, apiRequests(ctx, b, c).sub(before), len(lat))
 		})
 	}
+	// A LIST of the pools, as every AutoAssign makes (Allocator.
+	// eligiblePools), one after another on a kept connection: the API
+	// server answers a LIST from its watch cache only once the cache is
+	// known current (consistent reads from cache), which costs more than
+	// a GET.
+	b.Run("LIST-pools-kept-connection", func(b *testing.B) {
+		var lat []time.Duration
+		for b.Loop() {
+			start := time.Now()
+			if _, err := setup.List(ctx, keys.Pools()); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(start))
+		}
+		reportLatency(b, "", lat)
+	})
+	// The same LIST right after a block's PUT, as the next ADD on the
+	// node makes it: the watch cache must have seen the PUT's revision.
+	b.Run("LIST-pools-after-PUT", func(b *testing.B) {
+		var lat []time.Duration
+		kv, err := setup.Get(ctx, reads[2])
+		if err != nil {
+			b.Fatal(err)
+		}
+		rev := kv.ModRevision
+		for b.Loop() {
+			blk.Sequence++
+			if rev, err = setup.Write(ctx, ipam.Write{Key: reads[2], ModRevision: rev, Value: mustMarshal(b, blk)}); err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			if _, err := setup.List(ctx, keys.Pools()); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(start))
+		}
+		reportLatency(b, "", lat)
+	})
+	// The same with resourceVersion=0 (any version the watch cache
+	// has, no wait), through client-go: what a store could ask instead.
+	b.Run("LIST-pools-after-PUT-rv0", func(b *testing.B) {
+		dc, err := dynamic.NewForConfig(c.Config)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pools := dc.Resource(podnetResource("ippools"))
+		kv, err := setup.Get(ctx, reads[2])
+		if err != nil {
+			b.Fatal(err)
+		}
+		rev := kv.ModRevision
+		var lat []time.Duration
+		for b.Loop() {
+			blk.Sequence++
+			if rev, err = setup.Write(ctx, ipam.Write{Key: reads[2], ModRevision: rev, Value: mustMarshal(b, blk)}); err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			if _, err := pools.List(ctx, metav1.ListOptions{ResourceVersion: "0"}); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(start))
+		}
+		reportLatency(b, "", lat)
+	})
+	b.Run("GET-pool-kept-connection", func(b *testing.B) {
+		var lat []time.Duration
+		for b.Loop() {
+			start := time.Now()
+			if _, err := setup.Get(ctx, reads[0]); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(start))
+		}
+		reportLatency(b, "", lat)
+	})
 	b.Run("harness-dial", func(b *testing.B) {
 		for b.Loop() {
 			conn, err := c.DialContext(ctx, "tcp", "198.18.0.1:6443")
