@@ -9,16 +9,27 @@ import (
 	"time"
 )
 
+// acquires are the two ways to take the lock.
+var acquires = map[string]func(context.Context, string, time.Duration) (*Lock, error){
+	"Acquire": Acquire, "AcquireLong": AcquireLong,
+}
+
 // TestContended: many waiters on one lock each get it once, one at a
 // time.
 func TestContended(t *testing.T) {
+	for name, acquire := range acquires {
+		t.Run(name, func(t *testing.T) { testContended(t, acquire) })
+	}
+}
+
+func testContended(t *testing.T, acquire func(context.Context, string, time.Duration) (*Lock, error)) {
 	path := filepath.Join(t.TempDir(), "dir", "lock")
 	var mu sync.Mutex
 	holders, max := 0, 0
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Go(func() {
-			l, err := Acquire(t.Context(), path, 20*time.Second)
+			l, err := acquire(t.Context(), path, 20*time.Second)
 			if err != nil {
 				t.Error(err)
 				return
@@ -51,13 +62,19 @@ func maxInt(a, b int) int {
 // ctx ends, and a wait given up on does not keep the lock once the
 // holder lets go.
 func TestTimeoutAndCancel(t *testing.T) {
+	for name, acquire := range acquires {
+		t.Run(name, func(t *testing.T) { testTimeoutAndCancel(t, acquire) })
+	}
+}
+
+func testTimeoutAndCancel(t *testing.T, acquire func(context.Context, string, time.Duration) (*Lock, error)) {
 	path := filepath.Join(t.TempDir(), "lock")
 	held, err := Acquire(t.Context(), path, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if _, err := Acquire(t.Context(), path, 100*time.Millisecond); !errors.Is(err, ErrBusy) {
+	if _, err := acquire(t.Context(), path, 100*time.Millisecond); !errors.Is(err, ErrBusy) {
 		t.Fatalf("Acquire of a held lock: %v, want ErrBusy", err)
 	}
 	if d := time.Since(start); d < 100*time.Millisecond || d > 2*time.Second {
@@ -65,7 +82,7 @@ func TestTimeoutAndCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := Acquire(ctx, path, time.Minute); !errors.Is(err, ErrBusy) || !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := acquire(ctx, path, time.Minute); !errors.Is(err, ErrBusy) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Acquire with a context that ends: %v, want ErrBusy (deadline exceeded)", err)
 	}
 	held.Release()
