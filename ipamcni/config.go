@@ -18,7 +18,9 @@ type Config struct {
 	// Store is "bolt:/var/lib/podnet/ipam.db" (default),
 	// "etcd://host:port[,host:port...]" ("etcds://" for TLS), or
 	// "kubernetes:/etc/cni/net.d/podnet-kubeconfig" (block IPAM on the
-	// Kubernetes API, through a kubeconfig in JSON the agent writes).
+	// Kubernetes API, through a kubeconfig in JSON the agent writes), or
+	// "agent:/run/podnet/ipam.sock" (the store the node's agent serves,
+	// ipam/store/agentsock).
 	Store        string `json:"store"`
 	EtcdCertFile string `json:"etcdCertFile,omitempty"`
 	EtcdKeyFile  string `json:"etcdKeyFile,omitempty"`

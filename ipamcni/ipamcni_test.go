@@ -225,3 +225,34 @@ func TestUnreachableStoreIsTryAgainLater(t *testing.T) {
 		t.Fatalf("ADD with etcd down: code %d: %v", cni.CodeOf(err), err)
 	}
 }
+
+// TestAgentStoreAbsent: with the agent's socket absent, ADD is code 11
+// and DEL succeeds by leaving a tombstone for the agent's GC.
+func TestAgentStoreAbsent(t *testing.T) {
+	dir := t.TempDir()
+	conf := fmt.Sprintf(`{"name":"n","ipam":{"type":"podnet-ipam","store":"agent:%s/ipam.sock","releaseDir":%q,"node":"n1","pools":[{"cidr":"10.107.0.0/16"}]}}`, dir, dir+"/releases")
+	req, err := ParseRequest([]byte(conf), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	p, err := Open(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.AddAttachment(ctx, PodInterface{ContainerID: "c"}); cni.CodeOf(err) != cni.CodeTryAgainLater || !strings.Contains(err.Error(), "agent store") {
+		t.Fatalf("ADD with the agent absent: code %d: %v", cni.CodeOf(err), err)
+	}
+	rreq, err := ParseReleaseRequest([]byte(conf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Release(ctx, rreq, PodInterface{ContainerID: "c", IfName: "eth0"}); err != nil {
+		t.Fatalf("DEL with the agent absent: %v", err)
+	}
+	if ts, err := ReadTombstones(dir + "/releases"); err != nil || len(ts) != 1 || ts[0].ContainerID != "c" {
+		t.Fatalf("tombstones %+v, %v; want the one of c", ts, err)
+	}
+}

@@ -37,7 +37,7 @@ func (p *IPAM) nodeLocked(ctx context.Context, fn func() error) error {
 	if path == "" {
 		path = DefaultNodeLock
 	}
-	l, err := flock.Acquire(ctx, path, nodeLockTimeout)
+	l, err := flock.AcquireLong(ctx, path, nodeLockTimeout)
 	if errors.Is(err, flock.ErrBusy) {
 		return cni.Errorf(cni.CodeTryAgainLater, "podnet-ipam: the node's IPAM lock: %v", err)
 	}

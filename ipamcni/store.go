@@ -7,6 +7,7 @@ import (
 
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/ipam"
+	"github.com/podnet/podnet/ipam/store/agentsock"
 	"github.com/podnet/podnet/ipam/store/bolt"
 	"github.com/podnet/podnet/ipam/store/etcdgw"
 	"github.com/podnet/podnet/ipam/store/kube"
@@ -67,6 +68,19 @@ func openStore(ctx context.Context, c *Config, use storeUse) (ipam.Store, error)
 			return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "ipam.store %q: %v", c.Store, err)
 		}
 		return s, nil
+	case ok && kind == "agent":
+		// The node's agent serves its store (the Kubernetes API, in
+		// model B) on a unix socket; nothing is dialed before the first
+		// call, so an absent agent is an ErrUnavailable (code 11).
+		path, ok := agentsock.ParseSpec(c.Store)
+		if !ok {
+			return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "ipam.store %q: no socket path", c.Store)
+		}
+		s, err := agentsock.Open(path, agentsock.ClientOptions{})
+		if err != nil {
+			return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "ipam.store %q: %v", c.Store, err)
+		}
+		return s, nil
 	}
-	return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "ipam.store %q: want bolt:PATH, etcd://HOST:PORT[,HOST:PORT] or kubernetes:KUBECONFIG", c.Store)
+	return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "ipam.store %q: want bolt:PATH, etcd://HOST:PORT[,HOST:PORT], kubernetes:KUBECONFIG or agent:SOCKET", c.Store)
 }

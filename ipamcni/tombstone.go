@@ -227,9 +227,9 @@ func tombstoneFor(req *Request, at PodInterface, now time.Time) Tombstone {
 }
 
 // remoteStore reports whether req's store is one a node agent serves
-// (etcd, the Kubernetes API): only there is anybody left to finish a
-// release later. A bbolt file on a machine without an agent is retried by
-// the runtime instead.
+// (etcd, the Kubernetes API, the agent's own socket "agent:"): only
+// there is anybody left to finish a release later. A bbolt file on a
+// machine without an agent is retried by the runtime instead.
 func remoteStore(req *Request) bool {
 	return !strings.HasPrefix(req.Config.Store, "bolt:")
 }

@@ -56,10 +56,12 @@ func BenchmarkPluginExec(b *testing.B) {
 	}
 }
 
-// BenchmarkStoreClientExec: the process cost of linking each etcd client
-// into a short-lived binary, both static.
+// BenchmarkStoreClientExec: the process cost of linking each store
+// client into a short-lived binary, all static: the full etcd client,
+// the gateway plugins use, the Kubernetes store and the agent's socket
+// (docs/design/kubernetes-ipam.md 4.4 item 1).
 func BenchmarkStoreClientExec(b *testing.B) {
-	for _, name := range []string{"etcdclient", "etcdgw"} {
+	for _, name := range []string{"etcdclient", "etcdgw", "kube", "agent"} {
 		b.Run(name, func(b *testing.B) { runEach(b, build(b, "./internal/execcost/testdata/"+name, false)) })
 	}
 }
