@@ -174,6 +174,16 @@ type listAnswer struct {
 func (s *Store) list(ctx context.Context, res *resource) ([]ipam.KV, error) {
 	var out []ipam.KV
 	q := url.Values{"labelSelector": {s.names.selector()}, "limit": {strconv.Itoa(listPage)}}
+	if res == pools && !ipam.IsFreshRead(ctx) {
+		// Every allocation lists the pools; a consistent LIST waits for
+		// the API server's watch cache to catch up with etcd (~90 ms
+		// right after a write), one at resourceVersion 0 is served from
+		// the cache as it is (~1 ms). A pool list a moment old can pick
+		// a pool that was just disabled, never an address that is taken:
+		// addresses are decided by the block's compare-and-swap. A
+		// handful of pools needs no pages (and a cache read has none).
+		q = url.Values{"labelSelector": {s.names.selector()}, "resourceVersion": {"0"}}
+	}
 	for {
 		c := call{method: "GET", path: res.plural + "?" + q.Encode()}
 		code, body, err := s.do(ctx, c)
