@@ -88,6 +88,33 @@ func TestBlocksTwoNodes(t *testing.T) {
 		nodeKeepsNothingOf(t, n, pods)
 	}
 	ipamHoldsNothing(ctx, t, c)
+	ipamNodeRemovalWithdrawsRoutes(ctx, t, c, c.Nodes[0], c.Nodes[1], blocks[c.Nodes[1].Name][0])
+}
+
+// ipamNodeRemovalWithdrawsRoutes lets gone's blocks go as an admin does
+// for a node that left (`podnet ipam node rm` with the admin's
+// kubeconfig): its IPAMNode and its empty block are deleted, and n stops
+// routing to the block.
+func ipamNodeRemovalWithdrawsRoutes(ctx context.Context, t *testing.T, c *cluster.Cluster, n, gone *cluster.Node, block netip.Prefix) {
+	t.Helper()
+	store, err := c.IPAMStoreSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.Podnet(ctx, "ipam", "node", "rm", gone.Name, "--store", store); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if blocks := affineBlocks(ctx, t, c); len(blocks[gone.Name]) > 0 {
+		t.Errorf("blocks of %s after podnet ipam node rm: %v", gone.Name, blocks[gone.Name])
+	}
+	start := time.Now()
+	for strings.Contains(agentRoutes(t, n), block.String()) {
+		if time.Since(start) > time.Minute {
+			t.Fatalf("%s still routes to %s 1m after podnet ipam node rm %s:\n%s", n.Name, block, gone.Name, agentRoutes(t, n))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("%s: route to %s's block %s withdrawn %s after podnet ipam node rm", n.Name, gone.Name, block, time.Since(start).Round(100*time.Millisecond))
 }
 
 // checkBlocksNode checks what the agent did on n, now Ready: its Node
