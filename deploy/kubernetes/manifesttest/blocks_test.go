@@ -27,11 +27,13 @@ var (
 	// missing pool creates); the IPAMNode informer (list, watch) and its
 	// GC of its own node (Repair, CheckNode and ReleaseByHandle read the
 	// node's index and blocks by name, update them, create a block a
-	// stale claim names, delete a block whose release was under way).
+	// stale claim names, delete a block whose release was under way);
+	// RemoveNode of a Node deleted for DeletedNodeGrace (its blocks
+	// updated or deleted, its index deleted).
 	blocksAgentRules = []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch", "patch"}},
 		{APIGroups: []string{"podnet.io"}, Resources: []string{"ippools"}, Verbs: []string{"list", "create"}},
-		{APIGroups: []string{"podnet.io"}, Resources: []string{"ipamnodes"}, Verbs: []string{"get", "list", "watch", "update"}},
+		{APIGroups: []string{"podnet.io"}, Resources: []string{"ipamnodes"}, Verbs: []string{"get", "list", "watch", "update", "delete"}},
 		{APIGroups: []string{"podnet.io"}, Resources: []string{"ipamblocks"}, Verbs: []string{"get", "create", "update", "delete"}},
 	}
 	// blocksCNIRules: the plugins' ADD, DEL, CHECK and GC. Pools are
