@@ -31,7 +31,8 @@ const (
 // CA, and a token of a service account of their own (not the agent's,
 // whose rights are wider), obtained from the TokenRequest API and renewed
 // at two thirds of its life. The token lives in a file of its own that
-// the kubeconfig names (tokenFile), so a renewal rewrites one small file.
+// the kubeconfig names (tokenFile, relative: beside the kubeconfig), so a
+// renewal rewrites one small file.
 type CNICredentials struct {
 	// REST reaches the API server for the TokenRequest, as the agent.
 	REST *rest.Config
@@ -164,7 +165,13 @@ func (c *CNICredentials) WriteOnce(ctx context.Context) (time.Time, error) {
 	if c.Server == "" {
 		serverName = c.REST.TLSClientConfig.ServerName
 	}
-	kc, err := renderKubeconfig(server, serverName, ca, userAuth{TokenFile: tokenPath})
+	// The token file is named relative to the kubeconfig (which
+	// kubectl and ipam/store/kube resolve from the kubeconfig's own
+	// directory): the agent writes Dir where it mounts the host's CNI
+	// config directory (/host/etc/cni/net.d in the DaemonSet), and the
+	// plugins read it on the host as /etc/cni/net.d, so no absolute path
+	// is right for both.
+	kc, err := renderKubeconfig(server, serverName, ca, userAuth{TokenFile: CNITokenName})
 	if err != nil {
 		return time.Time{}, err
 	}

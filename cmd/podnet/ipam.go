@@ -16,6 +16,7 @@ import (
 	"github.com/podnet/podnet/agent"
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/ipam"
+	"github.com/podnet/podnet/ipam/store/kube"
 	"github.com/podnet/podnet/ipamcni"
 )
 
@@ -372,6 +373,11 @@ func (o *ipamOptions) nodeCommand() *cobra.Command {
 			return o.withStore(cmd, func(a *ipam.Allocator, st ipam.Store) error {
 				if err := a.RemoveNode(cmd.Context(), args[0], ipam.RemoveNodeOptions{ReleaseAddresses: releaseAddrs}); err != nil {
 					return err
+				}
+				// On the Kubernetes API the node's registration is its
+				// Node object, not the store's: nothing more to delete.
+				if _, ok := kube.ParseSpec(o.cfg.Store); ok {
+					return nil
 				}
 				// Without its record, every agent drops the node's routes
 				// at once instead of when its lease would have expired.

@@ -46,7 +46,7 @@ func TestCNICredentials(t *testing.T) {
 			t.Errorf("%s: %v, mode %v; want 0600", name, err, fi.Mode())
 		}
 	}
-	whoami := func() string {
+	whoamiIn := func(dir string) string {
 		t.Helper()
 		cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, agent.CNIKubeconfigName))
 		if err != nil {
@@ -63,8 +63,22 @@ func TestCNICredentials(t *testing.T) {
 		}
 		return r.Status.UserInfo.Username
 	}
+	whoami := func() string { t.Helper(); return whoamiIn(dir) }
 	if got, want := whoami(), "system:serviceaccount:kube-system:podnet-cni"; got != want {
 		t.Fatalf("the plugins' kubeconfig authenticates as %q, want %q", got, want)
+	}
+	// The agent writes the files where its container mounts the host's
+	// CNI config directory, the plugins read them on the host: the
+	// kubeconfig must work from another path. Moved, it still does.
+	moved := filepath.Join(t.TempDir(), "net.d")
+	if err := os.Rename(dir, moved); err != nil {
+		t.Fatal(err)
+	}
+	if got := whoamiIn(moved); got != "system:serviceaccount:kube-system:podnet-cni" {
+		t.Fatalf("the plugins' kubeconfig, moved to another directory, authenticates as %q", got)
+	}
+	if err := os.Rename(moved, dir); err != nil {
+		t.Fatal(err)
 	}
 	first, _ := os.ReadFile(filepath.Join(dir, agent.CNITokenName))
 	if _, err := creds.WriteOnce(ctx); err != nil {

@@ -53,7 +53,13 @@ func conflistOf(t *testing.T, dir string) *conflistCase {
 		t.Fatal(err)
 	}
 	ic := agent.InstallConfig{NetworkConfig: file}
-	if v, _ := flagValue(argv(c.p.agent), "datastore"); v == "kubernetes" {
+	// Block IPAM on the API installs the conflist as it is, with the
+	// node's name; node CIDR makes the node's podCIDRs its pools.
+	blocks := false
+	if v, _ := flagValue(argv(c.p.agent), "ipam"); v == "blocks" {
+		blocks = true
+	}
+	if v, _ := flagValue(argv(c.p.agent), "datastore"); v == "kubernetes" && !blocks {
 		cidrs, err := clusterCIDRs(t, c.p)
 		if err != nil {
 			t.Fatal(err)

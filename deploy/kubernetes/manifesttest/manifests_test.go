@@ -34,12 +34,16 @@ const (
 	defaultDir = ".."
 	// etcdDir is the etcd variant: block IPAM and registrations in etcd.
 	etcdDir = "../etcd"
+	// blocksDir is block IPAM on the Kubernetes API (model B): its
+	// objects are the CRDs of crds/, applied before it.
+	blocksDir = "../blocks"
 )
 
 // variants are the deployments, by the name tests report them under.
 var variants = []struct{ name, dir string }{
 	{"default", defaultDir},
 	{"etcd", etcdDir},
+	{"blocks", blocksDir},
 }
 
 // otherDirs are directories of deploy/kubernetes with manifests that are
@@ -63,6 +67,9 @@ type manifests struct {
 	namespaces      map[string]*corev1.Namespace
 	clusterRoles    map[string]*rbacv1.ClusterRole
 	roleBindings    map[string]*rbacv1.ClusterRoleBinding
+	// roles and nsRoleBindings are namespaced, in kube-system.
+	roles          map[string]*rbacv1.Role
+	nsRoleBindings map[string]*rbacv1.RoleBinding
 }
 
 // decoder decodes YAML or JSON into typed objects the way the API server
@@ -145,8 +152,14 @@ func (m *manifests) add(obj runtime.Object) error {
 		meta, seen = o, m.roleBindings[o.Name] != nil
 		m.roleBindings[o.Name] = o
 		wantNS = ""
+	case *rbacv1.Role:
+		meta, seen = o, m.roles[o.Name] != nil
+		m.roles[o.Name] = o
+	case *rbacv1.RoleBinding:
+		meta, seen = o, m.nsRoleBindings[o.Name] != nil
+		m.nsRoleBindings[o.Name] = o
 	default:
-		return fmt.Errorf("kind %s: not one podnet ships (DaemonSet, ConfigMap, ServiceAccount, Secret, Namespace, ClusterRole, ClusterRoleBinding); add it to the test with checks",
+		return fmt.Errorf("kind %s: not one podnet ships (DaemonSet, ConfigMap, ServiceAccount, Secret, Namespace, ClusterRole, ClusterRoleBinding, Role, RoleBinding); add it to the test with checks",
 			obj.GetObjectKind().GroupVersionKind())
 	}
 	kind := obj.GetObjectKind().GroupVersionKind().Kind
@@ -209,6 +222,8 @@ func loadDir(dir string) (*manifests, []error) {
 		namespaces:      map[string]*corev1.Namespace{},
 		clusterRoles:    map[string]*rbacv1.ClusterRole{},
 		roleBindings:    map[string]*rbacv1.ClusterRoleBinding{},
+		roles:           map[string]*rbacv1.Role{},
+		nsRoleBindings:  map[string]*rbacv1.RoleBinding{},
 	}
 	dec := decoder()
 	var errs []error
@@ -280,21 +295,22 @@ func TestVariantDirectories(t *testing.T) {
 
 // TestVariantsShareNames: every variant names its objects alike, so that
 // applying one over another replaces it instead of running two agents
-// on every node, and one deletes the other.
+// on every node, and one deletes the other: the DaemonSet, the
+// ConfigMaps, and the agent's service account (a variant may have more
+// accounts: the blocks variant's plugins have their own).
 func TestVariantsShareNames(t *testing.T) {
 	def := loadFrom(t, defaultDir)
+	defSA := def.daemonSets[0].Spec.Template.Spec.ServiceAccountName
 	for _, v := range variants[1:] {
 		m := loadFrom(t, v.dir)
 		if m.daemonSets[0].Name != def.daemonSets[0].Name {
 			t.Errorf("%s: DaemonSet %q, the default has %q", v.name, m.daemonSets[0].Name, def.daemonSets[0].Name)
 		}
-		for _, names := range [][2][]string{
-			{slices.Sorted(maps.Keys(m.configMaps)), slices.Sorted(maps.Keys(def.configMaps))},
-			{slices.Sorted(maps.Keys(m.serviceAccounts)), slices.Sorted(maps.Keys(def.serviceAccounts))},
-		} {
-			if !slices.Equal(names[0], names[1]) {
-				t.Errorf("%s: objects %v, the default has %v", v.name, names[0], names[1])
-			}
+		if names, defNames := slices.Sorted(maps.Keys(m.configMaps)), slices.Sorted(maps.Keys(def.configMaps)); !slices.Equal(names, defNames) {
+			t.Errorf("%s: ConfigMaps %v, the default has %v", v.name, names, defNames)
+		}
+		if sa := m.daemonSets[0].Spec.Template.Spec.ServiceAccountName; sa != defSA || m.serviceAccounts[sa] == nil {
+			t.Errorf("%s: the agent runs as service account %q (shipped: %t), the default's as %q", v.name, sa, m.serviceAccounts[sa] != nil, defSA)
 		}
 	}
 }

@@ -78,6 +78,7 @@ type Cluster struct {
 	byName        map[string]*proc
 	sysctls       map[string]string
 	newHostDirs   []string
+	hostDirsLock  *os.File // shared while the cluster runs (lockHostDirs)
 	// controlPlaneOnly: etcd and kube-apiserver alone (WithControlPlaneOnly).
 	controlPlaneOnly bool
 	// deployed is the IPAM store of the podnet variant applied (Apply),
@@ -134,7 +135,11 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{newHostDirs: absentHostDirs(), t: t, Dir: dir, kubeBin: kubeBin, byName: map[string]*proc{},
+	lock, err := lockHostDirs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{hostDirsLock: lock, newHostDirs: absentHostDirs(), t: t, Dir: dir, kubeBin: kubeBin, byName: map[string]*proc{},
 		ModuleRoot: filepath.Dir(filepath.Dir(mod)), logDir: filepath.Join(dir, "logs"),
 		containerd: cd, containerdBin: cdBin, controlPlaneOnly: o.controlPlane}
 	// The namespaces are made first so that they are removed last, after

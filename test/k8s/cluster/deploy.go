@@ -27,6 +27,10 @@ const (
 	// Etcd is deploy/kubernetes/etcd: the block IPAM and the node
 	// registrations in the cluster's etcd.
 	Etcd Variant = "etcd"
+	// Blocks is deploy/kubernetes/blocks: block IPAM on the Kubernetes
+	// API (model B), its objects the CRDs of deploy/kubernetes/crds,
+	// which Apply creates first.
+	Blocks Variant = "blocks"
 )
 
 func (v Variant) String() string {
@@ -56,6 +60,8 @@ type Manifests struct {
 	ServiceAccounts     []*corev1.ServiceAccount
 	ClusterRoles        []*rbacv1.ClusterRole
 	ClusterRoleBindings []*rbacv1.ClusterRoleBinding
+	Roles               []*rbacv1.Role
+	RoleBindings        []*rbacv1.RoleBinding
 	ConfigMap           *corev1.ConfigMap
 	DaemonSet           *appsv1.DaemonSet
 }
@@ -113,6 +119,12 @@ func (m *Manifests) add(doc []byte) error {
 	case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
 		o := &rbacv1.ClusterRoleBinding{}
 		obj, m.ClusterRoleBindings = o, append(m.ClusterRoleBindings, o)
+	case "rbac.authorization.k8s.io/v1 Role":
+		o := &rbacv1.Role{}
+		obj, m.Roles = o, append(m.Roles, o)
+	case "rbac.authorization.k8s.io/v1 RoleBinding":
+		o := &rbacv1.RoleBinding{}
+		obj, m.RoleBindings = o, append(m.RoleBindings, o)
 	case "v1 ConfigMap":
 		if m.ConfigMap != nil {
 			return fmt.Errorf("a second ConfigMap")
@@ -155,6 +167,10 @@ func (c *Cluster) Localize(m *Manifests) error {
 			return fmt.Errorf("etcd/configmap.yaml: 10-podnet.conflist has no etcd://%s store", shippedEtcd)
 		}
 		cm.Data["10-podnet.conflist"] = strings.ReplaceAll(conf, "etcd://"+shippedEtcd, "etcd://"+EtcdEndpoint)
+	case Blocks:
+		// Nothing but the image: the plugins reach the API server as the
+		// agent does, at the kubernetes Service's address, which every
+		// node serves (serveKubernetesService).
 	default:
 		return fmt.Errorf("variant %s: the harness knows no edits for it", m.Variant)
 	}
@@ -170,12 +186,33 @@ func (c *Cluster) Localize(m *Manifests) error {
 
 // Apply creates the objects, the ones the DaemonSet's pods need first
 // (the cluster is new: create is apply), and remembers the variant as
-// the one deployed (see IPAMStore).
+// the one deployed (see IPAMStore). For Blocks it creates the podnet.io
+// CRDs before anything else, as the variant's README says to.
 func (c *Cluster) Apply(ctx context.Context, m *Manifests) error {
 	store, err := ipamStoreOf(m)
 	if err != nil {
 		return err
 	}
+	if m.Variant == Blocks {
+		if err := c.ApplyIPAMCRDs(ctx); err != nil {
+			return err
+		}
+	}
+	if err := c.applyAccess(ctx, m); err != nil {
+		return err
+	}
+	if _, err := c.Client.CoreV1().ConfigMaps(m.ConfigMap.Namespace).Create(ctx, m.ConfigMap, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("configmap %s: %w", m.ConfigMap.Name, err)
+	}
+	if _, err := c.Client.AppsV1().DaemonSets(m.DaemonSet.Namespace).Create(ctx, m.DaemonSet, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("daemonset %s: %w", m.DaemonSet.Name, err)
+	}
+	c.deployed = store
+	return nil
+}
+
+// applyAccess creates the service accounts and their RBAC.
+func (c *Cluster) applyAccess(ctx context.Context, m *Manifests) error {
 	for _, sa := range m.ServiceAccounts {
 		if _, err := c.Client.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("serviceaccount %s: %w", sa.Name, err)
@@ -191,13 +228,16 @@ func (c *Cluster) Apply(ctx context.Context, m *Manifests) error {
 			return fmt.Errorf("clusterrolebinding %s: %w", b.Name, err)
 		}
 	}
-	if _, err := c.Client.CoreV1().ConfigMaps(m.ConfigMap.Namespace).Create(ctx, m.ConfigMap, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("configmap %s: %w", m.ConfigMap.Name, err)
+	for _, r := range m.Roles {
+		if _, err := c.Client.RbacV1().Roles(r.Namespace).Create(ctx, r, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("role %s: %w", r.Name, err)
+		}
 	}
-	if _, err := c.Client.AppsV1().DaemonSets(m.DaemonSet.Namespace).Create(ctx, m.DaemonSet, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("daemonset %s: %w", m.DaemonSet.Name, err)
+	for _, b := range m.RoleBindings {
+		if _, err := c.Client.RbacV1().RoleBindings(b.Namespace).Create(ctx, b, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("rolebinding %s: %w", b.Name, err)
+		}
 	}
-	c.deployed = store
 	return nil
 }
 

@@ -56,6 +56,39 @@ func restoreSysctls(saved map[string]string) error {
 	return errors.Join(errs...)
 }
 
+// lockHostDirs takes a shared lock that every running cluster holds on
+// the machine's hostDirs, from before it looks for them until its
+// teardown. Removing a directory that is a mount point in another mount
+// namespace detaches that mount there (Linux 3.18 and later): a cluster
+// that made /opt/cni/bin and removed it at its end, while another
+// cluster ran, took the other's nodes' /opt/cni/bin bind mounts away
+// (their plugins vanished mid-test). So restoreHost removes them only
+// when it can take the lock exclusively: no other cluster runs.
+func lockHostDirs() (*os.File, error) {
+	dir, err := CacheDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "host-dirs.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+	}
+	return f, nil
+}
+
+// soleCluster reports whether no other cluster holds the hostDirs lock
+// (then this one holds it exclusively until it closes it).
+func soleCluster(lock *os.File) bool {
+	return lock != nil && unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil
+}
+
 // absentHostDirs returns the hostDirs that do not exist yet: those the
 // cluster will make as mount points of the nodes' own directories, for
 // restoreHost to remove again if empty.

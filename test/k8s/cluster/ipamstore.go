@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,13 +17,23 @@ import (
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipam/store/bolt"
 	"github.com/podnet/podnet/ipam/store/etcd"
+	"github.com/podnet/podnet/ipam/store/kube"
 )
+
+// kubeStore is what ipamStoreOf says for block IPAM on the Kubernetes
+// API, where the agent has no --store (the API is the store, and each
+// side brings its own credentials).
+const kubeStore = "kubernetes:"
 
 // ipamStoreOf is the store the variant's agent and plugins use, as the
 // agent's --store names it on a node, $(VAR)s expanded from the
-// ConfigMap: etcd://HOST:PORT, or the node-local bolt:PATH.
+// ConfigMap: etcd://HOST:PORT, or the node-local bolt:PATH; kubeStore
+// for an agent with --ipam=blocks.
 func ipamStoreOf(m *Manifests) (string, error) {
 	for _, ctr := range m.DaemonSet.Spec.Template.Spec.Containers {
+		if slices.Contains(ctr.Args, "--ipam=blocks") {
+			return kubeStore, nil
+		}
 		for _, a := range ctr.Args {
 			spec, ok := strings.CutPrefix(a, "--store=")
 			if !ok {
@@ -51,13 +62,20 @@ func envValue(cm *corev1.ConfigMap, e corev1.EnvVar) string {
 // IPAMStoreSpec is the IPAM store the deployed variant's plugins on the
 // first node write, as podnet's --store names it from the machine: the
 // cluster's etcd (reached from the first node's network namespace, see
-// Podnet), or the first node's own bbolt file.
+// Podnet), the first node's own bbolt file, or the Kubernetes API with
+// the admin's credentials (a JSON kubeconfig beside the cluster's PKI).
 func (c *Cluster) IPAMStoreSpec() (string, error) {
 	switch {
 	case c.deployed == "":
 		return "", errors.New("no podnet deployed (Deploy or Apply) on this cluster")
 	case strings.HasPrefix(c.deployed, "bolt:"):
 		return "bolt:" + c.Nodes[0].HostPath(strings.TrimPrefix(c.deployed, "bolt:")), nil
+	case c.deployed == kubeStore:
+		path := c.pki.path("admin-kubeconfig.json")
+		if err := c.WriteJSONKubeconfig(path); err != nil {
+			return "", err
+		}
+		return kubeStore + path, nil
 	}
 	return c.deployed, nil
 }
@@ -72,6 +90,10 @@ func (c *Cluster) OpenIPAMStore(ctx context.Context) (ipam.Store, error) {
 	}
 	if path, ok := strings.CutPrefix(spec, "bolt:"); ok {
 		return bolt.Open(ctx, bolt.Options{Path: path})
+	}
+	if path, ok := strings.CutPrefix(spec, kubeStore); ok {
+		// The API server listens in the first node's network namespace.
+		return kube.Open(kube.Options{Kubeconfig: path, Dial: c.DialContext})
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: strings.Split(strings.TrimPrefix(spec, "etcd://"), ","), DialTimeout: 10 * time.Second, Logger: zap.NewNop(),

@@ -114,9 +114,15 @@ func (c *Cluster) restoreHost() []error {
 			errs = append(errs, removeCgroupRoot(n.cgroupRoot))
 		}
 	}
-	// Deepest first; a directory something else has put files in stays.
-	for i := len(c.newHostDirs) - 1; i >= 0; i-- {
-		_ = removeEmptyTree(c.newHostDirs[i])
+	// Deepest first; a directory something else has put files in stays,
+	// and so does every one while another cluster runs (lockHostDirs).
+	if soleCluster(c.hostDirsLock) {
+		for i := len(c.newHostDirs) - 1; i >= 0; i-- {
+			_ = removeEmptyTree(c.newHostDirs[i])
+		}
+	}
+	if c.hostDirsLock != nil {
+		c.hostDirsLock.Close()
 	}
 	return errs
 }
