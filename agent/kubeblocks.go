@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/podnet/podnet/ipam"
+	"github.com/podnet/podnet/ipam/store/agentsock"
 	"github.com/podnet/podnet/ipamcni"
 )
 
@@ -107,33 +109,42 @@ func slimUnstructured(obj any) (any, error) {
 
 // KubeBlocks selects block IPAM on the Kubernetes API (model B): pools,
 // blocks and one index per node are podnet.io objects (CRDs in
-// deploy/kubernetes/crds), the plugins allocate with one block write per
-// pod through a kubeconfig of their own, and the agent routes from the
-// indexes (IPAMNodes). Config.Store is then the agent's own store on the
-// API (OpenKubeStore), for seeding pools and for GC.
+// deploy/kubernetes/crds); the agent routes from the indexes (IPAMNodes)
+// and serves the node's plugins their store on a unix socket
+// (ipam/store/agentsock), through a cache, so that an allocation costs
+// the API one block write. Config.Store is the agent's own store on the
+// API (OpenKubeStore): for seeding pools, for GC, and behind the socket.
 type KubeBlocks struct {
 	// Pools are created at start where the API has no pool of the name
 	// (the installed conflist's pools): the plugins may not create pools.
 	// A pool that exists is left as it is: the API is the truth.
 	Pools []ipam.Pool
-	// Credentials keeps the plugins' kubeconfig; nil writes none.
-	Credentials *CNICredentials
+	// Socket is where the plugins' store is served ("agent:" + Socket in
+	// the conflist); empty serves none.
+	Socket string
 }
 
+// DefaultIPAMSocket is where the agent serves the plugins' store.
+const DefaultIPAMSocket = "/run/podnet/ipam.sock"
+
+// poolListTTL is how long the socket's server reuses a pool list: every
+// allocation lists the pools, and they change only when an admin edits
+// them.
+const poolListTTL = time.Second
+
 // prepareBlocks makes what the plugins need before the config is
-// installed: the pools, and the plugins' kubeconfig, whose token it then
-// keeps renewed. It retries until done or ctx ends (false).
+// installed: the pools, and the socket they allocate through, served
+// until ctx ends. It retries until done or ctx ends (false).
 func (a *Agent) prepareBlocks(ctx context.Context) bool {
 	kb := a.cfg.Kube.Blocks
 	backoff := 500 * time.Millisecond
-	var expiry time.Time
 	for {
 		err := a.seedPools(ctx, kb.Pools)
-		if err == nil && kb.Credentials != nil {
-			expiry, err = kb.Credentials.WriteOnce(ctx)
+		if err == nil && kb.Socket != "" {
+			err = a.serveStore(ctx, kb.Socket)
 		}
 		if err == nil {
-			break
+			return true
 		}
 		a.log.Error("block IPAM not ready", "err", err, "retry_in", backoff)
 		select {
@@ -143,10 +154,44 @@ func (a *Agent) prepareBlocks(ctx context.Context) bool {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
-	if kb.Credentials != nil {
-		go kb.Credentials.renew(ctx, expiry)
+}
+
+// serveStore listens on path and serves the agent's store there until
+// ctx ends: the plugins' reads come from its cache (blocks at the
+// revision last written or read, the pools for poolListTTL), their
+// writes go to the API.
+func (a *Agent) serveStore(ctx context.Context, path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("IPAM socket: %w", err)
 	}
-	return true
+	l, err := agentsock.Listen(path)
+	if err != nil {
+		return err
+	}
+	opts := agentsock.Options{CachedLists: []string{a.keys.Pools()}, ListTTL: poolListTTL}
+	go func() {
+		// Serve ends with ctx, or when accepting fails for good: then
+		// the socket is made again, as the plugins on the node have no
+		// other way to the IPAM.
+		for {
+			err := agentsock.Serve(ctx, l, a.cfg.Store, opts)
+			if ctx.Err() != nil {
+				return
+			}
+			a.log.Error("IPAM socket stopped; listening again", "path", path, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			if l, err = agentsock.Listen(path); err != nil {
+				a.log.Error("IPAM socket", "path", path, "err", err)
+				return
+			}
+		}
+	}()
+	a.log.Info("serving the plugins' IPAM store", "path", path)
+	return nil
 }
 
 // seedPools creates the pools the API does not have yet.

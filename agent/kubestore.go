@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,8 +14,8 @@ import (
 
 // OpenKubeStore opens block IPAM's store on the Kubernetes API with the
 // agent's own credentials (its in-cluster service account, or the
-// --kubeconfig it was given): for seeding pools and for GC. The plugins
-// use a kubeconfig of their own (CNICredentials).
+// --kubeconfig it was given): for seeding pools, for GC, and behind the
+// socket the node's plugins use (KubeBlocks.Socket).
 func OpenKubeStore(cfg *rest.Config, prefix string) (*kube.Store, error) {
 	ca, err := restCA(cfg)
 	if err != nil {
@@ -37,4 +39,78 @@ func OpenKubeStore(cfg *rest.Config, prefix string) (*kube.Store, error) {
 		return nil, err
 	}
 	return kube.Open(kube.Options{Kubeconfig: "(the agent's API config)", KubeconfigJSON: kc, Prefix: prefix, Dial: cfg.Dial})
+}
+
+// kubeconfig is the JSON form of a kubeconfig (JSON is YAML, so kubectl
+// reads it too).
+type kubeconfig struct {
+	APIVersion     string          `json:"apiVersion"`
+	Kind           string          `json:"kind"`
+	Clusters       []namedCluster  `json:"clusters"`
+	Users          []namedUser     `json:"users"`
+	Contexts       []namedContext  `json:"contexts"`
+	CurrentContext string          `json:"current-context"`
+	Preferences    struct{}        `json:"preferences"`
+	Extensions     json.RawMessage `json:"extensions,omitempty"`
+}
+
+type namedCluster struct {
+	Name    string `json:"name"`
+	Cluster struct {
+		Server        string `json:"server"`
+		CAData        string `json:"certificate-authority-data,omitempty"`
+		TLSServerName string `json:"tls-server-name,omitempty"`
+	} `json:"cluster"`
+}
+
+type namedUser struct {
+	Name string   `json:"name"`
+	User userAuth `json:"user"`
+}
+
+// userAuth is how a kubeconfig's user authenticates.
+type userAuth struct {
+	Token          string `json:"token,omitempty"`
+	TokenFile      string `json:"tokenFile,omitempty"`
+	ClientCertData []byte `json:"client-certificate-data,omitempty"`
+	ClientKeyData  []byte `json:"client-key-data,omitempty"`
+}
+
+type namedContext struct {
+	Name    string `json:"name"`
+	Context struct {
+		Cluster string `json:"cluster"`
+		User    string `json:"user"`
+	} `json:"context"`
+}
+
+// renderKubeconfig is a kubeconfig of one cluster and one user.
+func renderKubeconfig(server, serverName string, caData []byte, user userAuth) ([]byte, error) {
+	kc := kubeconfig{APIVersion: "v1", Kind: "Config", CurrentContext: "podnet"}
+	var c namedCluster
+	c.Name = "podnet"
+	c.Cluster.Server, c.Cluster.TLSServerName = server, serverName
+	if len(caData) > 0 {
+		c.Cluster.CAData = base64.StdEncoding.EncodeToString(caData)
+	}
+	var u namedUser
+	u.Name = "podnet"
+	u.User = user
+	var x namedContext
+	x.Name = "podnet"
+	x.Context.Cluster, x.Context.User = "podnet", "podnet"
+	kc.Clusters, kc.Users, kc.Contexts = []namedCluster{c}, []namedUser{u}, []namedContext{x}
+	return json.MarshalIndent(kc, "", "  ")
+}
+
+// restCA is cfg's CA bundle.
+func restCA(cfg *rest.Config) ([]byte, error) {
+	if ca := cfg.TLSClientConfig.CAData; len(ca) > 0 || cfg.TLSClientConfig.CAFile == "" {
+		return ca, nil
+	}
+	ca, err := os.ReadFile(cfg.TLSClientConfig.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("CA: %w", err)
+	}
+	return ca, nil
 }

@@ -25,8 +25,9 @@ type agentOptions struct {
 	// CIDRs for the plugin's masqExclude.
 	datastore, kubeconfig string
 	clusterCIDRs          []string
-	// --ipam blocks: block IPAM on the API, and the plugins' account.
-	ipamModel, cniServiceAccount  string
+	// --ipam blocks: block IPAM on the API, and where the plugins reach
+	// it.
+	ipamModel, ipamSocket         string
 	gcInterval, gcGrace, leaseTTL time.Duration
 	releaseDir                    string
 	// --install, and what it installs from where.
@@ -66,7 +67,7 @@ restarts. It serves /metrics, /healthz and /readyz on --metrics-addr.`,
 	f.StringVar(&ao.storeSpec, "store", "", "IPAM store: etcd://HOST:PORT[,HOST:PORT] (or bolt:PATH for one node); with --datastore kubernetes, the node-local bolt:PATH (default "+ipamcni.DefaultStore+")")
 	f.StringVar(&ao.kubeconfig, "kubeconfig", "", "with --datastore kubernetes: kubeconfig file (default: the pod's in-cluster config)")
 	f.StringVar(&ao.ipamModel, "ipam", ipamNodeCIDR, "with --datastore kubernetes: node-cidr (each node's pods from its Node's spec.podCIDRs, in a local bbolt file) or blocks (block IPAM on the API: podnet.io IPPools, IPAMBlocks and IPAMNodes)")
-	f.StringVar(&ao.cniServiceAccount, "cni-service-account", "kube-system/podnet-cni", "with --ipam blocks: NAMESPACE/NAME of the service account whose tokens the plugins use (written with a kubeconfig into --conf-dir)")
+	f.StringVar(&ao.ipamSocket, "ipam-socket", agent.DefaultIPAMSocket, "with --ipam blocks: the unix socket the node's plugins allocate through (their conflist's ipam.store is agent:PATH)")
 	f.StringSliceVar(&ao.clusterCIDRs, "cluster-cidr", nil, "with --datastore kubernetes: the cluster's pod CIDRs (kube-controller-manager --cluster-cidr; comma-separated for dual-stack), never masqueraded")
 	f.StringVar(&ao.certFile, "etcd-cert", "", "etcd client certificate")
 	f.StringVar(&ao.keyFile, "etcd-key", "", "etcd client key")

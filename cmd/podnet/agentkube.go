@@ -107,7 +107,8 @@ func (ao *agentOptions) blocksConfig(cfg *agent.Config) error {
 }
 
 // runBlocks runs the agent with block IPAM on the API: its own store on
-// the API (pools, GC) and, with --install, the plugins' credentials.
+// the API (pools, GC) and, with --install, the socket the plugins
+// allocate through.
 func (ao *agentOptions) runBlocks(ctx context.Context, opts *globalOptions, cfg agent.Config) error {
 	store, err := agent.OpenKubeStore(cfg.Kube.REST, "")
 	if err != nil {
@@ -116,12 +117,7 @@ func (ao *agentOptions) runBlocks(ctx context.Context, opts *globalOptions, cfg 
 	defer store.Close()
 	cfg.Store = store
 	if cfg.Install != nil {
-		ns, name, ok := strings.Cut(ao.cniServiceAccount, "/")
-		if !ok || ns == "" || name == "" {
-			return fmt.Errorf("--cni-service-account %q: want NAMESPACE/NAME", ao.cniServiceAccount)
-		}
-		cfg.Kube.Blocks.Credentials = &agent.CNICredentials{REST: cfg.Kube.REST, Namespace: ns, ServiceAccount: name,
-			Dir: opts.confDir, Log: cfg.Logger}
+		cfg.Kube.Blocks.Socket = ao.ipamSocket
 	}
 	a, err := agent.New(cfg)
 	if err != nil {

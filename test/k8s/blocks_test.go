@@ -30,9 +30,10 @@ var blocksPool = netip.MustParsePrefix("10.244.0.0/16")
 
 // TestBlocksTwoNodes runs two real nodes with podnet deployed from
 // deploy/kubernetes/blocks: block IPAM on the Kubernetes API (model B),
-// the plugins writing podnet.io objects through the kubeconfig their
-// node's agent keeps, at the kubernetes Service's address (an nftables
-// DNAT on each node stands in for kube-proxy). Each node's first pod
+// the plugins allocating through their node's agent (its socket, which
+// serves their reads from a cache and makes their writes), the agents
+// reaching the API at the kubernetes Service's address (an nftables DNAT
+// on each node stands in for kube-proxy). Each node's first pod
 // claims a block, affine to it and confirmed in its IPAMNode; its pods
 // get addresses from it; pods on the two nodes talk without NAT, each
 // node routing to the other's block; a warm pod (its node has a block
@@ -118,11 +119,10 @@ func ipamNodeRemovalWithdrawsRoutes(ctx context.Context, t *testing.T, c *cluste
 }
 
 // checkBlocksNode checks what the agent did on n, now Ready: its Node
-// carries the registration annotations, the plugins' kubeconfig and
-// token are in the node's /etc/cni/net.d and the kubeconfig names the
-// token beside it (the agent writes them from its container, where the
-// directory is elsewhere), and the installed config is the ConfigMap's
-// with the node's name: the pools and the plugins' store on the API.
+// carries the registration annotations, the plugins' IPAM socket is on
+// the node's /run/podnet (the agent serves it from its container, where
+// the host's directory is mounted), and the installed config is the
+// ConfigMap's with the node's name: the pools and the socket as store.
 func checkBlocksNode(ctx context.Context, t *testing.T, c *cluster.Cluster, n *cluster.Node) {
 	t.Helper()
 	node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
@@ -132,43 +132,14 @@ func checkBlocksNode(ctx context.Context, t *testing.T, c *cluster.Cluster, n *c
 	if got := node.Annotations[agent.AnnotationUnderlayAddress]; got != n.IP {
 		t.Errorf("Node %s: annotation %s=%q, want %q", n.Name, agent.AnnotationUnderlayAddress, got, n.IP)
 	}
-	kc, err := os.ReadFile(filepath.Join(n.CNIConfDir, agent.CNIKubeconfigName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		Clusters []struct {
-			Cluster struct {
-				Server string `json:"server"`
-			} `json:"cluster"`
-		} `json:"clusters"`
-		Users []struct {
-			User struct {
-				TokenFile string `json:"tokenFile"`
-			} `json:"user"`
-		} `json:"users"`
-	}
-	if err := json.Unmarshal(kc, &doc); err != nil || len(doc.Clusters) != 1 || len(doc.Users) != 1 {
-		t.Fatalf("%s: %v\n%s", agent.CNIKubeconfigName, err, kc)
-	}
-	want := "https://" + cluster.KubernetesServiceIP + ":443"
-	if s := doc.Clusters[0].Cluster.Server; s != want {
-		t.Errorf("%s: server %q, want the kubernetes Service %s", agent.CNIKubeconfigName, s, want)
-	}
-	tf := doc.Users[0].User.TokenFile
-	if !filepath.IsAbs(tf) {
-		tf = filepath.Join(n.CNIConfDir, tf)
-	} else {
-		tf = n.HostPath(tf)
-	}
-	if fi, err := os.Stat(tf); err != nil || fi.Size() == 0 {
-		t.Errorf("%s: tokenFile %q: %v (as the plugins on %s see it)", agent.CNIKubeconfigName, doc.Users[0].User.TokenFile, err, n.Name)
+	if fi, err := os.Stat(n.HostPath(agent.DefaultIPAMSocket)); err != nil || fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s on %s: %v (mode %v), want a socket private to root", agent.DefaultIPAMSocket, n.Name, err, fi.Mode())
 	}
 	conf, err := os.ReadFile(filepath.Join(n.CNIConfDir, "10-podnet.conflist"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{`"store": "kubernetes:/etc/cni/net.d/podnet-kubeconfig"`, `"node": "` + n.Name + `"`, `"cidr": "` + blocksPool.String() + `"`} {
+	for _, s := range []string{`"store": "agent:` + agent.DefaultIPAMSocket + `"`, `"node": "` + n.Name + `"`, `"cidr": "` + blocksPool.String() + `"`} {
 		if !bytes.Contains(conf, []byte(s)) {
 			t.Errorf("installed conflist of %s has no %s:\n%s", n.Name, s, conf)
 		}

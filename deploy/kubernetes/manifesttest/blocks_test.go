@@ -5,9 +5,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"maps"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -18,44 +18,31 @@ import (
 	"github.com/podnet/podnet/ipamcni"
 )
 
-// The rights of block IPAM on the API, each verb one the code sends
-// (docs/design/kubernetes-ipam.md 5.1 is the plan; blocks/rbac.yaml says
-// where this differs and why).
-var (
-	// blocksAgentRules: the agent. Nodes as in the default; the pools it
-	// seeds from the conflist (ipam.Allocator.Pools lists, PutPool of a
-	// missing pool creates); the IPAMNode informer (list, watch) and its
-	// GC of its own node (Repair, CheckNode and ReleaseByHandle read the
-	// node's index and blocks by name, update them, create a block a
-	// stale claim names, delete a block whose release was under way);
-	// RemoveNode of a Node deleted for DeletedNodeGrace (its blocks
-	// updated or deleted, its index deleted).
-	blocksAgentRules = []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch", "patch"}},
-		{APIGroups: []string{"podnet.io"}, Resources: []string{"ippools"}, Verbs: []string{"list", "create"}},
-		{APIGroups: []string{"podnet.io"}, Resources: []string{"ipamnodes"}, Verbs: []string{"get", "list", "watch", "update", "delete"}},
-		{APIGroups: []string{"podnet.io"}, Resources: []string{"ipamblocks"}, Verbs: []string{"get", "create", "update", "delete"}},
-	}
-	// blocksCNIRules: the plugins' ADD, DEL, CHECK and GC. Pools are
-	// listed; a node's index and blocks read by name; a claim probes
-	// blocks by name, lists them when the probes find none free (and
-	// borrowing lists them), creates its block, creates or updates the
-	// index; an allocation or release updates a block.
-	blocksCNIRules = []rbacv1.PolicyRule{
-		{APIGroups: []string{"podnet.io"}, Resources: []string{"ippools"}, Verbs: []string{"list"}},
-		{APIGroups: []string{"podnet.io"}, Resources: []string{"ipamnodes"}, Verbs: []string{"get", "create", "update"}},
-		{APIGroups: []string{"podnet.io"}, Resources: []string{"ipamblocks"}, Verbs: []string{"get", "list", "create", "update"}},
-	}
-)
-
-// blocksKubeconfig is where the agent writes the plugins' kubeconfig on
-// the host, and so what the conflist's store names.
-var blocksKubeconfig = path.Join(hostConfDir, agent.CNIKubeconfigName)
+// blocksAgentRules are the rights of block IPAM on the API, each verb
+// one the code sends (docs/design/kubernetes-ipam.md 5.1 is the plan;
+// blocks/rbac.yaml says where this differs and why): the agent's alone,
+// since the plugins allocate through its socket. Nodes as in the
+// default; the pools it seeds from the conflist (ipam.Allocator.Pools
+// lists, PutPool of a missing pool creates) and lists for the plugins;
+// the IPAMNode informer (list, watch); the plugins' ADD and DEL through
+// the socket (the node's index and blocks read by name, a claim probes
+// blocks by name, lists them when the probes find none free, as
+// borrowing does, creates its block and creates or updates the index;
+// an allocation or release updates a block); its GC (Repair, CheckNode,
+// ReleaseByHandle; a block whose release was under way deleted); and
+// RemoveNode of a Node deleted for DeletedNodeGrace (its blocks updated
+// or deleted, its index deleted).
+var blocksAgentRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch", "patch"}},
+	{APIGroups: []string{"podnet.io"}, Resources: []string{"ippools"}, Verbs: []string{"list", "create"}},
+	{APIGroups: []string{"podnet.io"}, Resources: []string{"ipamnodes"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+	{APIGroups: []string{"podnet.io"}, Resources: []string{"ipamblocks"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
+}
 
 // TestBlocksDaemonSet checks the blocks variant's DaemonSet: what every
 // podnet DaemonSet must be, an agent on block IPAM on the API with only
-// the rights it uses, plugins with an account of their own and only
-// theirs, and the DELs' releases where the agent finds them.
+// the rights it uses, the plugins' socket where they find it, and the
+// DELs' releases where the agent finds them.
 func TestBlocksDaemonSet(t *testing.T) {
 	p := loadPodFrom(t, blocksDir)
 	runChecks(t, p, append(podChecks(),
@@ -74,6 +61,21 @@ func TestBlocksDaemonSet(t *testing.T) {
 			}
 		}},
 		podCheck{"RBAC exactly what the code sends", blocksRBACCheck},
+		podCheck{"the plugins' socket on the host's path", func(t *testing.T, p *pod) {
+			sock := agent.DefaultIPAMSocket
+			if v, ok := flagValue(argv(p.agent), "ipam-socket"); ok {
+				sock = v
+			}
+			vm, vol := p.volumeAt(p.agent, path.Dir(sock))
+			switch {
+			case sock != blocksSocket:
+				t.Errorf("agent --ipam-socket=%s: the conflist's plugins dial %s", sock, blocksSocket)
+			case vol == nil || vol.HostPath == nil:
+				t.Errorf("%s: not on a hostPath volume", path.Dir(sock))
+			case vm.MountPath != path.Clean(vol.HostPath.Path) || vm.ReadOnly:
+				t.Errorf("%s: mounted at %s from the host's %s (read-only %t); the plugins and the agent must see one path, writable", path.Dir(sock), vm.MountPath, vol.HostPath.Path, vm.ReadOnly)
+			}
+		}},
 		podCheck{"releases on the host's path", func(t *testing.T, p *pod) {
 			dir := ipamcni.DefaultReleaseDir
 			if v, ok := flagValue(argv(p.agent), "release-dir"); ok {
@@ -94,68 +96,46 @@ func TestBlocksDaemonSet(t *testing.T) {
 	))
 }
 
-// blocksRBACCheck: the agent's account is bound to blocksAgentRules and
-// may ask for tokens of the plugins' account alone; the plugins' account
-// (named by --cni-service-account, its own, mounted by no pod) is bound
-// to blocksCNIRules; nothing else is granted.
+// blocksSocket is where the plugins of the blocks conflist dial the agent.
+const blocksSocket = "/run/podnet/ipam.sock"
+
+// blocksRBACCheck: the agent's account, mounted by no other pod, is bound
+// to blocksAgentRules, and nothing else is granted.
 func blocksRBACCheck(t *testing.T, p *pod) {
 	if p.spec.AutomountServiceAccountToken == nil || !*p.spec.AutomountServiceAccountToken {
 		t.Error("automountServiceAccountToken is not true on the pod: the agent needs its token")
 	}
 	agentSA := p.spec.ServiceAccountName
-	v, _ := flagValue(argv(p.agent), "cni-service-account")
-	ns, cniSA, _ := strings.Cut(v, "/")
-	if ns != namespace || cniSA == "" || cniSA == agentSA {
-		t.Fatalf("agent --cni-service-account=%q: want %s/NAME, an account other than the agent's %q", v, namespace, agentSA)
+	if len(p.m.serviceAccounts) != 1 || p.m.serviceAccounts[agentSA] == nil {
+		t.Fatalf("service accounts %v: want the agent's %q alone (the plugins use the agent's socket)", slices.Sorted(maps.Keys(p.m.serviceAccounts)), agentSA)
 	}
-	for _, name := range []string{agentSA, cniSA} {
-		sa := p.m.serviceAccounts[name]
-		if sa == nil {
-			t.Fatalf("service account %q: not among the manifests", name)
-		}
-		if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
-			t.Errorf("service account %s: automountServiceAccountToken is not false", name)
-		}
+	if sa := p.m.serviceAccounts[agentSA]; sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+		t.Errorf("service account %s: automountServiceAccountToken is not false", agentSA)
 	}
-	want := map[string][]rbacv1.PolicyRule{agentSA: blocksAgentRules, cniSA: blocksCNIRules}
-	if len(p.m.roleBindings) != len(want) || len(p.m.clusterRoles) != len(want) {
-		t.Errorf("%d ClusterRoles, %d ClusterRoleBindings; want one each for %s and %s", len(p.m.clusterRoles), len(p.m.roleBindings), agentSA, cniSA)
+	if len(p.m.roleBindings) != 1 || len(p.m.clusterRoles) != 1 || len(p.m.roles) != 0 || len(p.m.nsRoleBindings) != 0 {
+		t.Errorf("%d ClusterRoles, %d ClusterRoleBindings, %d Roles, %d RoleBindings; want one ClusterRole and its binding for %s",
+			len(p.m.clusterRoles), len(p.m.roleBindings), len(p.m.roles), len(p.m.nsRoleBindings), agentSA)
 	}
 	for _, b := range p.m.roleBindings {
-		if len(b.Subjects) != 1 || b.Subjects[0].Kind != rbacv1.ServiceAccountKind || b.Subjects[0].Namespace != namespace || want[b.Subjects[0].Name] == nil {
-			t.Errorf("ClusterRoleBinding %s binds %+v, want one of %s/%s and %s/%s", b.Name, b.Subjects, namespace, agentSA, namespace, cniSA)
+		want := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: agentSA, Namespace: namespace}}
+		if !reflect.DeepEqual(b.Subjects, want) {
+			t.Errorf("ClusterRoleBinding %s binds %+v, want %s/%s alone", b.Name, b.Subjects, namespace, agentSA)
 			continue
 		}
 		role := p.m.clusterRoles[b.RoleRef.Name]
 		if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.APIGroup != rbacv1.GroupName || role == nil {
 			t.Fatalf("ClusterRoleBinding %s: roleRef %+v is not a ClusterRole of the manifests", b.Name, b.RoleRef)
 		}
-		if w := want[b.Subjects[0].Name]; !reflect.DeepEqual(role.Rules, w) || role.AggregationRule != nil {
-			t.Errorf("ClusterRole %s (bound to %s): rules %+v, want %+v", role.Name, b.Subjects[0].Name, role.Rules, w)
-		}
-	}
-	tokenRule := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{cniSA}, Verbs: []string{"create"}}}
-	if len(p.m.nsRoleBindings) != 1 || len(p.m.roles) != 1 {
-		t.Fatalf("%d Roles, %d RoleBindings; want one each: the agent's TokenRequest for %s", len(p.m.roles), len(p.m.nsRoleBindings), cniSA)
-	}
-	for _, b := range p.m.nsRoleBindings {
-		sa := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: agentSA, Namespace: namespace}
-		role := p.m.roles[b.RoleRef.Name]
-		switch {
-		case !reflect.DeepEqual(b.Subjects, []rbacv1.Subject{sa}):
-			t.Errorf("RoleBinding %s binds %+v, want the agent's account alone", b.Name, b.Subjects)
-		case b.RoleRef.Kind != "Role" || b.RoleRef.APIGroup != rbacv1.GroupName || role == nil:
-			t.Errorf("RoleBinding %s: roleRef %+v is not a Role of the manifests", b.Name, b.RoleRef)
-		case !reflect.DeepEqual(role.Rules, tokenRule):
-			t.Errorf("Role %s: rules %+v, want %+v", role.Name, role.Rules, tokenRule)
+		if !reflect.DeepEqual(role.Rules, blocksAgentRules) || role.AggregationRule != nil {
+			t.Errorf("ClusterRole %s: rules %+v, want %+v", role.Name, role.Rules, blocksAgentRules)
 		}
 	}
 }
 
 // TestBlocksNetworkConfig checks the blocks variant's conflist with
 // podnet's own code: it is what `podnet install` would write for the
-// same settings; its store is the kubeconfig the agent writes into the
-// host's CNI config directory; it names no node; its pools are what the
+// same settings; its store is the socket the agent serves on the host;
+// it names no node; its pools are what the
 // agent seeds and never masqueraded between; and as the agent installs
 // it, it is a config podnet-ipam accepts.
 func TestBlocksNetworkConfig(t *testing.T) {
@@ -181,8 +161,8 @@ func TestBlocksNetworkConfig(t *testing.T) {
 	if main.IPAM.Node != nil {
 		t.Errorf("ipam.node %q: would give every node the same name", *main.IPAM.Node)
 	}
-	if want := "kubernetes:" + blocksKubeconfig; main.IPAM.Store != want {
-		t.Errorf("ipam.store %q, want %q: the kubeconfig the agent writes for the plugins", main.IPAM.Store, want)
+	if want := "agent:" + blocksSocket; main.IPAM.Store != want {
+		t.Errorf("ipam.store %q, want %q: the socket the agent serves the plugins' IPAM on", main.IPAM.Store, want)
 	}
 	var pools []string
 	for _, p := range main.IPAM.Pools {
