@@ -17,10 +17,10 @@ type Config struct {
 	Type string `json:"type"`
 	// Store is "bolt:/var/lib/podnet/ipam.db" (default),
 	// "etcd://host:port[,host:port...]" ("etcds://" for TLS), or
-	// "kubernetes:/etc/cni/net.d/podnet-kubeconfig" (block IPAM on the
-	// Kubernetes API, through a kubeconfig in JSON the agent writes), or
-	// "agent:/run/podnet/ipam.sock" (the store the node's agent serves,
-	// ipam/store/agentsock).
+	// "agent:/run/podnet/ipam.sock" (block IPAM on the Kubernetes API
+	// through the store the node's agent serves, ipam/store/agentsock:
+	// what deploy/kubernetes/blocks installs), or "kubernetes:KUBECONFIG"
+	// (the API itself, through a kubeconfig in JSON: for the CLI).
 	Store        string `json:"store"`
 	EtcdCertFile string `json:"etcdCertFile,omitempty"`
 	EtcdKeyFile  string `json:"etcdKeyFile,omitempty"`

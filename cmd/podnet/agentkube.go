@@ -85,8 +85,8 @@ func (ao *agentOptions) restConfig() (*rest.Config, error) {
 }
 
 // blocksConfig sets cfg up for block IPAM on the API: the pools to seed
-// come from the conflist the agent installs, whose store must be the
-// plugins' kubeconfig.
+// come from the conflist the agent installs, whose store is the socket
+// the agent serves (--ipam-socket).
 func (ao *agentOptions) blocksConfig(cfg *agent.Config) error {
 	if ao.storeSpec != "" || len(ao.clusterCIDRs) > 0 {
 		return errors.New("--ipam blocks: --store and --cluster-cidr do not apply (the store is the API, and the conflist's pools are the cluster's)")

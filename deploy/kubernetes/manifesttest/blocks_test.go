@@ -2,10 +2,10 @@ package manifesttest
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
-	"maps"
 	"reflect"
 	"slices"
 	"testing"

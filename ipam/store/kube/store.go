@@ -18,8 +18,9 @@ import (
 	"github.com/podnet/podnet/ipam"
 )
 
-// SpecPrefix starts a store spec naming a kubeconfig:
-// "kubernetes:/etc/cni/net.d/podnet-kubeconfig".
+// SpecPrefix starts a store spec naming a kubeconfig in JSON:
+// "kubernetes:admin.json" (the CLI; the agent opens its store with its
+// own credentials, and the plugins use the agent's socket).
 const SpecPrefix = "kubernetes:"
 
 // ParseSpec returns the kubeconfig path of a "kubernetes:PATH" store spec.
