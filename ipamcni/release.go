@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/ipam"
 )
 
 // ParseReleaseRequest reads what a DEL needs to release an attachment:
@@ -77,10 +78,23 @@ func Release(ctx context.Context, req *Request, at PodInterface) error {
 	return nil
 }
 
+// releaseUnavailableTimeout is how long a DEL retries a remote store it
+// cannot reach before it records the release for the agent.
+const releaseUnavailableTimeout = 2 * time.Second
+
 func release(ctx context.Context, req *Request, at PodInterface) error {
 	p, err := Open(ctx, req)
 	if err != nil {
 		return err
+	}
+	if remoteStore(req) {
+		// A DEL that cannot reach the store leaves a record for the
+		// agent instead of failing: waiting long for the store only
+		// slows the node's teardown (a drain after the agent is gone
+		// would wait the full retry for every sandbox).
+		cfg := AllocatorConfig(&req.Config)
+		cfg.UnavailableTimeout = releaseUnavailableTimeout
+		p.alloc = ipam.New(p.store, cfg)
 	}
 	err = p.DelAttachment(ctx, at)
 	if cerr := p.Close(); err == nil {

@@ -18,13 +18,18 @@ func (c *Cluster) stop() {
 	if c.t.Failed() {
 		c.t.Logf("cluster logs:\n%s", c.LogTails(40))
 	}
+	start := time.Now()
 	errs := c.drainNodes()
+	drained := time.Now()
 	errs = append(errs, c.stopProcesses()...)
+	stopped := time.Now()
 	// The nodes' mount namespaces go with Dir, before their mount points
 	// on the machine are removed.
 	errs = append(errs, c.removeDir())
 	errs = append(errs, c.restoreHost()...)
 	errs = append(errs, c.reaper.done())
+	c.t.Logf("cluster: torn down in %s (pods drained %s, processes stopped %s)", time.Since(start).Round(time.Millisecond),
+		drained.Sub(start).Round(time.Millisecond), stopped.Sub(drained).Round(time.Millisecond))
 	if err := errors.Join(errs...); err != nil {
 		c.t.Errorf("cluster teardown: %v", err)
 	}
@@ -157,11 +162,15 @@ func (c *Cluster) deleteAllPods() error {
 	// Application pods before podnet's agent: their CNI DEL does not
 	// need the agent, but this is the order a node drains in.
 	for _, sel := range []string{"app.kubernetes.io/name!=podnet", "app.kubernetes.io/name=podnet"} {
+		start := time.Now()
 		if err := c.deletePods(ctx, sel); err != nil {
 			return err
 		}
 		if err := c.waitPodsGone(ctx, sel); err != nil {
 			return err
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			c.t.Logf("cluster: pods %s took %s to go", sel, d.Round(time.Millisecond))
 		}
 	}
 	return nil
