@@ -98,7 +98,7 @@ func (ao *agentOptions) run(ctx context.Context, opts *globalOptions) error {
 		}
 	}
 	if cfg.Kube != nil && cfg.Kube.Blocks != nil {
-		return ao.runBlocks(ctx, opts, cfg)
+		return ao.runBlocks(ctx, cfg)
 	}
 	store, etcdClient, err := agent.OpenStore(ctx, ao.storeSpec, agent.StoreOptions{CertFile: ao.certFile, KeyFile: ao.keyFile, CAFile: ao.caFile})
 	if err != nil {
@@ -109,6 +109,11 @@ func (ao *agentOptions) run(ctx context.Context, opts *globalOptions) error {
 		defer etcdClient.Close()
 	}
 	cfg.Store, cfg.Etcd = store, etcdClient
+	return ao.runAgent(ctx, cfg)
+}
+
+// runAgent runs an agent of cfg, its metrics served, until ctx ends.
+func (ao *agentOptions) runAgent(ctx context.Context, cfg agent.Config) error {
 	a, err := agent.New(cfg)
 	if err != nil {
 		return err

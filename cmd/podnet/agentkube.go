@@ -109,7 +109,7 @@ func (ao *agentOptions) blocksConfig(cfg *agent.Config) error {
 // runBlocks runs the agent with block IPAM on the API: its own store on
 // the API (pools, GC) and, with --install, the socket the plugins
 // allocate through.
-func (ao *agentOptions) runBlocks(ctx context.Context, opts *globalOptions, cfg agent.Config) error {
+func (ao *agentOptions) runBlocks(ctx context.Context, cfg agent.Config) error {
 	store, err := agent.OpenKubeStore(cfg.Kube.REST, "")
 	if err != nil {
 		return err
@@ -119,14 +119,5 @@ func (ao *agentOptions) runBlocks(ctx context.Context, opts *globalOptions, cfg 
 	if cfg.Install != nil {
 		cfg.Kube.Blocks.Socket = ao.ipamSocket
 	}
-	a, err := agent.New(cfg)
-	if err != nil {
-		return err
-	}
-	stop, err := ao.serveMetrics(a.Handler())
-	if err != nil {
-		return err
-	}
-	defer stop()
-	return a.Run(ctx)
+	return ao.runAgent(ctx, cfg)
 }

@@ -7,8 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -294,42 +292,7 @@ func testWriteUpdateMissing(t *testing.T, s ipam.Store, p string) {
 }
 
 // testWriteConcurrentCAS has writers race read-modify-write on one key:
-// every increment lands exactly once.
+// every increment lands exactly once (RunWrites' case, on raw values).
 func testWriteConcurrentCAS(t *testing.T, s ipam.Store, p string) {
-	k := p + "counter"
-	mustWrite(t, s, ipam.Write{Key: k, Value: []byte("0")})
-	const writers, each = 4, 10
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for done := 0; done < each; {
-				kv, err := s.Get(ctxT(t), k)
-				if err != nil {
-					errs <- err
-					return
-				}
-				n, _ := strconv.Atoi(string(kv.Value))
-				_, err = s.Write(ctxT(t), ipam.Write{Key: k, ModRevision: kv.ModRevision, Value: []byte(strconv.Itoa(n + 1))})
-				switch {
-				case errors.Is(err, ipam.ErrConflict):
-				case err != nil:
-					errs <- err
-					return
-				default:
-					done++
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	if kv := mustGet(t, s, k); string(kv.Value) != strconv.Itoa(writers*each) {
-		t.Fatalf("counter = %s, want %d", kv.Value, writers*each)
-	}
+	shapedConcurrentCAS(t, s, p, RawShape())
 }
