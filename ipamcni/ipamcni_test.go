@@ -230,7 +230,7 @@ func TestUnreachableStoreIsTryAgainLater(t *testing.T) {
 // and DEL succeeds by leaving a tombstone for the agent's GC.
 func TestAgentStoreAbsent(t *testing.T) {
 	dir := t.TempDir()
-	conf := fmt.Sprintf(`{"name":"n","ipam":{"type":"podnet-ipam","store":"agent:%s/ipam.sock","releaseDir":%q,"node":"n1","pools":[{"cidr":"10.107.0.0/16"}]}}`, dir, dir+"/releases")
+	conf := fmt.Sprintf(`{"name":"n","ipam":{"type":"podnet-ipam","store":"agent:%s/ipam.sock","releaseDir":%q,"nodeLock":%q,"node":"n1","pools":[{"cidr":"10.107.0.0/16"}]}}`, dir, dir+"/releases", dir+"/ipam.lock")
 	req, err := ParseRequest([]byte(conf), nil)
 	if err != nil {
 		t.Fatal(err)
