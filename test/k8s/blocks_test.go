@@ -36,7 +36,8 @@ var blocksPool = netip.MustParsePrefix("10.244.0.0/16")
 // on each node stands in for kube-proxy). Each node's first pod
 // claims a block, affine to it and confirmed in its IPAMNode; its pods
 // get addresses from it; pods on the two nodes talk without NAT, each
-// node routing to the other's block; a warm pod (its node has a block
+// node routing to the other's block, over host-gw and then, after the
+// user's switch to VXLAN restarted the agents, over VXLAN; a warm pod (its node has a block
 // with room) costs one block update to create and one to delete, and no
 // other podnet write; deleted pods leave no allocation (Check clean).
 func TestBlocksTwoNodes(t *testing.T) {
@@ -73,6 +74,11 @@ func TestBlocksTwoNodes(t *testing.T) {
 			fmt.Sprintf("%s via %s dev underlay0 ", blocks[peer.Name][0], peer.IP))
 	}
 	clients := crossNodeTraffic(ctx, t, c, servers, "host-gw", "via %s dev underlay0")
+	// The user's switch to VXLAN restarts the agents: the plugins' socket
+	// goes and comes back with them, and new pods allocate through the
+	// new agents while the old ones keep their addresses.
+	setRoutingMode(ctx, t, c, "vxlan")
+	clients = append(clients, crossNodeTraffic(ctx, t, c, servers, "vxlan", "via %s dev podnet.vxlan")...)
 	pods := append(servers, clients...)
 	pods = append(pods, blocksWritesPerPod(ctx, t, c, 3, blocks)...)
 
