@@ -57,22 +57,29 @@ func (s *clusterState) setNode(name string, rec NodeRecord, ok bool, cidrs []net
 	if slices.Equal(s.podCIDRs[name], cidrs) {
 		return changed
 	}
-	for _, p := range s.podCIDRs[name] {
-		// A CIDR already handed to another node (the controller reuses a
-		// deleted node's) stays that node's.
-		if s.affinities[p] == name {
+	s.routeTo(s.podCIDRs, name, slices.Clone(cidrs))
+	return true
+}
+
+// routeTo makes prefixes, and no longer those owned[node] held, the ones
+// routed to node, and records them in owned. A prefix already routed to
+// another node (a podCIDR the controller reused, a block another node's
+// index now confirms) stays that node's: only its own node takes a
+// route away.
+func (s *clusterState) routeTo(owned map[string][]netip.Prefix, node string, prefixes []netip.Prefix) {
+	for _, p := range owned[node] {
+		if s.affinities[p] == node {
 			delete(s.affinities, p)
 		}
 	}
-	for _, p := range cidrs {
-		s.affinities[p] = name
+	for _, p := range prefixes {
+		s.affinities[p] = node
 	}
-	if len(cidrs) == 0 {
-		delete(s.podCIDRs, name)
+	if len(prefixes) == 0 {
+		delete(owned, node)
 	} else {
-		s.podCIDRs[name] = slices.Clone(cidrs)
+		owned[node] = prefixes
 	}
-	return true
 }
 
 // apply records one key's new value (or deletion). It returns whether
@@ -119,20 +126,7 @@ func (s *clusterState) applyIndex(node string, value []byte, deleted bool) (bool
 		}
 	}
 	oldBlocks, oldAddrs := s.indexed[node], s.borrowed[node]
-	for _, p := range oldBlocks {
-		// Only the index's own node may take the route away.
-		if s.affinities[p] == node {
-			delete(s.affinities, p)
-		}
-	}
-	for _, p := range blocks {
-		s.affinities[p] = node
-	}
-	if len(blocks) == 0 {
-		delete(s.indexed, node)
-	} else {
-		s.indexed[node] = blocks
-	}
+	s.routeTo(s.indexed, node, blocks)
 	if len(addrs) == 0 {
 		delete(s.borrowed, node)
 	} else {

@@ -105,7 +105,7 @@ func TestDelWithStoreDownLeavesReleaseForGC(t *testing.T) {
 // drops the record, and the agent's claim then finds nothing.
 func TestTombstoneClaimOrdering(t *testing.T) {
 	dir := t.TempDir()
-	ts := ipamcni.Tombstone{Node: "self", Network: "n", Handle: "n.c1", ContainerID: "c1"}
+	ts := ipamcni.Tombstone{Node: "self", Handle: "n.c1"}
 	if err := ipamcni.WriteTombstone(dir, ts); err != nil {
 		t.Fatal(err)
 	}

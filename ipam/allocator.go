@@ -43,10 +43,6 @@ type Config struct {
 	// instead of refusing to run: for a store only one node uses (bbolt),
 	// whose plugins all run this version.
 	MigrateV1 bool
-	// SkipV1Check is for stores that never held layout v1 (the
-	// Kubernetes store, which holds only pools, blocks and indexes): the
-	// allocator does not look for v1 data in them.
-	SkipV1Check bool
 	// Now is the clock for index and block timestamps.
 	Now func() time.Time
 }
@@ -80,9 +76,7 @@ func New(store Store, cfg Config) *Allocator {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	a := &Allocator{store: store, keys: cfg.Keys, cfg: cfg}
-	a.layoutOK.Store(cfg.SkipV1Check)
-	return a
+	return &Allocator{store: store, keys: cfg.Keys, cfg: cfg}
 }
 
 // Writes returns how many store writes the allocator has made.

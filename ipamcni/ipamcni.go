@@ -44,6 +44,13 @@ func openIPAM(ctx context.Context, req *Request, use storeUse) (*IPAM, error) {
 	}
 	cfg := AllocatorConfig(&req.Config)
 	cfg.StrictAffinity, cfg.MaxBlocksPerHost = req.Config.StrictAffinity, req.Config.MaxBlocksPerHost
+	if use == oneRelease && remoteStore(req) {
+		// A DEL that cannot reach the store leaves a record for the
+		// agent instead of failing: waiting long for the store only
+		// slows the node's teardown (a drain after the agent is gone
+		// would wait the full retry for every sandbox).
+		cfg.UnavailableTimeout = releaseUnavailableTimeout
+	}
 	return &IPAM{req: req, store: st, alloc: ipam.New(st, cfg)}, nil
 }
 

@@ -252,7 +252,7 @@ func TestAgentStoreAbsent(t *testing.T) {
 	if err := Release(ctx, rreq, PodInterface{ContainerID: "c", IfName: "eth0"}); err != nil {
 		t.Fatalf("DEL with the agent absent: %v", err)
 	}
-	if ts, err := ReadTombstones(dir + "/releases"); err != nil || len(ts) != 1 || ts[0].ContainerID != "c" {
+	if ts, err := ReadTombstones(dir + "/releases"); err != nil || len(ts) != 1 || ts[0].Handle != Handle("n", "c") {
 		t.Fatalf("tombstones %+v, %v; want the one of c", ts, err)
 	}
 }

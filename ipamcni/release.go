@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/podnet/podnet/cni"
-	"github.com/podnet/podnet/ipam"
 )
 
 // ParseReleaseRequest reads what a DEL needs to release an attachment:
@@ -83,18 +82,9 @@ func Release(ctx context.Context, req *Request, at PodInterface) error {
 const releaseUnavailableTimeout = 2 * time.Second
 
 func release(ctx context.Context, req *Request, at PodInterface) error {
-	p, err := Open(ctx, req)
+	p, err := openIPAM(ctx, req, oneRelease)
 	if err != nil {
 		return err
-	}
-	if remoteStore(req) {
-		// A DEL that cannot reach the store leaves a record for the
-		// agent instead of failing: waiting long for the store only
-		// slows the node's teardown (a drain after the agent is gone
-		// would wait the full retry for every sandbox).
-		cfg := AllocatorConfig(&req.Config)
-		cfg.UnavailableTimeout = releaseUnavailableTimeout
-		p.alloc = ipam.New(p.store, cfg)
 	}
 	err = p.DelAttachment(ctx, at)
 	if cerr := p.Close(); err == nil {

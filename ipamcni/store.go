@@ -29,6 +29,9 @@ const (
 	// oneOperationPipelined: oneOperation whose writes return before
 	// they are durable (bbolt's AckApplied); the caller Syncs.
 	oneOperationPipelined
+	// oneRelease: oneOperation for a DEL, which gives up on an
+	// unreachable remote store sooner (releaseUnavailableTimeout).
+	oneRelease
 )
 
 // openStore opens the store; for oneOperation, a plugin's single

@@ -21,14 +21,13 @@ const DefaultReleaseDir = "/var/lib/podnet/releases"
 // IPAM's datastore) and the node's agent releases the handle once the
 // store answers again. Until then the addresses stay allocated: leaked
 // for a while, never given out twice.
+//
+// A release is by node and handle (<network>.<container ID>), which also
+// names the endpoint: the record holds what the agent needs for it and
+// no more.
 type Tombstone struct {
-	Node        string `json:"node"`
-	Network     string `json:"network"`
-	Handle      string `json:"handle"`
-	ContainerID string `json:"containerID"`
-	// Endpoint is the attachment's endpoint ID (node/namespace/pod/ifname),
-	// empty for a release by handle alone.
-	Endpoint string `json:"endpoint,omitempty"`
+	Node   string `json:"node"`
+	Handle string `json:"handle"`
 	// Prefix is the store key prefix the addresses were allocated under.
 	Prefix string    `json:"prefix,omitempty"`
 	Time   time.Time `json:"time"`
@@ -218,12 +217,7 @@ func UnclaimAll(dir string) error {
 
 // tombstoneFor is the record of a release at for req that failed now.
 func tombstoneFor(req *Request, at PodInterface, now time.Time) Tombstone {
-	ts := Tombstone{Node: req.Config.Node, Network: req.Network, Handle: Handle(req.Network, at.ContainerID),
-		ContainerID: at.ContainerID, Prefix: req.Config.Prefix, Time: now.UTC()}
-	if at.IfName != "" {
-		ts.Endpoint = EndpointID(req.Config.Node, at).String()
-	}
-	return ts
+	return Tombstone{Node: req.Config.Node, Handle: Handle(req.Network, at.ContainerID), Prefix: req.Config.Prefix, Time: now.UTC()}
 }
 
 // remoteStore reports whether req's store is one a node agent serves

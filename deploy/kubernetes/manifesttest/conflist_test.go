@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -222,5 +223,25 @@ func goBuild(t *testing.T, dir string, pkgs ...string) {
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go %s (in %s): %v\n%s", strings.Join(args, " "), rootDir, err, out)
+	}
+}
+
+// isInstallWrite checks that the shipped conflist is what `podnet install`
+// writes for the same settings.
+func (c *conflistCase) isInstallWrite(t *testing.T, n install.Network) {
+	t.Helper()
+	want, err := install.ConfList(n)
+	if err != nil {
+		t.Fatalf("podnet install refuses these settings: %v", err)
+	}
+	var got, wantDoc any
+	if err := json.Unmarshal(c.shipped, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(want, &wantDoc); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, wantDoc) {
+		t.Errorf("the ConfigMap's conflist is not what podnet install writes for its settings:\n--- ConfigMap\n%s\n--- podnet install\n%s", c.shipped, want)
 	}
 }

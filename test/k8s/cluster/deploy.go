@@ -60,8 +60,6 @@ type Manifests struct {
 	ServiceAccounts     []*corev1.ServiceAccount
 	ClusterRoles        []*rbacv1.ClusterRole
 	ClusterRoleBindings []*rbacv1.ClusterRoleBinding
-	Roles               []*rbacv1.Role
-	RoleBindings        []*rbacv1.RoleBinding
 	ConfigMap           *corev1.ConfigMap
 	DaemonSet           *appsv1.DaemonSet
 }
@@ -119,12 +117,6 @@ func (m *Manifests) add(doc []byte) error {
 	case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
 		o := &rbacv1.ClusterRoleBinding{}
 		obj, m.ClusterRoleBindings = o, append(m.ClusterRoleBindings, o)
-	case "rbac.authorization.k8s.io/v1 Role":
-		o := &rbacv1.Role{}
-		obj, m.Roles = o, append(m.Roles, o)
-	case "rbac.authorization.k8s.io/v1 RoleBinding":
-		o := &rbacv1.RoleBinding{}
-		obj, m.RoleBindings = o, append(m.RoleBindings, o)
 	case "v1 ConfigMap":
 		if m.ConfigMap != nil {
 			return fmt.Errorf("a second ConfigMap")
@@ -226,16 +218,6 @@ func (c *Cluster) applyAccess(ctx context.Context, m *Manifests) error {
 	for _, b := range m.ClusterRoleBindings {
 		if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("clusterrolebinding %s: %w", b.Name, err)
-		}
-	}
-	for _, r := range m.Roles {
-		if _, err := c.Client.RbacV1().Roles(r.Namespace).Create(ctx, r, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("role %s: %w", r.Name, err)
-		}
-	}
-	for _, b := range m.RoleBindings {
-		if _, err := c.Client.RbacV1().RoleBindings(b.Namespace).Create(ctx, b, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("rolebinding %s: %w", b.Name, err)
 		}
 	}
 	return nil
