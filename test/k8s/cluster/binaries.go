@@ -19,7 +19,7 @@ import (
 const KubeVersion = "v1.34.4"
 
 // KubeCommands are the Kubernetes programs the harness runs.
-var KubeCommands = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"}
+var KubeCommands = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl"}
 
 // ModuleDir returns the test/k8s module's directory, found by walking up
 // from the working directory (a test's is its package's).

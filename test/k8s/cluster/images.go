@@ -51,3 +51,18 @@ func (c *Cluster) buildPauseImage() error {
 	}
 	return err
 }
+
+// LoadImages imports OCI image archives into every node's containerd, in
+// the namespace kubelet's pods use, as `ctr images import` would on a
+// machine without a registry. Images a test needs beyond pause and
+// podnet's (CoreDNS, the upstream e2e images) come this way.
+func (c *Cluster) LoadImages(archives ...string) error {
+	for _, n := range c.Nodes {
+		for _, a := range archives {
+			if err := run(c.containerdCommand("ctr"), "--address", n.containerdSock, "-n", "k8s.io", "images", "import", a); err != nil {
+				return fmt.Errorf("%s: %w", n.Name, err)
+			}
+		}
+	}
+	return nil
+}
