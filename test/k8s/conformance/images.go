@@ -31,10 +31,17 @@ const (
 	// PauseImage: the harness's static pause program (cmd/pause), under
 	// the name the suite gives its pause containers.
 	PauseImage = "registry.k8s.io/pause:3.10.1"
+	// RegressionImage: the program of test/images/regression-issue-74839
+	// (a raw-socket client that provokes conntrack's invalid state).
+	RegressionImage = "registry.k8s.io/e2e-test-images/regression-issue-74839:1.2"
+	// IptablesImage: what KubeProxy's CLOSE_WAIT spec runs in this
+	// image on a node's network, conntrack from Debian, with busybox
+	// for sleep, sh and grep.
+	IptablesImage = "registry.k8s.io/build-image/distroless-iptables:v0.7.14"
 )
 
-// Images are the names of the images Build makes.
-var Images = []string{AgnhostImage, JessieDnsutilsImage, BusyBoxImage, PauseImage}
+// Images are the names of the images Build makes, in its order.
+var Images = []string{AgnhostImage, JessieDnsutilsImage, BusyBoxImage, PauseImage, RegressionImage, IptablesImage}
 
 // busybox is where Debian's busybox-static puts its program.
 const busybox = "/bin/busybox"
@@ -42,19 +49,21 @@ const busybox = "/bin/busybox"
 // hostPackages are the Debian packages whose programs the images hold,
 // by a program of each.
 var hostPackages = map[string]string{
-	busybox:           "busybox-static",
-	"/usr/bin/dig":    "bind9-dnsutils",
-	"/usr/bin/curl":   "curl",
-	"/usr/bin/wget":   "wget",
-	"/usr/bin/getent": "libc-bin",
+	busybox:               "busybox-static",
+	"/usr/bin/dig":        "bind9-dnsutils",
+	"/usr/bin/curl":       "curl",
+	"/usr/bin/wget":       "wget",
+	"/usr/bin/getent":     "libc-bin",
+	"/usr/sbin/conntrack": "conntrack",
 }
 
 // Sources are what Build makes the images from: programs built from Go
 // modules, and the working tree of k8s.io/kubernetes for porter's
 // certificate.
 type Sources struct {
-	// Agnhost is agnhost's program (cluster.E2EBinaries builds it).
-	Agnhost string
+	// Agnhost and Regression are the programs of agnhost and
+	// regression-issue-74839 (cluster.E2EBinaries builds them).
+	Agnhost, Regression string
 	// Pause is the harness's pause program.
 	Pause string
 	// KubernetesDir is k8s.io/kubernetes's module directory at the
@@ -121,11 +130,22 @@ func images(src Sources) ([]ociimage.Image, error) {
 	if err != nil {
 		return nil, err
 	}
+	regression, err := os.ReadFile(src.Regression)
+	if err != nil {
+		return nil, err
+	}
+	iptables, err := toolImage(IptablesImage, bb, applets, []string{"/usr/sbin/conntrack"})
+	if err != nil {
+		return nil, err
+	}
 	return []ociimage.Image{
 		agnhost,
 		jessie,
 		{Name: BusyBoxImage, Files: bb, Symlinks: applets, Dirs: []string{"/tmp"}, Cmd: []string{"sh"}},
 		{Name: PauseImage, Entrypoint: []string{"/pause"}, Files: []ociimage.File{{Path: "/pause", Mode: 0o755, Data: pause}}},
+		{Name: RegressionImage, Entrypoint: []string{"/regression-issue-74839"},
+			Files: []ociimage.File{{Path: "/regression-issue-74839", Mode: 0o755, Data: regression}}},
+		iptables,
 	}, nil
 }
 

@@ -37,12 +37,19 @@ func TestImages(t *testing.T) {
 	if err := os.WriteFile(stub, []byte("#!/bin/sh\necho stub \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	archives, err := Build(tmp, Sources{Agnhost: stub, Pause: stub, KubernetesDir: kdir}, t.Logf)
+	archives, err := Build(tmp, Sources{Agnhost: stub, Pause: stub, Regression: stub, KubernetesDir: kdir}, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(archives) != len(Images) {
 		t.Fatalf("%d archives for %d images", len(archives), len(Images))
+	}
+	// The regression image is its program alone: no shell to run
+	// anything with.
+	regRoot := filepath.Join(tmp, "root-regression")
+	unpack(t, archives[indexOf(t, RegressionImage)], regRoot)
+	if fi, err := os.Stat(filepath.Join(regRoot, "regression-issue-74839")); err != nil || fi.Mode()&0o111 == 0 {
+		t.Errorf("regression image: no executable /regression-issue-74839 (%v)", err)
 	}
 	hosts := "127.0.0.1 localhost\n10.244.0.5 dns-querier-1.dns-test-service.ns.svc.cluster.local dns-querier-1\n"
 	for _, tc := range []struct {
@@ -63,6 +70,7 @@ func TestImages(t *testing.T) {
 			"test -z \"$(getent hosts no-such-name)\"",
 		}},
 		{BusyBoxImage, []string{"seq 1 3 | wc -l | grep -q 3", "sleep 0 && hostname | grep -q ."}},
+		{IptablesImage, []string{"conntrack --version | grep -q conntrack", "sleep 0"}},
 	} {
 		t.Run(tc.image, func(t *testing.T) {
 			root := filepath.Join(tmp, "root-"+strings.NewReplacer("/", "_", ":", "_").Replace(tc.image))

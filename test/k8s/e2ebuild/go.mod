@@ -226,4 +226,5 @@ replace (
 tool (
 	github.com/onsi/ginkgo/v2/ginkgo
 	k8s.io/kubernetes/test/images/agnhost
+	k8s.io/kubernetes/test/images/regression-issue-74839
 )
