@@ -20,7 +20,7 @@ import (
 const (
 	// AgnhostImage: agnhost built from k8s.io/kubernetes, porter's TLS
 	// pair in its working directory, busybox's applets for the specs'
-	// shell loops, and dig, curl and GNU wget from Debian.
+	// shell loops, and dig, curl, GNU wget and OpenBSD's nc from Debian.
 	AgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.56"
 	// JessieDnsutilsImage: what the DNS probes run in it, dig and getent
 	// (glibc's, reading /etc/hosts first as Debian's nsswitch.conf says),
@@ -55,7 +55,13 @@ var hostPackages = map[string]string{
 	"/usr/bin/wget":       "wget",
 	"/usr/bin/getent":     "libc-bin",
 	"/usr/sbin/conntrack": "conntrack",
+	openbsdNC:             "netcat-openbsd",
 }
+
+// openbsdNC is the nc the real agnhost image has (Alpine's
+// netcat-openbsd): the specs' `nc -u -w 1` sends a datagram and prints
+// the answer, which Debian's busybox nc, without -u, cannot.
+const openbsdNC = "/usr/bin/nc.openbsd"
 
 // Sources are what Build makes the images from: programs built from Go
 // modules, and the working tree of k8s.io/kubernetes for porter's
@@ -120,7 +126,7 @@ func images(src Sources) ([]ociimage.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	jessie, err := toolImage(JessieDnsutilsImage, bb, applets, []string{"/usr/bin/dig", "/usr/bin/getent"})
+	jessie, err := toolImage(JessieDnsutilsImage, bb, applets, []string{"/usr/bin/dig", "/usr/bin/getent"}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +140,7 @@ func images(src Sources) ([]ociimage.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	iptables, err := toolImage(IptablesImage, bb, applets, []string{"/usr/sbin/conntrack"})
+	iptables, err := toolImage(IptablesImage, bb, applets, []string{"/usr/sbin/conntrack"}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +163,8 @@ const nsswitch = "passwd: files\ngroup: files\nhosts: files dns\n"
 // entrypoint with pause the default argument, porter's localhost.crt and
 // localhost.key in the working directory (/), /uploads for netexec.
 func agnhostImage(src Sources, bb []ociimage.File, applets []ociimage.Symlink) (ociimage.Image, error) {
-	img, err := toolImage(AgnhostImage, bb, applets, []string{"/usr/bin/dig", "/usr/bin/curl", "/usr/bin/wget"})
+	img, err := toolImage(AgnhostImage, bb, applets, []string{"/usr/bin/dig", "/usr/bin/curl", "/usr/bin/wget", openbsdNC},
+		[]ociimage.Symlink{{Path: "/usr/bin/nc", Target: filepath.Base(openbsdNC)}})
 	if err != nil {
 		return img, err
 	}
@@ -178,9 +185,10 @@ func agnhostImage(src Sources, bb []ociimage.File, applets []ociimage.Symlink) (
 	return img, nil
 }
 
-// toolImage is busybox with its applets and the given host programs,
-// which replace an applet of the same path (GNU wget for busybox's).
-func toolImage(name string, bb []ociimage.File, applets []ociimage.Symlink, programs []string) (ociimage.Image, error) {
+// toolImage is busybox with its applets, the given host programs and
+// links, which replace an applet of the same path (GNU wget for
+// busybox's, nc for OpenBSD's).
+func toolImage(name string, bb []ociimage.File, applets []ociimage.Symlink, programs []string, links []ociimage.Symlink) (ociimage.Image, error) {
 	files, err := hostimage.Files(programs...)
 	if err != nil {
 		return ociimage.Image{}, err
@@ -195,7 +203,9 @@ func toolImage(name string, bb []ociimage.File, applets []ociimage.Symlink, prog
 			have[f.Path] = true
 		}
 	}
-	var links []ociimage.Symlink
+	for _, l := range links {
+		have[l.Path] = true
+	}
 	for _, l := range applets {
 		if !have[l.Path] && !have[sameDirAs(l.Path)] {
 			links = append(links, l)

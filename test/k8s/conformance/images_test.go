@@ -62,7 +62,7 @@ func TestImages(t *testing.T) {
 			"for i in `seq 1 2`; do dig -v 2>&1 | grep -q DiG && echo OK > /tmp/probe; done; test -s /tmp/probe",
 			"curl --version | grep -q '^curl'",
 			"wget --version | grep -q 'GNU Wget'",
-			"nc --help 2>&1 | grep -qi busybox",
+			"nc -h 2>&1 | grep -q OpenBSD",
 		}},
 		{JessieDnsutilsImage, []string{
 			"dig -v 2>&1 | grep -q DiG",
