@@ -38,10 +38,15 @@ const (
 	// image on a node's network, conntrack from Debian, with busybox
 	// for sleep, sh and grep.
 	IptablesImage = "registry.k8s.io/build-image/distroless-iptables:v0.7.14"
+	// NginxImage: Debian's nginx (1.22, not the 1.14 of the real image:
+	// the specs that run it only need a web server that runs), taken from
+	// its package unpacked, never installed, with a configuration of its
+	// own serving one page on port 80.
+	NginxImage = "registry.k8s.io/e2e-test-images/nginx:1.14-4"
 )
 
 // Images are the names of the images Build makes, in its order.
-var Images = []string{AgnhostImage, JessieDnsutilsImage, BusyBoxImage, PauseImage, RegressionImage, IptablesImage}
+var Images = []string{AgnhostImage, JessieDnsutilsImage, BusyBoxImage, PauseImage, RegressionImage, IptablesImage, NginxImage}
 
 // busybox is where Debian's busybox-static puts its program.
 const busybox = "/bin/busybox"
@@ -84,7 +89,7 @@ func Build(dir string, src Sources, logf func(string, ...any)) ([]string, error)
 	if err := ensureHostPackages(logf); err != nil {
 		return nil, err
 	}
-	imgs, err := images(src)
+	imgs, err := images(src, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -112,8 +117,8 @@ func writeArchive(path string, img ociimage.Image) error {
 	return err
 }
 
-// images describes the four images.
-func images(src Sources) ([]ociimage.Image, error) {
+// images describes the images; work is a directory to unpack packages in.
+func images(src Sources, work string) ([]ociimage.Image, error) {
 	applets, err := busyboxApplets()
 	if err != nil {
 		return nil, err
@@ -144,6 +149,10 @@ func images(src Sources) ([]ociimage.Image, error) {
 	if err != nil {
 		return nil, err
 	}
+	nginx, err := nginxImage(work)
+	if err != nil {
+		return nil, err
+	}
 	return []ociimage.Image{
 		agnhost,
 		jessie,
@@ -152,6 +161,7 @@ func images(src Sources) ([]ociimage.Image, error) {
 		{Name: RegressionImage, Entrypoint: []string{"/regression-issue-74839"},
 			Files: []ociimage.File{{Path: "/regression-issue-74839", Mode: 0o755, Data: regression}}},
 		iptables,
+		nginx,
 	}, nil
 }
 
@@ -292,4 +302,86 @@ func KubernetesDir(e2ebuildDir string) (string, error) {
 		}
 	}
 	return "", errors.New("k8s.io/kubernetes: no module directory")
+}
+
+// nginxConf serves /usr/share/nginx/html on port 80, errors logged to
+// the container's output; the workers run as root, the image's user.
+const nginxConf = `user root;
+worker_processes 1;
+error_log stderr;
+pid /run/nginx.pid;
+events { worker_connections 256; }
+http {
+	types { text/html html; }
+	default_type application/octet-stream;
+	access_log off;
+	server {
+		listen 80;
+		root /usr/share/nginx/html;
+		index index.html;
+	}
+}
+`
+
+// nginxImage is Debian's nginx package, downloaded and unpacked in work
+// (installing it would start a server on the machine), with the files
+// its build expects: a configuration, a page, its log and temporary
+// directories, and root's passwd entry for its user directive.
+func nginxImage(work string) (ociimage.Image, error) {
+	root, err := unpackDeb(work, "nginx")
+	if err != nil {
+		return ociimage.Image{}, err
+	}
+	files, err := hostimage.Extracted(root, "/usr/sbin/nginx")
+	if err != nil {
+		return ociimage.Image{}, err
+	}
+	files = append(files,
+		ociimage.File{Path: "/etc/nginx/nginx.conf", Mode: 0o644, Data: []byte(nginxConf)},
+		ociimage.File{Path: "/usr/share/nginx/html/index.html", Mode: 0o644, Data: []byte("<html><body>nginx</body></html>\n")},
+		ociimage.File{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/bin/sh\n")},
+		ociimage.File{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\n")},
+		ociimage.File{Path: "/etc/nsswitch.conf", Mode: 0o644, Data: []byte(nsswitch)},
+	)
+	return ociimage.Image{
+		Name:  NginxImage,
+		Files: files,
+		Dirs:  []string{"/tmp", "/run", "/var/log/nginx", "/var/lib/nginx"},
+		Cmd:   []string{"nginx", "-g", "daemon off;"},
+	}, nil
+}
+
+// unpackDeb downloads Debian's package pkg into work with apt-get (its
+// lists updated once if the download fails) and unpacks it there,
+// returning the directory it is unpacked in. Nothing is installed.
+func unpackDeb(work, pkg string) (string, error) {
+	dl := filepath.Join(work, "deb-"+pkg)
+	if err := os.MkdirAll(dl, 0o755); err != nil {
+		return "", err
+	}
+	download := func() error {
+		cmd := exec.Command("apt-get", "download", "-qq", pkg)
+		cmd.Dir = dl
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("apt-get download %s: %w\n%s", pkg, err, out)
+		}
+		return nil
+	}
+	if err := download(); err != nil {
+		if out, uerr := exec.Command("apt-get", "update", "-qq").CombinedOutput(); uerr != nil {
+			return "", fmt.Errorf("%v; apt-get update: %v\n%s", err, uerr, out)
+		}
+		if err := download(); err != nil {
+			return "", err
+		}
+	}
+	debs, err := filepath.Glob(filepath.Join(dl, pkg+"_*.deb"))
+	if err != nil || len(debs) != 1 {
+		return "", fmt.Errorf("apt-get download %s left %v", pkg, debs)
+	}
+	root := filepath.Join(dl, "root")
+	if out, err := exec.Command("dpkg-deb", "-x", debs[0], root).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("dpkg-deb -x %s: %w\n%s", debs[0], err, out)
+	}
+	return root, nil
 }

@@ -71,6 +71,7 @@ func TestImages(t *testing.T) {
 		}},
 		{BusyBoxImage, []string{"seq 1 3 | wc -l | grep -q 3", "sleep 0 && hostname | grep -q ."}},
 		{IptablesImage, []string{"conntrack --version | grep -q conntrack", "sleep 0"}},
+		{NginxImage, nil},
 	} {
 		t.Run(tc.image, func(t *testing.T) {
 			root := filepath.Join(tmp, "root-"+strings.NewReplacer("/", "_", ":", "_").Replace(tc.image))
@@ -83,6 +84,16 @@ func TestImages(t *testing.T) {
 			// query may leave this test.
 			if err := os.WriteFile(filepath.Join(root, "etc/hosts"), []byte(hosts), 0o644); err != nil {
 				t.Fatal(err)
+			}
+			if tc.image == NginxImage {
+				// No shell in it: nginx checks its configuration, as
+				// it reads it to start (its user, its directories).
+				cmd := exec.Command("/usr/sbin/nginx", "-t")
+				cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root, Cloneflags: syscall.CLONE_NEWNET}
+				cmd.Dir = "/"
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Errorf("nginx -t: %v\n%s", err, out)
+				}
 			}
 			for _, c := range tc.cmds {
 				cmd := exec.Command("/bin/sh", "-c", c)

@@ -38,8 +38,8 @@ const (
 	wantNetwork         = 244
 	wantConformance     = 45
 	wantNoCloud         = 128
-	wantSelected        = 125
-	wantSelectedConform = 44
+	wantSelected        = 126
+	wantSelectedConform = 45
 )
 
 // TestDryRun runs e2e.test --ginkgo.dry-run (building it first on a cold

@@ -43,15 +43,53 @@ func Files(programs ...string) ([]ociimage.File, error) {
 	sort.Strings(sorted)
 	files := make([]ociimage.File, 0, len(sorted))
 	for _, p := range sorted {
-		fi, err := os.Stat(p)
+		f, err := readFile(p, p)
 		if err != nil {
 			return nil, err
 		}
-		data, err := os.ReadFile(p)
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+// readFile is the machine's file src as the image's file at path, with
+// src's content and permission bits (a link's target's).
+func readFile(src, path string) (ociimage.File, error) {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return ociimage.File{}, err
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return ociimage.File{}, err
+	}
+	return ociimage.File{Path: path, Mode: fi.Mode().Perm(), Data: data}, nil
+}
+
+// Extracted returns the image files of a program that lies under root
+// (a package unpacked there with dpkg-deb -x, not installed) and runs at
+// path in the image: the program read from root, its interpreter and
+// libraries from the machine, as for Files.
+func Extracted(root, path string) ([]ociimage.File, error) {
+	if !filepath.IsAbs(path) {
+		return nil, fmt.Errorf("program %q: want an absolute path", path)
+	}
+	src := filepath.Join(root, path)
+	prog, err := readFile(src, filepath.Clean(path))
+	if err != nil {
+		return nil, err
+	}
+	deps, err := Deps(src)
+	if err != nil {
+		return nil, err
+	}
+	files := []ociimage.File{prog}
+	for _, d := range deps {
+		f, err := readFile(d, d)
 		if err != nil {
 			return nil, err
 		}
-		files = append(files, ociimage.File{Path: p, Mode: fi.Mode().Perm(), Data: data})
+		files = append(files, f)
 	}
 	return files, nil
 }

@@ -127,3 +127,36 @@ func TestFilesRejectsRelative(t *testing.T) {
 		t.Fatal("a relative program path was accepted")
 	}
 }
+
+// TestExtracted takes a program from a directory standing for an
+// unpacked package: the program comes from there, placed at its path in
+// the image, its interpreter from the machine.
+func TestExtracted(t *testing.T) {
+	prog := hostProgram(t)
+	root := t.TempDir()
+	data, err := os.ReadFile(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "opt/pkg/bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "opt/pkg/bin/prog"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files, err := Extracted(root, "/opt/pkg/bin/prog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	interp, _ := Interpreter(prog)
+	if len(files) < 3 || files[0].Path != "/opt/pkg/bin/prog" || len(files[0].Data) != len(data) {
+		t.Fatalf("files %v: want the program first, at its image path", files)
+	}
+	var found bool
+	for _, f := range files {
+		found = found || f.Path == interp
+	}
+	if !found {
+		t.Fatalf("no interpreter %s among the files", interp)
+	}
+}
