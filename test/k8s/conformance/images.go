@@ -77,6 +77,10 @@ type Sources struct {
 	Agnhost, Regression string
 	// Pause is the harness's pause program.
 	Pause string
+	// CoreDNS, when set, is a static coredns program, which agnhost's
+	// image holds as /coredns as the real one does (the DNS specs that
+	// start a DNS server of their own run it).
+	CoreDNS string
 	// KubernetesDir is k8s.io/kubernetes's module directory at the
 	// release e2e.test is built from.
 	KubernetesDir string
@@ -189,6 +193,13 @@ func agnhostImage(src Sources, bb []ociimage.File, applets []ociimage.Symlink) (
 			return img, err
 		}
 		img.Files = append(img.Files, ociimage.File{Path: "/" + name, Mode: 0o644, Data: data})
+	}
+	if src.CoreDNS != "" {
+		data, err := os.ReadFile(src.CoreDNS)
+		if err != nil {
+			return img, err
+		}
+		img.Files = append(img.Files, ociimage.File{Path: "/coredns", Mode: 0o755, Data: data})
 	}
 	img.Dirs = append(img.Dirs, "/uploads")
 	img.Entrypoint, img.Cmd = []string{"/agnhost"}, []string{"pause"}

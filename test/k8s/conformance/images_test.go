@@ -37,7 +37,7 @@ func TestImages(t *testing.T) {
 	if err := os.WriteFile(stub, []byte("#!/bin/sh\necho stub \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	archives, err := Build(tmp, Sources{Agnhost: stub, Pause: stub, Regression: stub, KubernetesDir: kdir}, t.Logf)
+	archives, err := Build(tmp, Sources{Agnhost: stub, Pause: stub, Regression: stub, CoreDNS: stub, KubernetesDir: kdir}, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestImages(t *testing.T) {
 	}{
 		{AgnhostImage, []string{
 			"/agnhost pause | grep -q 'stub pause'",
-			"test -s /localhost.crt && test -s /localhost.key && test -d /uploads",
+			"test -s /localhost.crt && test -s /localhost.key && test -d /uploads && test -x /coredns",
 			"for i in `seq 1 2`; do dig -v 2>&1 | grep -q DiG && echo OK > /tmp/probe; done; test -s /tmp/probe",
 			"curl --version | grep -q '^curl'",
 			"wget --version | grep -q 'GNU Wget'",
