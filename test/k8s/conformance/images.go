@@ -61,7 +61,15 @@ var hostPackages = map[string]string{
 	"/usr/bin/getent":     "libc-bin",
 	"/usr/sbin/conntrack": "conntrack",
 	openbsdNC:             "netcat-openbsd",
+	dash:                  "dash",
 }
+
+// dash is the tool images' /bin/sh. Debian's static busybox is built as
+// a standalone shell: where /proc is mounted, as in every container, its
+// sh runs its own applet for a command before one on $PATH, so with it as
+// /bin/sh the specs' wget would be busybox's (which crashes) and nc
+// busybox's (which has no -u), whatever the image holds.
+const dash = "/usr/bin/dash"
 
 // openbsdNC is the nc the real agnhost image has (Alpine's
 // netcat-openbsd): the specs' `nc -u -w 1` sends a datagram and prints
@@ -206,11 +214,11 @@ func agnhostImage(src Sources, bb []ociimage.File, applets []ociimage.Symlink) (
 	return img, nil
 }
 
-// toolImage is busybox with its applets, the given host programs and
-// links, which replace an applet of the same path (GNU wget for
-// busybox's, nc for OpenBSD's).
+// toolImage is busybox with its applets, dash as /bin/sh, and the given
+// host programs and links, which replace an applet of the same path (GNU
+// wget for busybox's, nc for OpenBSD's).
 func toolImage(name string, bb []ociimage.File, applets []ociimage.Symlink, programs []string, links []ociimage.Symlink) (ociimage.Image, error) {
-	files, err := hostimage.Files(programs...)
+	files, err := hostimage.Files(append([]string{dash}, programs...)...)
 	if err != nil {
 		return ociimage.Image{}, err
 	}
@@ -224,6 +232,7 @@ func toolImage(name string, bb []ociimage.File, applets []ociimage.Symlink, prog
 			have[f.Path] = true
 		}
 	}
+	links = append([]ociimage.Symlink{{Path: "/bin/sh", Target: dash}}, links...)
 	for _, l := range links {
 		have[l.Path] = true
 	}

@@ -62,6 +62,14 @@ func TestImages(t *testing.T) {
 			"for i in `seq 1 2`; do dig -v 2>&1 | grep -q DiG && echo OK > /tmp/probe; done; test -s /tmp/probe",
 			"curl --version | grep -q '^curl'",
 			"wget --version | grep -q 'GNU Wget'",
+			"readlink /bin/sh | grep -q dash",
+			// What the Service specs run: wget and curl against a web
+			// server (busybox's, in the foreground and stopped by its
+			// PID), on the namespace's own loopback.
+			"ip link set lo up && mkdir -p /tmp/www && echo hello > /tmp/www/index.html && " +
+				"{ httpd -f -p 127.0.0.1:8000 -h /tmp/www & pid=$!; sleep 0.5; " +
+				"wget -q -O - -T 1 http://127.0.0.1:8000/ | grep -q hello && " +
+				"curl -q -s --connect-timeout 2 http://127.0.0.1:8000/ | grep -q hello; rc=$?; kill $pid; exit $rc; }",
 			"nc -h 2>&1 | grep -q OpenBSD",
 		}},
 		{JessieDnsutilsImage, []string{
@@ -76,7 +84,14 @@ func TestImages(t *testing.T) {
 		t.Run(tc.image, func(t *testing.T) {
 			root := filepath.Join(tmp, "root-"+strings.NewReplacer("/", "_", ":", "_").Replace(tc.image))
 			unpack(t, archives[indexOf(t, tc.image)], root)
-			if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+			for _, d := range []string{"etc", "dev", "proc"} {
+				if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A container's /dev has null, which shells open for
+			// background jobs.
+			if err := syscall.Mknod(filepath.Join(root, "dev/null"), syscall.S_IFCHR|0o666, 1<<8|3); err != nil {
 				t.Fatal(err)
 			}
 			// What kubelet mounts: /etc/hosts. The commands run in a
@@ -96,9 +111,10 @@ func TestImages(t *testing.T) {
 				}
 			}
 			for _, c := range tc.cmds {
-				cmd := exec.Command("/bin/sh", "-c", c)
-				cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root, Cloneflags: syscall.CLONE_NEWNET}
-				cmd.Dir = "/"
+				// /proc mounted, as in a container: busybox's shell
+				// behaves differently without it.
+				cmd := exec.Command("unshare", "--mount", "--net", "--mount-proc="+filepath.Join(root, "proc"),
+					"chroot", root, "/bin/sh", "-c", c)
 				cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 				if out, err := cmd.CombinedOutput(); err != nil {
 					t.Errorf("%s: %v\n%s", c, err, out)
