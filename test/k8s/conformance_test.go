@@ -30,10 +30,11 @@ const (
 // refchain, the reference chain: bridge, host-local, portmap), kube-proxy
 // in the mode PODNET_K8S_PROXY_MODE names (iptables by default), the test
 // images loaded into every node. e2e.test runs in the first node's
-// network namespace, whose only way out is the harness's underlay. It
-// keeps the JUnit and JSON reports, e2e.test's output and a log per spec
-// in <results>/<chain>-<mode>/, which outlive the cluster, and fails if a
-// spec failed. Opt-in (PODNET_CONFORMANCE=1): it takes long.
+// network namespace, whose only way out is the harness's underlay, where
+// the switch counts every packet addressed outside the harness. It keeps
+// the JUnit and JSON reports, e2e.test's output and a log per spec in
+// <results>/<chain>-<mode>/, which outlive the cluster, and fails if a
+// spec failed or a packet was counted. Opt-in (PODNET_CONFORMANCE=1): it takes long.
 func TestConformance(t *testing.T) {
 	if os.Getenv(conformanceEnv) != "1" {
 		t.Skipf("%s=1 runs the upstream e2e networking specs (make conformance)", conformanceEnv)
@@ -70,6 +71,12 @@ func TestConformance(t *testing.T) {
 
 	c := cluster.Start(t, cluster.WithNodes(2))
 	results := conformanceDir(t, c, chain+"-"+string(c.ProxyMode()))
+	// Evidence beside the skip list: the underlay switch counts what the
+	// nodes send towards addresses outside the harness, which the run
+	// must leave at zero.
+	if err := conformance.WatchLeaks(c.OutsideNetNS); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Hour)
 	defer cancel()
 	if chain == "podnet" {
@@ -120,8 +127,12 @@ func TestConformance(t *testing.T) {
 			failed = append(failed, s.Name)
 		}
 	}
-	summary := fmt.Sprintf("chain %s, kube-proxy %s, %d processes, focus %q: %s in %s\n%s\n",
-		chain, c.ProxyMode(), procs, sel.Focus, took, results, counts)
+	leaks, err := conformance.ReadLeaks(c.OutsideNetNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	summary := fmt.Sprintf("chain %s, kube-proxy %s, %d processes, focus %q: %s in %s\nunderlay: %v\n%s\n",
+		chain, c.ProxyMode(), procs, sel.Focus, took, results, leaks, counts)
 	for _, f := range failed {
 		summary += "FAILED " + f + "\n"
 	}
@@ -132,6 +143,9 @@ func TestConformance(t *testing.T) {
 	// The closing line, alone on its line: the [sig-network] specs of
 	// the suite, those the selection left out counted as skipped.
 	fmt.Println(counts)
+	if leaks.Total() > 0 {
+		t.Errorf("the underlay saw %v", leaks)
+	}
 	if counts.Failed > 0 {
 		t.Errorf("%d [sig-network] specs failed; logs in %s", counts.Failed, filepath.Join(results, "specs"))
 	}
