@@ -294,7 +294,9 @@ func ensureHostPackages(logf func(string, ...any)) error {
 	sort.Strings(missing)
 	logf("installing %s with apt-get for the e2e images", strings.Join(missing, " "))
 	for _, args := range [][]string{{"update", "-qq"}, append([]string{"install", "-y", "-qq"}, missing...)} {
-		cmd := exec.Command("apt-get", args...)
+		// Another test may be installing too (the cluster's containerd):
+		// wait for dpkg's lock rather than fail.
+		cmd := exec.Command("apt-get", append([]string{"-o", "DPkg::Lock::Timeout=600"}, args...)...)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, out)
@@ -388,7 +390,7 @@ func unpackDeb(work, pkg string) (string, error) {
 		return nil
 	}
 	if err := download(); err != nil {
-		if out, uerr := exec.Command("apt-get", "update", "-qq").CombinedOutput(); uerr != nil {
+		if out, uerr := exec.Command("apt-get", "-o", "DPkg::Lock::Timeout=600", "update", "-qq").CombinedOutput(); uerr != nil {
 			return "", fmt.Errorf("%v; apt-get update: %v\n%s", err, uerr, out)
 		}
 		if err := download(); err != nil {
