@@ -23,6 +23,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/podnet/podnet/netns"
 	"github.com/podnet/podnet/test/k8s/cluster"
 	"github.com/podnet/podnet/test/k8s/ociimage"
 )
@@ -337,7 +338,8 @@ func runDNSQuery(ctx context.Context, t *testing.T, c *cluster.Cluster, name str
 // countDNSLeaving counts, in an nftables table of the test's in the
 // node's network namespace, the DNS packets (UDP or TCP to port 53) that
 // leave the node by its underlay link, the way to everything outside the
-// node; the count starts at 0 now and is read by the function returned.
+// node; the count starts at 0 now, after a check that the counter sees
+// one sent, and is read by the function returned.
 // The node's pods and CoreDNS are all on the node, so any such packet is
 // a query sent off it.
 func countDNSLeaving(t *testing.T, n *cluster.Node) func() uint64 {
@@ -375,7 +377,7 @@ func countDNSLeaving(t *testing.T, n *cluster.Node) func() uint64 {
 		conn.DelTable(table)
 		_ = conn.Flush() // the table goes with the namespace anyway
 	})
-	return func() uint64 {
+	count := func() uint64 {
 		rules, err := conn.GetRules(table, chain)
 		if err != nil {
 			t.Fatalf("nftables on %s: %v", n.Name, err)
@@ -390,4 +392,22 @@ func countDNSLeaving(t *testing.T, n *cluster.Node) func() uint64 {
 		}
 		return packets
 	}
+	// The counter must see a query that leaves: one datagram to port 53
+	// of the switch's address, where nothing listens, counts once.
+	err = netns.Do(n.NetNS, func() error {
+		probe, err := net.Dial("udp", net.JoinHostPort(cluster.OutsideIP, "53"))
+		if err != nil {
+			return err
+		}
+		defer probe.Close()
+		_, err = probe.Write([]byte("podnet test: not a query"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := count(); got != 1 {
+		t.Fatalf("the leak counter on %s saw %d packets of one sent to %s:53", n.Name, got, cluster.OutsideIP)
+	}
+	return func() uint64 { return count() - 1 }
 }

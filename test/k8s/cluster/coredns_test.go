@@ -162,8 +162,7 @@ func wordAddr(w string) (netip.Addr, bool) {
 // the machine.
 func corefileLeaks(servers []corefileBlock) []string {
 	var leaks []string
-	var addrs func(where string, words []string)
-	addrs = func(where string, words []string) {
+	addrs := func(where string, words []string) {
 		for _, w := range words {
 			a, ok := wordAddr(w)
 			if ok && !slices.ContainsFunc(clusterRanges, func(p netip.Prefix) bool { return p.Contains(a.Unmap()) }) {
