@@ -45,30 +45,44 @@ func newDiagCommand() *cobra.Command {
 		},
 	}
 	serve.Flags().StringVar(&listen, "listen", ":8080", "address to listen on")
-	var timeout time.Duration
+	var timeout, retryFor time.Duration
 	get := &cobra.Command{
 		Use:   "get URL",
 		Short: "Fetch a URL over HTTP and print the body",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client := &http.Client{Timeout: timeout}
-			resp, err := client.Get(args[0])
-			if err != nil {
-				return err
+			// A check that races something else's setup (a Service's
+			// rules, a route) retries until --retry-for has passed.
+			deadline := time.Now().Add(retryFor)
+			for {
+				err := fetch(cmd.OutOrStdout(), args[0], timeout)
+				if err == nil || !time.Now().Before(deadline) {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "podnet diag: %v; retrying\n", err)
+				time.Sleep(500 * time.Millisecond)
 			}
-			defer resp.Body.Close()
-			if _, err := io.Copy(cmd.OutOrStdout(), resp.Body); err != nil {
-				return err
-			}
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("%s: %s", args[0], resp.Status)
-			}
-			return nil
 		},
 	}
-	get.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "give up after this long")
+	get.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "give up on one attempt after this long")
+	get.Flags().DurationVar(&retryFor, "retry-for", 0, "retry a failed fetch until this long has passed")
 	cmd.AddCommand(serve, get)
 	return cmd
+}
+
+// fetch GETs url and copies a 200 answer's body to w.
+func fetch(w io.Writer, url string, timeout time.Duration) error {
+	client := &http.Client{Timeout: timeout}
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	_, err = io.Copy(w, resp.Body)
+	return err
 }
 
 func hostname() string {

@@ -51,8 +51,8 @@ type burstChain struct {
 func BenchmarkPodBurst(b *testing.B) {
 	chains := []burstChain{
 		{"podnet", installPodnet},
-		{"reference", func(_ context.Context, b *testing.B, c *cluster.Cluster) {
-			if err := c.InstallReferenceChain(b.Logf); err != nil {
+		{"reference", func(ctx context.Context, b *testing.B, c *cluster.Cluster) {
+			if err := c.InstallReferenceChain(ctx, b.Logf); err != nil {
 				b.Fatal(err)
 			}
 		}},

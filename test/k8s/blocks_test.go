@@ -32,8 +32,8 @@ var blocksPool = netip.MustParsePrefix("10.244.0.0/16")
 // deploy/kubernetes/blocks: block IPAM on the Kubernetes API (model B),
 // the plugins allocating through their node's agent (its socket, which
 // serves their reads from a cache and makes their writes), the agents
-// reaching the API at the kubernetes Service's address (an nftables DNAT
-// on each node stands in for kube-proxy). Each node's first pod
+// reaching the API at the kubernetes Service's address (through each
+// node's kube-proxy). Each node's first pod
 // claims a block, affine to it and confirmed in its IPAMNode; its pods
 // get addresses from it; pods on the two nodes talk without NAT, each
 // node routing to the other's block, over host-gw and then, after the

@@ -23,7 +23,8 @@ const diagHostPort = 18080
 // another pod. kubelet passes the mapping to the runtime, the runtime to
 // podnet as the portMappings capability.
 func hostPort(ctx context.Context, t *testing.T, c *cluster.Cluster) {
-	p := diagPod("diag-hp", "serve", "--listen", fmt.Sprintf(":%d", diagPort))
+	// On the first node, whose address and nftables the checks use.
+	p := onNode(c.Nodes[0], diagPod("diag-hp", "serve", "--listen", fmt.Sprintf(":%d", diagPort)))
 	p.Spec.Containers[0].Ports = []corev1.ContainerPort{{
 		Name: "http", ContainerPort: diagPort, HostPort: diagHostPort, Protocol: corev1.ProtocolTCP,
 	}}

@@ -174,39 +174,7 @@ func TestNode(t *testing.T) {
 		}
 	})
 
-	step("EgressMasqueraded", func(t *testing.T) {
-		// A server on the far end of the node's uplink, outside the pool:
-		// it must see the node's address, not the pod's.
-		var ln net.Listener
-		err := netns.Do(netns.NamedPath(c.OutsideNetNS), func() error {
-			var err error
-			ln, err = net.Listen("tcp", "198.18.0.254:0")
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		from := make(chan string, 1)
-		srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			select {
-			case from <- r.RemoteAddr:
-			default:
-			}
-			fmt.Fprintln(w, "outside")
-		})}
-		go srv.Serve(ln)
-		defer srv.Close()
-		url := "http://" + ln.Addr().String() + "/"
-		if _, err := c.Client.CoreV1().Pods("default").Create(ctx, diagPod("diag-egress", "get", "--timeout", "10s", url), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		waitPod(ctx, t, c, "diag-egress", corev1.PodSucceeded)
-		got := <-from
-		if host, _, _ := net.SplitHostPort(got); host != cluster.NodeIP {
-			t.Fatalf("outside server saw %s; want the node's address %s (masquerade)", got, cluster.NodeIP)
-		}
-		t.Logf("outside server saw %s", got)
-	})
+	step("EgressMasqueraded", func(t *testing.T) { egressMasqueraded(ctx, t, c) })
 
 	step("HostPort", func(t *testing.T) { hostPort(ctx, t, c) })
 
@@ -308,4 +276,39 @@ func podSummary(p *corev1.Pod) string {
 		}
 	}
 	return s
+}
+
+// egressMasqueraded runs a pod on the first node that fetches from a
+// server on the far end of the node's uplink, outside the pool: the server
+// must see the node's address, not the pod's.
+func egressMasqueraded(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	var ln net.Listener
+	err := netns.Do(netns.NamedPath(c.OutsideNetNS), func() error {
+		var err error
+		ln, err = net.Listen("tcp", "198.18.0.254:0")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := make(chan string, 1)
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case from <- r.RemoteAddr:
+		default:
+		}
+		fmt.Fprintln(w, "outside")
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	url := "http://" + ln.Addr().String() + "/"
+	if _, err := c.Client.CoreV1().Pods("default").Create(ctx, onNode(c.Nodes[0], diagPod("diag-egress", "get", "--timeout", "10s", url)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(ctx, t, c, "diag-egress", corev1.PodSucceeded)
+	got := <-from
+	if host, _, _ := net.SplitHostPort(got); host != cluster.NodeIP {
+		t.Fatalf("outside server saw %s; want the node's address %s (masquerade)", got, cluster.NodeIP)
+	}
+	t.Logf("outside server saw %s", got)
 }

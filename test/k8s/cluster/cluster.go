@@ -81,6 +81,8 @@ type Cluster struct {
 	hostDirsLock  *os.File // shared while the cluster runs (lockHostDirs)
 	// controlPlaneOnly: etcd and kube-apiserver alone (WithControlPlaneOnly).
 	controlPlaneOnly bool
+	// proxyMode is the mode of every node's kube-proxy.
+	proxyMode ProxyMode
 	// deployed is the IPAM store of the podnet variant applied (Apply),
 	// as its agent names it on a node; "" before.
 	deployed string
@@ -93,6 +95,7 @@ type options struct {
 	nodes        int
 	containerd   Containerd
 	controlPlane bool
+	proxyMode    ProxyMode
 }
 
 // WithNodes brings up n nodes (default 1), each a kubelet and containerd
@@ -127,6 +130,10 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	}
 	o := options{nodes: 1}
 	cd, cdBin := nodeContainerd(t, &o, opts)
+	mode, err := proxyMode(o)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mod, err := ModuleDir()
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +148,7 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	}
 	c := &Cluster{hostDirsLock: lock, newHostDirs: absentHostDirs(), t: t, Dir: dir, kubeBin: kubeBin, byName: map[string]*proc{},
 		ModuleRoot: filepath.Dir(filepath.Dir(mod)), logDir: filepath.Join(dir, "logs"),
-		containerd: cd, containerdBin: cdBin, controlPlaneOnly: o.controlPlane}
+		containerd: cd, containerdBin: cdBin, controlPlaneOnly: o.controlPlane, proxyMode: mode}
 	// The namespaces are made first so that they are removed last, after
 	// every process in them has stopped (and the switch's before the
 	// nodes' underlay links, which end on it, are gone).
@@ -192,9 +199,9 @@ func (c *Cluster) bringUp() {
 		steps = append(steps, step{"controller-manager and scheduler", c.startControllers})
 		for _, n := range c.Nodes {
 			steps = append(steps,
-				step{n.Name + " kubernetes Service", func() error { return serveKubernetesService(n) }},
 				step{n.Name + " containerd", func() error { return c.startContainerd(n) }},
-				step{n.Name + " kubelet", func() error { return c.startKubelet(n) }})
+				step{n.Name + " kubelet", func() error { return c.startKubelet(n) }},
+				step{n.Name + " kube-proxy (" + string(c.proxyMode) + ")", func() error { return c.startKubeProxy(n) }})
 		}
 	}
 	for _, s := range steps {

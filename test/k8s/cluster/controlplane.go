@@ -25,7 +25,7 @@ func (c *Cluster) setupPKI() error {
 	}
 	c.pki = p
 	if _, _, err := p.issue("apiserver", "kube-apiserver", nil,
-		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(NodeIP), net.ParseIP("10.96.0.1")},
+		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(NodeIP), net.ParseIP(KubernetesServiceIP)},
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}, true); err != nil {
 		return err
 	}
@@ -34,6 +34,11 @@ func (c *Cluster) setupPKI() error {
 	// not authorization.
 	cert, key, err := p.issue("admin", "podnet-k8s-admin", []string{"system:masters"}, nil, nil, false)
 	if err != nil {
+		return err
+	}
+	// kube-proxy's own identity, which the bootstrap RBAC policy binds
+	// to system:node-proxier.
+	if _, _, err := p.issue("kube-proxy", "system:kube-proxy", nil, nil, nil, false); err != nil {
 		return err
 	}
 	if err := p.serviceAccountKey(); err != nil {
@@ -56,26 +61,30 @@ func (c *Cluster) setupPKI() error {
 // writeKubeconfig writes the admin identity's kubeconfig, which the
 // controllers and every node's kubelet use: the API server's address is
 // the first node's underlay address.
-func (c *Cluster) writeKubeconfig() error {
+func (c *Cluster) writeKubeconfig() error { return c.writeKubeconfigFor(c.kubeconfig(), "admin") }
+
+// writeKubeconfigFor writes a kubeconfig at path that authenticates with
+// the client certificate pki issued as cert (cert.crt, cert.key).
+func (c *Cluster) writeKubeconfigFor(path, cert string) error {
 	p := c.pki
 	kubeconfig := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
 - name: podnet
   cluster:
-    server: https://%s
-    certificate-authority: %s
+    server: https://%[1]s
+    certificate-authority: %[2]s
 users:
-- name: admin
+- name: %[3]s
   user:
-    client-certificate: %s
-    client-key: %s
+    client-certificate: %[4]s
+    client-key: %[5]s
 contexts:
 - name: podnet
-  context: {cluster: podnet, user: admin}
+  context: {cluster: podnet, user: %[3]s}
 current-context: podnet
-`, apiserverAddr(), p.path("ca.crt"), p.path("admin.crt"), p.path("admin.key"))
-	return os.WriteFile(c.kubeconfig(), []byte(kubeconfig), 0o600)
+`, apiserverAddr(), p.path("ca.crt"), cert, p.path(cert+".crt"), p.path(cert+".key"))
+	return os.WriteFile(path, []byte(kubeconfig), 0o600)
 }
 
 func apiserverAddr() string { return net.JoinHostPort(NodeIP, apiserverPort) }
@@ -122,7 +131,7 @@ func (c *Cluster) startAPIServer() error {
 		"--service-account-key-file="+p.path("sa.pub"),
 		"--service-account-signing-key-file="+p.path("sa.key"),
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-cluster-ip-range=10.96.0.0/24",
+		"--service-cluster-ip-range="+ServiceCIDR,
 		"--authorization-mode=Node,RBAC",
 		// podnet's DaemonSet is privileged.
 		"--allow-privileged=true",

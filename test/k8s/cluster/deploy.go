@@ -162,7 +162,7 @@ func (c *Cluster) Localize(m *Manifests) error {
 	case Blocks:
 		// Nothing but the image: the plugins reach the API server as the
 		// agent does, at the kubernetes Service's address, which every
-		// node serves (serveKubernetesService).
+		// node's kube-proxy serves.
 	default:
 		return fmt.Errorf("variant %s: the harness knows no edits for it", m.Variant)
 	}

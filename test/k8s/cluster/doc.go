@@ -10,9 +10,11 @@
 // applied with its hostPaths as shipped, and two nodes share nothing.
 // Sockets, state directories, cgroup roots and resolv.conf are private
 // too. The controller manager allocates every Node a /24 of ClusterCIDR
-// (podnet's node-CIDR model routes to them), and each node DNATs the
-// kubernetes Service (10.96.0.1:443) to the API server, as kube-proxy
-// would, so that in-cluster configs work. Deploy applies a variant of
+// (podnet's node-CIDR model routes to them), and every node runs a real
+// kube-proxy (iptables mode, kube-proxy's default, or nftables:
+// WithProxyMode, PODNET_K8S_PROXY_MODE) with an identity of its own, so
+// that Services, the kubernetes one that in-cluster configs dial among
+// them, work as on a kubeadm node. Deploy applies a variant of
 // deploy/kubernetes as a user would (deploy.go): Default, the Kubernetes
 // datastore with those podCIDRs, or Etcd, deploy/kubernetes/etcd with the
 // cluster's etcd. DeployDNS adds the cluster's DNS as kubeadm does
