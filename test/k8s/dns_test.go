@@ -28,13 +28,6 @@ import (
 	"github.com/podnet/podnet/test/k8s/ociimage"
 )
 
-// dnsThroughService says whether pods reach CoreDNS at the kube-dns
-// Service's address, as their resolv.conf says. That takes kube-proxy on
-// the node; until the cluster runs it, the pod's resolver keeps its
-// resolv.conf (search path, ndots) but sends its queries to a CoreDNS
-// pod's address (dnsquery -via).
-const dnsThroughService = false
-
 // dnsqueryImage is cmd/dnsquery's image, built by the test.
 const dnsqueryImage = "podnet.test/dnsquery:1"
 
@@ -47,10 +40,11 @@ type dnsAnswer struct {
 
 // TestDNS deploys podnet and the cluster's DNS (CoreDNS, DeployDNS) on
 // one node and resolves the cluster's names: over UDP and TCP from the
-// node at every CoreDNS pod, and from a ClusterFirst pod through its own
-// resolv.conf; Services, a Service's reverse name, a pod's name, the
-// search path, and a name outside the cluster, which must be NXDOMAIN
-// without any DNS packet leaving the node.
+// node, at every CoreDNS pod and at the kube-dns Service's address
+// (through kube-proxy), and from a ClusterFirst pod through its own
+// resolv.conf, which names that Service; Services, a Service's reverse
+// name, a pod's name, the search path, and a name outside the cluster,
+// which must be NXDOMAIN without any DNS packet leaving the node.
 func TestDNS(t *testing.T) {
 	c := cluster.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -84,11 +78,11 @@ func TestDNS(t *testing.T) {
 			{query: "ptr:192.0.2.1", notFound: true},
 			{query: "example.com.", notFound: true},
 		}
-		for _, server := range servers {
+		for _, server := range append([]string{cluster.DNSServiceIP}, servers...) {
 			for _, network := range []string{"udp", "tcp"} {
 				r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
 					// The address the resolver asks for is the
-					// machine's nameserver; this one is the pod's.
+					// machine's nameserver; this one is the cluster's.
 					return c.DialContext(ctx, network, net.JoinHostPort(server, "53"))
 				}}
 				for _, w := range want {
@@ -101,9 +95,6 @@ func TestDNS(t *testing.T) {
 	step("FromPod", func(t *testing.T) {
 		loadDNSQueryImage(t, c)
 		args := []string{"-resolv-conf"}
-		if !dnsThroughService {
-			args = append(args, "-via", servers[0])
-		}
 		want := []dnsAnswer{
 			// The search path of a ClusterFirst pod in namespace default.
 			{query: "kubernetes.default", want: []string{cluster.KubernetesServiceIP}},

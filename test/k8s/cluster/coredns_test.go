@@ -133,10 +133,9 @@ var corefilePlugins = []string{
 var upstreamOptions = []string{"upstream", "resolv.conf", "/etc/resolv.conf", "forward", "proxy", "endpoint", "kubeconfig"}
 
 // clusterRanges are the only addresses the Corefile may name: the
-// Service range (--service-cluster-ip-range), the pods' ClusterCIDR, and
-// loopback.
+// Service range, the pods' ClusterCIDR, and loopback.
 var clusterRanges = []netip.Prefix{
-	netip.MustParsePrefix("10.96.0.0/24"), netip.MustParsePrefix(ClusterCIDR),
+	netip.MustParsePrefix(ServiceCIDR), netip.MustParsePrefix(ClusterCIDR),
 	netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"),
 }
 

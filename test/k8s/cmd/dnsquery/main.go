@@ -4,14 +4,10 @@
 // line per query for a test to read from the pod's log. It is the whole
 // of the harness's DNS client image, since the nodes pull nothing.
 //
-//	dnsquery [-resolv-conf] [-via ADDR] QUERY...
+//	dnsquery [-resolv-conf] [-timeout D] QUERY...
 //
 // A QUERY is a name, looked up as a host (A and AAAA), or ptr:ADDRESS,
 // looked up by address. -resolv-conf prints the pod's resolv.conf first.
-// -via sends every query the resolver makes to ADDR, port 53, instead of
-// the nameserver resolv.conf names: the search path and ndots stay the
-// pod's, only the transport moves (for a cluster that cannot reach the
-// kube-dns Service's address).
 package main
 
 import (
@@ -38,7 +34,6 @@ type result struct {
 
 func main() {
 	resolvConf := flag.Bool("resolv-conf", false, "print /etc/resolv.conf first")
-	via := flag.String("via", "", "send the queries to this address, port 53, instead of resolv.conf's nameserver")
 	timeout := flag.Duration("timeout", 10*time.Second, "for each query")
 	flag.Parse()
 	out := json.NewEncoder(os.Stdout)
@@ -51,12 +46,6 @@ func main() {
 		out.Encode(map[string]string{"resolvConf": string(data)})
 	}
 	r := &net.Resolver{PreferGo: true}
-	if *via != "" {
-		to := net.JoinHostPort(*via, "53")
-		r.Dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, to)
-		}
-	}
 	for _, q := range flag.Args() {
 		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 		res := result{Query: q}
