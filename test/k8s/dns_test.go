@@ -78,13 +78,19 @@ func TestDNS(t *testing.T) {
 			{query: "ptr:192.0.2.1", notFound: true},
 			{query: "example.com.", notFound: true},
 		}
+		// kube-proxy programs the Service a moment after its
+		// endpoints turn ready, and rejects its packets until then.
+		waitUntil(ctx, t, "kube-proxy serving the kube-dns Service", 30*time.Second, func() error {
+			for _, network := range []string{"udp", "tcp"} {
+				if res := lookup(ctx, nodeResolver(c, cluster.DNSServiceIP, network), want[0].query); res.Error != "" {
+					return errors.New(res.Error)
+				}
+			}
+			return nil
+		})
 		for _, server := range append([]string{cluster.DNSServiceIP}, servers...) {
 			for _, network := range []string{"udp", "tcp"} {
-				r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
-					// The address the resolver asks for is the
-					// machine's nameserver; this one is the cluster's.
-					return c.DialContext(ctx, network, net.JoinHostPort(server, "53"))
-				}}
+				r := nodeResolver(c, server, network)
 				for _, w := range want {
 					checkAnswer(t, server+" over "+network, w, lookup(ctx, r, w.query))
 				}
@@ -143,6 +149,17 @@ type dnsResult struct {
 	Answers  []string `json:"answers"`
 	Error    string   `json:"error"`
 	NotFound bool     `json:"notFound"`
+}
+
+// nodeResolver resolves from the first node's network namespace, asking
+// server over network (udp or tcp: the resolver frames its queries for
+// whichever connection it gets).
+func nodeResolver(c *cluster.Cluster, server, network string) *net.Resolver {
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		// The address the resolver asks for is the machine's
+		// nameserver; this one is the cluster's.
+		return c.DialContext(ctx, network, net.JoinHostPort(server, "53"))
+	}}
 }
 
 // lookup resolves a query as dnsquery does: a name as a host, ptr:ADDR by
