@@ -220,7 +220,8 @@ func (c *Cluster) startKubelet(n *Node) error {
 // kubeletConfig is kubelet's configuration for a test machine: cgroupfs
 // under the node's cgroup root, swap allowed, fast status updates (the
 // tests wait on them), and image GC and eviction thresholds a busy
-// machine's disk and memory do not reach.
+// machine's disk and memory do not reach. ClusterFirst pods resolve
+// through the cluster's DNS (DeployDNS), never the machine's resolver.
 func (c *Cluster) kubeletConfig(n *Node, resolv string) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -229,6 +230,8 @@ cgroupDriver: cgroupfs
 cgroupRoot: /%s
 failSwapOn: false
 resolvConf: %s
+clusterDNS: [%s]
+clusterDomain: %s
 containerRuntimeEndpoint: unix://%s
 podLogsDir: %s
 address: %s
@@ -250,7 +253,7 @@ evictionHard:
   nodefs.available: 1%%
   imagefs.available: 1%%
   nodefs.inodesFree: 1%%
-`, n.cgroupRoot, resolv, n.containerdSock, n.PodLogsDir, n.IP, c.pki.path("ca.crt"))
+`, n.cgroupRoot, resolv, DNSServiceIP, ClusterDomain, n.containerdSock, n.PodLogsDir, n.IP, c.pki.path("ca.crt"))
 }
 
 // containerdHeader is the start of the node's containerd config in the

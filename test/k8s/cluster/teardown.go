@@ -144,9 +144,9 @@ func (c *Cluster) removeDir() error {
 	return os.RemoveAll(c.Dir)
 }
 
-// deleteAllPods deletes the DaemonSets (so that nothing recreates pods)
-// and every pod, and waits until they are gone from the API, that is
-// until kubelet has torn each one down.
+// deleteAllPods deletes the DaemonSets, Deployments and ReplicaSets (so
+// that nothing recreates pods) and every pod, and waits until they are
+// gone from the API, that is until kubelet has torn each one down.
 func (c *Cluster) deleteAllPods() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -158,6 +158,9 @@ func (c *Cluster) deleteAllPods() error {
 		if err := c.Client.AppsV1().DaemonSets(ds.Namespace).Delete(ctx, ds.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
+	}
+	if err := c.deleteReplicated(ctx); err != nil {
+		return err
 	}
 	// Application pods before podnet's agent: their CNI DEL does not
 	// need the agent, but this is the order a node drains in.
@@ -171,6 +174,32 @@ func (c *Cluster) deleteAllPods() error {
 		}
 		if d := time.Since(start); d > 10*time.Second {
 			c.t.Logf("cluster: pods %s took %s to go", sel, d.Round(time.Millisecond))
+		}
+	}
+	return nil
+}
+
+// deleteReplicated deletes the Deployments (the DNS add-on's) and then
+// every ReplicaSet, which the garbage collector would delete after them,
+// so that no controller recreates a pod deletePods deletes.
+func (c *Cluster) deleteReplicated(ctx context.Context) error {
+	apps := c.Client.AppsV1()
+	deps, err := apps.Deployments("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, d := range deps.Items {
+		if err := apps.Deployments(d.Namespace).Delete(ctx, d.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	rss, err := apps.ReplicaSets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, rs := range rss.Items {
+		if err := apps.ReplicaSets(rs.Namespace).Delete(ctx, rs.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
 		}
 	}
 	return nil
