@@ -28,8 +28,8 @@ const (
 // conformance package selects against a two-node cluster: podnet deployed
 // from deploy/kubernetes as shipped (or, with PODNET_CONFORMANCE_CHAIN=
 // refchain, the reference chain: bridge, host-local, portmap), kube-proxy
-// in the mode PODNET_K8S_PROXY_MODE names (iptables by default), the test
-// images loaded into every node. e2e.test runs in the first node's
+// in the mode PODNET_K8S_PROXY_MODE names (iptables by default), CoreDNS
+// as the cluster's DNS, the test images loaded into every node. e2e.test runs in the first node's
 // network namespace, whose only way out is the harness's underlay, where
 // the switch counts every packet addressed outside the harness. It keeps
 // the JUnit and JSON reports, e2e.test's output and a log per spec in
@@ -88,6 +88,11 @@ func TestConformance(t *testing.T) {
 	}
 	for _, n := range c.Nodes {
 		waitNodeReady(ctx, t, c, n.Name, 3*time.Minute)
+	}
+	// The cluster's DNS, as kubeadm deploys it: kube-dns at the address
+	// every kubelet's clusterDNS names, answering only for the cluster.
+	if err := c.DeployDNS(ctx); err != nil {
+		t.Fatal(err)
 	}
 	if err := c.LoadImages(archives...); err != nil {
 		t.Fatal(err)
@@ -189,9 +194,13 @@ func buildE2EImages(t *testing.T, bin string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	coredns, err := cluster.CoreDNSBinary(t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
 	archives, err := conformance.Build(dir, conformance.Sources{
 		Agnhost: filepath.Join(bin, "agnhost"), Regression: filepath.Join(bin, "regression-issue-74839"),
-		Pause: pause, KubernetesDir: kdir,
+		Pause: pause, CoreDNS: coredns, KubernetesDir: kdir,
 	}, t.Logf)
 	if err != nil {
 		t.Fatal(err)

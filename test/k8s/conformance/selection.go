@@ -70,8 +70,6 @@ var Skips = []Skip{
 		"connects from a pod to 203.0.113.250 (TEST-NET-3), which only kube-proxy's externalIPs rule keeps on the node"},
 	{"[sig-network] Service CIDRs should create Services and serve on different Service CIDRs", NetworkSafety,
 		"adds the ServiceCIDR 203.0.113.0/24 (TEST-NET-3) and connects from a pod to 203.0.113.10"},
-	{"[sig-network] DNS should support configurable pod resolv.conf", NoImage,
-		"runs a CoreDNS server from agnhost's /coredns; the harness's agnhost has no CoreDNS program yet"},
 }
 
 // Default is the selection `make conformance` runs: BaseLabelFilter less

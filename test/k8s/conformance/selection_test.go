@@ -38,7 +38,7 @@ const (
 	wantNetwork         = 244
 	wantConformance     = 45
 	wantNoCloud         = 128
-	wantSelected        = 126
+	wantSelected        = 127
 	wantSelectedConform = 45
 )
 
