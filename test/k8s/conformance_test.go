@@ -129,7 +129,8 @@ func TestConformance(t *testing.T) {
 	var failed []string
 	for _, s := range network {
 		if conformance.Count([]conformance.Spec{s}).Failed > 0 {
-			failed = append(failed, s.Name)
+			why, _, _ := strings.Cut(s.Failure, "\n")
+			failed = append(failed, s.Name+"\n    "+why)
 		}
 	}
 	leaks, err := conformance.ReadLeaks(c.OutsideNetNS)
