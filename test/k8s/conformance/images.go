@@ -20,7 +20,8 @@ import (
 const (
 	// AgnhostImage: agnhost built from k8s.io/kubernetes, porter's TLS
 	// pair in its working directory, busybox's applets for the specs'
-	// shell loops, and dig, curl, GNU wget and OpenBSD's nc from Debian.
+	// shell loops, and dig, getent, curl, GNU wget and OpenBSD's nc from
+	// Debian (the DNS probes run getent in it too: /etc/hosts entries).
 	AgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.56"
 	// JessieDnsutilsImage: what the DNS probes run in it, dig and getent
 	// (glibc's, reading /etc/hosts first as Debian's nsswitch.conf says),
@@ -185,11 +186,12 @@ const nsswitch = "passwd: files\ngroup: files\nhosts: files dns\n"
 // entrypoint with pause the default argument, porter's localhost.crt and
 // localhost.key in the working directory (/), /uploads for netexec.
 func agnhostImage(src Sources, bb []ociimage.File, applets []ociimage.Symlink) (ociimage.Image, error) {
-	img, err := toolImage(AgnhostImage, bb, applets, []string{"/usr/bin/dig", "/usr/bin/curl", "/usr/bin/wget", openbsdNC},
+	img, err := toolImage(AgnhostImage, bb, applets, []string{"/usr/bin/dig", "/usr/bin/getent", "/usr/bin/curl", "/usr/bin/wget", openbsdNC},
 		[]ociimage.Symlink{{Path: "/usr/bin/nc", Target: filepath.Base(openbsdNC)}})
 	if err != nil {
 		return img, err
 	}
+	img.Files = append(img.Files, ociimage.File{Path: "/etc/nsswitch.conf", Mode: 0o644, Data: []byte(nsswitch)})
 	prog, err := os.ReadFile(src.Agnhost)
 	if err != nil {
 		return img, err

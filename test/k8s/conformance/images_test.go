@@ -63,6 +63,7 @@ func TestImages(t *testing.T) {
 			"curl --version | grep -q '^curl'",
 			"wget --version | grep -q 'GNU Wget'",
 			"readlink /bin/sh | grep -q dash",
+			"test -n \"$(getent hosts dns-querier-1)\"",
 			// What the Service specs run: wget and curl against a web
 			// server (busybox's, in the foreground and stopped by its
 			// PID), on the namespace's own loopback.
