@@ -24,7 +24,7 @@ func TestParseLeaks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l != (Leaks{IPv4: 0, IPv6: 2, ARP: 7}) || l.Total() != 9 {
+	if l.IPv4 != 0 || l.IPv6 != 2 || l.ARP != 7 || l.Total() != 9 || l.Seen != out {
 		t.Fatalf("got %+v", l)
 	}
 	if _, err := parseLeaks([]byte("table bridge x {}")); err == nil {
