@@ -97,6 +97,10 @@ type cachedBuild struct {
 	pkgs    []string // main packages, one program each
 	tags    string   // -tags
 	ldflags string   // added to -s -w
+
+	// testPkgs are packages whose test binary is built too (go test -c),
+	// named after the package with .test, as e2e.test is.
+	testPkgs []string
 }
 
 // get returns cache/bin, building first unless it holds the programs of
@@ -133,6 +137,9 @@ func (b cachedBuild) commands() []string {
 	var cmds []string
 	for _, p := range b.pkgs {
 		cmds = append(cmds, path.Base(p))
+	}
+	for _, p := range b.testPkgs {
+		cmds = append(cmds, path.Base(p)+".test")
 	}
 	return cmds
 }
@@ -187,20 +194,28 @@ func (b cachedBuild) build(logf func(string, ...any), goTool, bin, stamp string)
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
 	}
-	args := []string{"build", "-trimpath", "-ldflags", strings.TrimSpace("-s -w " + b.ldflags), "-o", tmp + "/"}
+	flags := []string{"-trimpath", "-ldflags", strings.TrimSpace("-s -w " + b.ldflags), "-o", tmp + "/"}
 	if b.tags != "" {
-		args = append(args, "-tags", b.tags)
+		flags = append(flags, "-tags", b.tags)
 	}
-	args = append(args, b.pkgs...)
+	var runs [][]string
+	if len(b.pkgs) > 0 {
+		runs = append(runs, append(append([]string{"build"}, flags...), b.pkgs...))
+	}
+	for _, p := range b.testPkgs {
+		// -vet=off: vetting a release's tests only slows its build.
+		runs = append(runs, append(append([]string{"test", "-c", "-vet=off"}, flags...), p))
+	}
 	logf("building %s into %s (minutes on a cold cache)", b.what, bin)
 	start := time.Now()
-	cmd := exec.Command(goTool, args...)
-	cmd.Dir = b.modDir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly -buildvcs=false")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		os.RemoveAll(tmp)
-		return fmt.Errorf("go %s in %s: %w\n%s", strings.Join(args, " "), b.modDir, err, out)
+	for _, args := range runs {
+		cmd := exec.Command(goTool, args...)
+		cmd.Dir = b.modDir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly -buildvcs=false")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			os.RemoveAll(tmp)
+			return fmt.Errorf("go %s in %s: %w\n%s", strings.Join(args, " "), b.modDir, err, out)
+		}
 	}
 	logf("built %s in %s", b.what, time.Since(start).Round(time.Second))
 	if err := os.RemoveAll(bin); err != nil {

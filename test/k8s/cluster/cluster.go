@@ -185,7 +185,8 @@ func (c *Cluster) bringUp() {
 	for _, n := range c.Nodes {
 		steps = append(steps,
 			step{n.Name + " network", func() error { return c.setupUnderlay(n) }},
-			step{n.Name + " mount namespace", func() error { return c.setupMountNS(n) }})
+			step{n.Name + " mount namespace", func() error { return c.setupMountNS(n) }},
+			step{n.Name + " hostname", func() error { return c.setupUTSNS(n) }})
 	}
 	if !c.controlPlaneOnly {
 		steps = append(steps, step{"images", c.buildImages})

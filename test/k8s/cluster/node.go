@@ -35,6 +35,7 @@ type Node struct {
 
 	index          int // 1 for the first node
 	mountNS        string
+	utsNS          string // its hostname is the node's name (utsns.go)
 	containerdSock string
 	cgroupRoot     string // kubelet's, below every hierarchy's root
 	netnsName      string
@@ -59,7 +60,7 @@ func (n *Node) procName(component string) string {
 	return component + "@" + n.Name
 }
 
-func (n *Node) place() place { return place{netNS: n.NetNS, mountNS: n.mountNS} }
+func (n *Node) place() place { return place{netNS: n.NetNS, mountNS: n.mountNS, utsNS: n.utsNS} }
 
 // setupSwitch makes the underlay: a bridge in a namespace of its own
 // standing for the outside network (198.18.0.254), where whatever a node

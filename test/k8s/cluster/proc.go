@@ -25,15 +25,18 @@ type proc struct {
 }
 
 // place is where a process runs: a network namespace (a path) and, when
-// set, a mount namespace (a file it is bound to).
+// set, a mount namespace and a UTS namespace (files they are bound to).
 type place struct {
-	netNS, mountNS string
+	netNS, mountNS, utsNS string
 }
 
 func (w place) nsenterArgs() []string {
 	args := []string{"--net=" + w.netNS}
 	if w.mountNS != "" {
 		args = append(args, "--mount="+w.mountNS)
+	}
+	if w.utsNS != "" {
+		args = append(args, "--uts="+w.utsNS)
 	}
 	return args
 }

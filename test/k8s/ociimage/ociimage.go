@@ -23,6 +23,13 @@ type File struct {
 	Data []byte
 }
 
+// Symlink is one symbolic link of the image's layer: a multi-call
+// program's applets (busybox's sh, cat, ...) without a copy each.
+type Symlink struct {
+	Path   string // absolute path inside the image, e.g. /bin/sh
+	Target string // what the link holds, e.g. busybox or /bin/busybox
+}
+
 // Image is what Write puts into the archive.
 type Image struct {
 	// Name is the full reference the importer gives the image, e.g.
@@ -31,6 +38,7 @@ type Image struct {
 	Name       string
 	Files      []File
 	Dirs       []string // extra empty directories, e.g. /tmp (mode 1777)
+	Symlinks   []Symlink
 	Entrypoint []string
 	Cmd        []string
 	Env        []string
@@ -73,14 +81,45 @@ func newBlob(data []byte) blob {
 
 func (b blob) path() string { return "blobs/sha256/" + strings.TrimPrefix(b.digest, "sha256:") }
 
-// Layer returns the uncompressed layer tar of img: each file with the
-// directories above it (0755, root-owned) and img.Dirs.
+// Layer returns the uncompressed layer tar of img: each file and link
+// with the directories above it (0755, root-owned) and img.Dirs.
 func Layer(img Image) ([]byte, error) {
 	files, dirs, err := layerTree(img)
 	if err != nil {
 		return nil, err
 	}
-	return writeLayer(files, dirs)
+	links, err := layerLinks(img, files, dirs)
+	if err != nil {
+		return nil, err
+	}
+	return writeLayer(files, dirs, links)
+}
+
+// layerLinks checks img's links against its files and directories and
+// returns them by path, adding the directories above them to dirs.
+func layerLinks(img Image, files map[string]File, dirs map[string]fs.FileMode) (map[string]string, error) {
+	links := map[string]string{}
+	for _, l := range img.Symlinks {
+		if !path.IsAbs(l.Path) || path.Clean(l.Path) != l.Path || l.Target == "" {
+			return nil, fmt.Errorf("image %s: link %q -> %q: want a clean absolute path and a target", img.Name, l.Path, l.Target)
+		}
+		_, isFile := files[l.Path]
+		_, isDir := dirs[l.Path]
+		_, dup := links[l.Path]
+		if isFile || isDir || dup {
+			return nil, fmt.Errorf("image %s: link %s is given twice or is also a file or directory", img.Name, l.Path)
+		}
+		links[l.Path] = l.Target
+	}
+	for p := range links {
+		addParents(dirs, p)
+	}
+	for p := range links {
+		if _, isDir := dirs[p]; isDir {
+			return nil, fmt.Errorf("image %s: link %s has entries below it", img.Name, p)
+		}
+	}
+	return links, nil
 }
 
 // layerTree checks img's paths and returns its files by path and every
@@ -131,12 +170,15 @@ func addParents(dirs map[string]fs.FileMode, p string) {
 // writeLayer writes the tar of files and dirs, sorted by path: parents
 // sort before their children, so every directory exists before anything
 // is written into it.
-func writeLayer(files map[string]File, dirs map[string]fs.FileMode) ([]byte, error) {
+func writeLayer(files map[string]File, dirs map[string]fs.FileMode, links map[string]string) ([]byte, error) {
 	var names []string
 	for d := range dirs {
 		names = append(names, d)
 	}
 	for p := range files {
+		names = append(names, p)
+	}
+	for p := range links {
 		names = append(names, p)
 	}
 	sort.Strings(names)
@@ -146,6 +188,10 @@ func writeLayer(files map[string]File, dirs map[string]fs.FileMode) ([]byte, err
 		var err error
 		if mode, isDir := dirs[n]; isDir {
 			err = writeDirEntry(tw, n, mode)
+		} else if target, isLink := links[n]; isLink {
+			hdr := layerHeader(n)
+			hdr.Typeflag, hdr.Linkname, hdr.Mode = tar.TypeSymlink, target, 0o777
+			err = tw.WriteHeader(hdr)
 		} else {
 			err = writeFileEntry(tw, n, files[n])
 		}

@@ -21,6 +21,7 @@ func TestWrite(t *testing.T) {
 		Entrypoint: []string{"/opt/x/bin/x"},
 		Dirs:       []string{"/tmp"},
 		Files:      []File{{Path: "/opt/x/bin/x", Mode: 0o755, Data: []byte("binary")}},
+		Symlinks:   []Symlink{{Path: "/usr/bin/x", Target: "/opt/x/bin/x"}},
 	}
 	if err := Write(&buf, img); err != nil {
 		t.Fatal(err)
@@ -84,6 +85,7 @@ func TestWrite(t *testing.T) {
 	}
 	var names []string
 	modes := map[string]int64{}
+	links := map[string]string{}
 	lr := tar.NewReader(bytes.NewReader(blob(man.Layers[0])))
 	for {
 		h, err := lr.Next()
@@ -95,8 +97,11 @@ func TestWrite(t *testing.T) {
 		}
 		names = append(names, h.Name)
 		modes[h.Name] = h.Mode
+		if h.Typeflag == tar.TypeSymlink {
+			links[h.Name] = h.Linkname
+		}
 	}
-	want := []string{"opt/", "opt/x/", "opt/x/bin/", "opt/x/bin/x", "tmp/"}
+	want := []string{"opt/", "opt/x/", "opt/x/bin/", "opt/x/bin/x", "tmp/", "usr/", "usr/bin/", "usr/bin/x"}
 	if len(names) != len(want) {
 		t.Fatalf("layer entries %v, want %v", names, want)
 	}
@@ -108,6 +113,9 @@ func TestWrite(t *testing.T) {
 	if modes["tmp/"] != 0o1777 || modes["opt/x/bin/x"] != 0o755 {
 		t.Fatalf("modes %v", modes)
 	}
+	if len(links) != 1 || links["usr/bin/x"] != "/opt/x/bin/x" {
+		t.Fatalf("links %v, want usr/bin/x -> /opt/x/bin/x", links)
+	}
 }
 
 func TestWriteRejects(t *testing.T) {
@@ -116,6 +124,9 @@ func TestWriteRejects(t *testing.T) {
 		{Name: "a/b:1", Files: []File{{Path: "relative"}}},
 		{Name: "a/b:1", Files: []File{{Path: "/x"}, {Path: "/x"}}},
 		{Name: "a/b:1", Files: []File{{Path: "/x/../y"}}},
+		{Name: "a/b:1", Files: []File{{Path: "/x"}}, Symlinks: []Symlink{{Path: "/x", Target: "y"}}},
+		{Name: "a/b:1", Files: []File{{Path: "/x/y"}}, Symlinks: []Symlink{{Path: "/x", Target: "z"}}},
+		{Name: "a/b:1", Symlinks: []Symlink{{Path: "/x", Target: ""}}},
 	} {
 		if err := Write(io.Discard, img); err == nil {
 			t.Errorf("Write(%+v) succeeded", img)

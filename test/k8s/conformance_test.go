@@ -1,0 +1,210 @@
+package k8s_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/podnet/podnet/test/k8s/cluster"
+	"github.com/podnet/podnet/test/k8s/conformance"
+)
+
+// The environment of TestConformance (make conformance sets the first).
+const (
+	conformanceEnv      = "PODNET_CONFORMANCE"       // 1: run it
+	conformanceChainEnv = "PODNET_CONFORMANCE_CHAIN" // podnet (default) or refchain
+	conformanceFocusEnv = "PODNET_CONFORMANCE_FOCUS" // a regexp narrowing the selection
+	conformanceProcsEnv = "PODNET_CONFORMANCE_PROCS" // parallel e2e.test processes (default 4)
+	conformanceDirEnv   = "PODNET_CONFORMANCE_DIR"   // results (default <repo>/conformance-results)
+)
+
+// TestConformance runs the upstream Kubernetes e2e networking specs the
+// conformance package selects against a two-node cluster: podnet deployed
+// from deploy/kubernetes as shipped (or, with PODNET_CONFORMANCE_CHAIN=
+// refchain, the reference chain: bridge, host-local, portmap), kube-proxy
+// in the mode PODNET_K8S_PROXY_MODE names (iptables by default), CoreDNS
+// as the cluster's DNS, the test images loaded into every node. e2e.test runs in the first node's
+// network namespace, whose only way out is the harness's underlay, where
+// the switch counts every packet addressed outside the harness. It keeps
+// the JUnit and JSON reports, e2e.test's output and a log per spec in
+// <results>/<chain>-<mode>/, which outlive the cluster, and fails if a
+// spec failed or a packet was counted. Opt-in (PODNET_CONFORMANCE=1): it takes long.
+func TestConformance(t *testing.T) {
+	if os.Getenv(conformanceEnv) != "1" {
+		t.Skipf("%s=1 runs the upstream e2e networking specs (make conformance)", conformanceEnv)
+	}
+	chain := os.Getenv(conformanceChainEnv)
+	switch chain {
+	case "":
+		chain = "podnet"
+	case "podnet", "refchain":
+	default:
+		t.Fatalf("%s=%q: podnet or refchain", conformanceChainEnv, chain)
+	}
+	procs := 4
+	if v := os.Getenv(conformanceProcsEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q: a count of processes", conformanceProcsEnv, v)
+		}
+		procs = n
+	}
+
+	// What runs the specs, built before the cluster starts.
+	start := time.Now()
+	bin, err := cluster.E2EBinaries(t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeBin, err := cluster.KubeBinaries(t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archives := buildE2EImages(t, bin)
+	t.Logf("conformance: e2e.test and %d images ready in %s", len(archives), time.Since(start).Round(time.Second))
+
+	c := cluster.Start(t, cluster.WithNodes(2))
+	results := conformanceDir(t, c, chain+"-"+string(c.ProxyMode()))
+	// Evidence beside the skip list: the underlay switch counts what the
+	// nodes send towards addresses outside the harness, which the run
+	// must leave at zero.
+	if err := conformance.WatchLeaks(c.OutsideNetNS); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Hour)
+	defer cancel()
+	if chain == "podnet" {
+		if err := c.Deploy(ctx, cluster.Default, nil); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := c.InstallReferenceChain(ctx, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.Nodes {
+		waitNodeReady(ctx, t, c, n.Name, 3*time.Minute)
+	}
+	// The cluster's DNS, as kubeadm deploys it: kube-dns at the address
+	// every kubelet's clusterDNS names, answering only for the cluster.
+	if err := c.DeployDNS(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.LoadImages(archives...); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(c.Dir, "e2e.kubeconfig")
+	if err := conformance.WriteKubeconfig(kubeconfig, c.Config); err != nil {
+		t.Fatal(err)
+	}
+	sel := conformance.Default()
+	sel.Focus = os.Getenv(conformanceFocusEnv)
+	run := conformance.Run{Bin: bin, Kubectl: filepath.Join(kubeBin, "kubectl"), Kubeconfig: kubeconfig,
+		NetNS: c.NetNS, Dir: results, Procs: procs, Selection: sel, Timeout: 150 * time.Minute}
+	t.Logf("conformance: %s", strings.Join(run.Args(), " "))
+	runStart := time.Now()
+	err = run.Exec(ctx)
+	took := time.Since(runStart).Round(time.Second)
+	if err != nil {
+		t.Fatalf("after %s: %v", took, err)
+	}
+	specs, err := conformance.ReadReport(run.JSONReport())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var network []conformance.Spec
+	for _, s := range specs {
+		if s.HasLabel("sig-network") {
+			network = append(network, s)
+		}
+	}
+	if err := conformance.WriteSpecLogs(filepath.Join(results, "specs"), network); err != nil {
+		t.Fatal(err)
+	}
+	counts := conformance.Count(network)
+	var failed []string
+	for _, s := range network {
+		if conformance.Count([]conformance.Spec{s}).Failed > 0 {
+			why, _, _ := strings.Cut(s.Failure, "\n")
+			failed = append(failed, s.Name+"\n    "+why)
+		}
+	}
+	leaks, err := conformance.ReadLeaks(c.OutsideNetNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	summary := fmt.Sprintf("chain %s, kube-proxy %s, %d processes, focus %q: %s in %s\nunderlay: %v\n%s\n",
+		chain, c.ProxyMode(), procs, sel.Focus, took, results, leaks, counts)
+	for _, f := range failed {
+		summary += "FAILED " + f + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(results, "summary.txt"), []byte(summary), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Log(summary)
+	// The closing line, alone on its line: the [sig-network] specs of
+	// the suite, those the selection left out counted as skipped.
+	fmt.Println(counts)
+	if leaks.Total() > 0 {
+		t.Errorf("the underlay saw %v", leaks)
+	}
+	if counts.Failed > 0 {
+		t.Errorf("%d [sig-network] specs failed; logs in %s", counts.Failed, filepath.Join(results, "specs"))
+	}
+}
+
+// conformanceDir is where a run's results go, emptied first:
+// $PODNET_CONFORMANCE_DIR or <repo>/conformance-results, then name.
+func conformanceDir(t *testing.T, c *cluster.Cluster, name string) string {
+	t.Helper()
+	root := os.Getenv(conformanceDirEnv)
+	if root == "" {
+		root = filepath.Join(c.ModuleRoot, "conformance-results")
+	}
+	dir := filepath.Join(root, name)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// buildE2EImages writes the test images' archives into a directory of
+// the test's and returns them.
+func buildE2EImages(t *testing.T, bin string) []string {
+	t.Helper()
+	mod, err := cluster.ModuleDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	pause := filepath.Join(dir, "pause")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", pause, "./cmd/pause")
+	cmd.Dir = mod
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/pause: %v\n%s", err, out)
+	}
+	kdir, err := conformance.KubernetesDir(filepath.Join(mod, "e2ebuild"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	coredns, err := cluster.CoreDNSBinary(t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archives, err := conformance.Build(dir, conformance.Sources{
+		Agnhost: filepath.Join(bin, "agnhost"), Regression: filepath.Join(bin, "regression-issue-74839"),
+		Pause: pause, CoreDNS: coredns, KubernetesDir: kdir,
+	}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return archives
+}
