@@ -87,7 +87,7 @@ image: build
 # or 2.x runs the node on one of those instead of Debian's 1.6.
 .PHONY: test-k8s
 test-k8s:
-	cd test/k8s && $(GO) test -count=1 -timeout 60m ./...
+	cd test/k8s && $(GO) test -count=1 -timeout 80m ./...
 
 # The upstream Kubernetes e2e networking specs that test/k8s/conformance
 # selects (docs/conformance.md), run by e2e.test v1.34.4 against a

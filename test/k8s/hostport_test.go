@@ -3,7 +3,6 @@ package k8s_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -48,17 +47,17 @@ func hostPort(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	t.Logf("host port elements: %s", strings.Join(published, "; "))
 	hc := c.HTTPClient(10 * time.Second)
 	for _, host := range []string{cluster.NodeIP, "127.0.0.1"} {
+		// Running is not listening: a loaded node may start the server
+		// a moment after kubelet reports the container started.
 		url := fmt.Sprintf("http://%s:%d/", host, diagHostPort)
-		resp, err := hc.Get(url)
+		body, err := retryGet(hc, url, 30*time.Second)
 		if err != nil {
 			t.Fatalf("node to hostPort %s: %v", url, err)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if !strings.Contains(string(body), "hello from diag-hp ") {
+		if !strings.Contains(body, "hello from diag-hp ") {
 			t.Fatalf("node to hostPort %s: %q, want diag-hp's answer", url, body)
 		}
-		t.Logf("node to %s: %s", url, strings.TrimSpace(string(body)))
+		t.Logf("node to %s: %s", url, body)
 	}
 	url := fmt.Sprintf("http://%s:%d/", cluster.NodeIP, diagHostPort)
 	if _, err := c.Client.CoreV1().Pods("default").Create(ctx, diagPod("diag-hp-client", "get", "--timeout", "10s", url), metav1.CreateOptions{}); err != nil {

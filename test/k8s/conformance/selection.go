@@ -72,6 +72,15 @@ var Skips = []Skip{
 		"adds the ServiceCIDR 203.0.113.0/24 (TEST-NET-3) and connects from a pod to 203.0.113.10"},
 }
 
+// MakeTestFocus narrows the selection to what `make test` runs, the specs
+// that judge a CNI plugin's own duties (pod to pod on one node and across
+// nodes, node to pod, host ports, no SNAT between pods, hairpin) and the
+// Service and DNS paths every pod uses; the whole selection is `make
+// conformance`, too long for every CI run.
+const MakeTestFocus = `Networking Granular Checks: Pods |\[sig-network\] HostPort |NoSNAT |hairpin back to themselves through services|` +
+	`Services should serve a basic endpoint from pods |Services should be able to create a functioning NodePort service |` +
+	`DNS should provide DNS for services |DNS should provide DNS for the cluster \[Conformance\]`
+
 // Default is the selection `make conformance` runs: BaseLabelFilter less
 // Skips.
 func Default() Selection { return Selection{LabelFilter: BaseLabelFilter, Skips: Skips} }

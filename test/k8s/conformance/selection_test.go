@@ -33,13 +33,14 @@ func TestSkipRegexp(t *testing.T) {
 // The facts of v1.34.4's suite (issue 19): its [sig-network] specs, the
 // [Conformance] ones, those that are not [Serial], [Disruptive],
 // [Flaky] or [Feature:...] and need no cloud; and what the selection
-// keeps of them.
+// keeps of them, and make test's subset of it.
 const (
 	wantNetwork         = 244
 	wantConformance     = 45
 	wantNoCloud         = 128
 	wantSelected        = 127
 	wantSelectedConform = 45
+	wantMakeTest        = 11
 )
 
 // TestDryRun runs e2e.test --ginkgo.dry-run (building it first on a cold
@@ -128,6 +129,22 @@ func TestDryRun(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%s: %d, want %d", c.what, c.got, c.want)
 		}
+	}
+
+	// make test's subset: each of its specs is one of the selection's,
+	// and the focus matches as many as it was written for (a renamed
+	// spec would drop out silently otherwise).
+	focused := Default()
+	focused.Focus = MakeTestFocus
+	subset := selectedOf(mustDryRun(t, bin, focused, dir))
+	for _, s := range subset {
+		if !selNames[s.Name] {
+			t.Errorf("make test's subset runs %q, which the selection does not", s.Name)
+		}
+	}
+	t.Logf("make test's subset: %d specs", len(subset))
+	if len(subset) != wantMakeTest {
+		t.Errorf("make test's subset: %d specs, want %d", len(subset), wantMakeTest)
 	}
 
 	images, err := ListImages(bin)
