@@ -88,9 +88,9 @@ func KubeBinaries(logf func(string, ...any)) (string, error) {
 }
 
 // cachedBuild is a set of programs built from a wrapper module (kbuild,
-// cbuild-*: a go.mod that pins a release) into cache/bin, kept there for
-// as long as the wrapper, the build tags and the Go toolchain stay the
-// same.
+// cbuild-*, dnsbuild: a go.mod that pins a release) into cache/bin, kept
+// there for as long as the wrapper, the build tags and the Go toolchain
+// stay the same.
 type cachedBuild struct {
 	what    string   // for the log: "Kubernetes v1.34.4"
 	modDir  string   // the wrapper module
