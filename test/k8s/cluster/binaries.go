@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -87,9 +88,9 @@ func KubeBinaries(logf func(string, ...any)) (string, error) {
 }
 
 // cachedBuild is a set of programs built from a wrapper module (kbuild,
-// cbuild-*: a go.mod that pins a release) into cache/bin, kept there for
-// as long as the wrapper, the build tags and the Go toolchain stay the
-// same.
+// cbuild-*, dnsbuild: a go.mod that pins a release) into cache/bin, kept
+// there for as long as the wrapper, the build tags and the Go toolchain
+// stay the same.
 type cachedBuild struct {
 	what    string   // for the log: "Kubernetes v1.34.4"
 	modDir  string   // the wrapper module
@@ -145,8 +146,8 @@ func (b cachedBuild) commands() []string {
 }
 
 // buildStamp identifies a build: what the wrapper module pins (go.mod,
-// go.sum), the build tags, and the toolchain and platform that build it.
-// A new Go release rebuilds.
+// go.sum), its own Go source if it has any, the build tags, and the
+// toolchain and platform that build it. A new Go release rebuilds.
 func buildStamp(goTool, modDir, tags string) (string, error) {
 	h := sha256.New()
 	for _, f := range []string{"go.mod", "go.sum"} {
@@ -155,6 +156,28 @@ func buildStamp(goTool, modDir, tags string) (string, error) {
 			return "", err
 		}
 		h.Write(data)
+	}
+	// dnsbuild's main package chooses what is compiled in, so a change
+	// to it is another program. Wrappers without source (kbuild,
+	// cbuild-*) add nothing here and keep the stamp they had.
+	err := filepath.WalkDir(modDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(modDir, p)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %d\n", filepath.ToSlash(rel), len(data))
+		h.Write(data)
+		return nil
+	})
+	if err != nil {
+		return "", err
 	}
 	goVer, err := exec.Command(goTool, "env", "GOVERSION").Output()
 	if err != nil {

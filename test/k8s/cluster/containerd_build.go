@@ -70,22 +70,28 @@ func (cd Containerd) Version() (string, error) {
 	if cd.build == "" {
 		return "", nil
 	}
+	return wrapperRequire(cd.build, cd.module)
+}
+
+// wrapperRequire returns the version of module that the go.mod of the
+// wrapper module in dir (relative to test/k8s) requires.
+func wrapperRequire(dir, module string) (string, error) {
 	mod, err := ModuleDir()
 	if err != nil {
 		return "", err
 	}
-	gomod := filepath.Join(mod, cd.build, "go.mod")
+	gomod := filepath.Join(mod, dir, "go.mod")
 	data, err := os.ReadFile(gomod)
 	if err != nil {
 		return "", err
 	}
 	for _, line := range strings.Split(string(data), "\n") {
 		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
-		if len(f) >= 2 && f[0] == cd.module {
+		if len(f) >= 2 && f[0] == module {
 			return f[1], nil
 		}
 	}
-	return "", fmt.Errorf("%s requires no %s", gomod, cd.module)
+	return "", fmt.Errorf("%s requires no %s", gomod, module)
 }
 
 // ContainerdBinaries returns the directory holding containerdCommands of

@@ -21,8 +21,8 @@ import (
 )
 
 const (
-	// CoreDNSVersion is the CoreDNS release the cluster's DNS runs,
-	// installed from the Go module proxy.
+	// CoreDNSVersion is the CoreDNS release the cluster's DNS runs, the
+	// one dnsbuild/go.mod requires (coredns_test.go checks they agree).
 	CoreDNSVersion = "v1.15.0"
 	// CoreDNSImage is the image coredns.yaml names, assembled here.
 	CoreDNSImage = "podnet.test/coredns:" + CoreDNSVersion
@@ -39,20 +39,38 @@ const (
 //go:embed coredns.yaml
 var corednsYAML []byte
 
+// corednsBuild is the wrapper module CoreDNS is built from, and its main
+// package: CoreDNS with only the plugins coredns.yaml's Corefile uses
+// (dnsbuild/coredns/main.go says which).
+const (
+	corednsBuild = "dnsbuild"
+	corednsPkg   = "github.com/podnet/podnet/test/k8s/dnsbuild/coredns"
+)
+
 // CoreDNSBinary returns the path of a static coredns at CoreDNSVersion,
-// installed into the cache beside the Kubernetes binaries (coredns-<version>
-// below the cache root) unless a build by the same toolchain is there.
-// Release v1.15.0's go.mod has no replace directive, so `go install
-// github.com/coredns/coredns@v1.15.0` builds it with the release's own
-// dependencies and every plugin of its plugin.cfg; the Corefile chooses
-// which of them run.
+// built from dnsbuild/ into the cache beside the Kubernetes binaries
+// (coredns-<version> below the cache root) unless the cache holds a build
+// of the same wrapper module by the same toolchain (as KubeBinaries does:
+// under a lock, the stamp written last). Only the plugins the Corefile
+// uses are compiled in, so a cold build downloads and compiles a fraction
+// of what a full CoreDNS needs, and the program has no plugin that could
+// send a query off the machine.
 func CoreDNSBinary(logf func(string, ...any)) (string, error) {
+	mod, err := ModuleDir()
+	if err != nil {
+		return "", err
+	}
 	root, err := cacheRoot()
 	if err != nil {
 		return "", err
 	}
-	return goInstall{what: "CoreDNS " + CoreDNSVersion, cache: filepath.Join(root, "coredns-"+CoreDNSVersion),
-		pkg: "github.com/coredns/coredns", version: CoreDNSVersion}.get(logf)
+	b := cachedBuild{what: "CoreDNS " + CoreDNSVersion, modDir: filepath.Join(mod, corednsBuild),
+		cache: filepath.Join(root, "coredns-"+CoreDNSVersion), pkgs: []string{corednsPkg}}
+	bin, err := b.get(logf)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(bin, b.commands()[0]), nil
 }
 
 // writeCoreDNSImage writes CoreDNSImage, the coredns program alone, as

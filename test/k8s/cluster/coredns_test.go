@@ -1,10 +1,17 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"net/netip"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -117,9 +124,10 @@ func corefileWords(line string) ([]string, error) {
 	}
 }
 
-// corefilePlugins are the plugins the harness's Corefile may use: none of
-// them sends a query anywhere. Those that do (forward, grpc, the old
-// proxy, etcd, route53, azure, clouddns, secondary's transfers, ...) and
+// corefilePlugins are the plugins the harness's Corefile may use, and
+// the only ones its CoreDNS may be built with (dnsbuild): none of them
+// sends a query anywhere. Those that do (forward, grpc, the old proxy,
+// etcd, route53, azure, clouddns, dnstap, secondary's transfers, ...) and
 // every other are refused.
 var corefilePlugins = []string{
 	"errors", "health", "ready", "kubernetes", "prometheus", "cache", "loop", "reload", "loadbalance", "template",
@@ -291,6 +299,210 @@ func TestCorefileLeaks(t *testing.T) {
 		if _, err := parseCorefile(tc); err == nil {
 			t.Errorf("parsed\n%s", tc)
 		}
+	}
+}
+
+// corednsModule is CoreDNS's Go module; corednsMain is the main package
+// that builds the cluster's CoreDNS, relative to test/k8s.
+const (
+	corednsModule = "github.com/coredns/coredns"
+	corednsMain   = "dnsbuild/coredns/main.go"
+)
+
+// pluginPackage is the package a directive's plugin is in: the directive's
+// name, but for prometheus.
+func pluginPackage(directive string) string {
+	if directive == "prometheus" {
+		return corednsModule + "/plugin/metrics"
+	}
+	return corednsModule + "/plugin/" + directive
+}
+
+// corednsBuildProblems reads the source of the CoreDNS build's main
+// package: the plugins it lets a Corefile name (its plugins variable, of
+// which it keeps CoreDNS's order) and the packages it imports. It returns
+// every way that build could send a query off the machine (a plugin, or
+// any package but the server and the plugins' own, outside
+// corefilePlugins), or fail the Corefile, whose directives are given (a
+// directive not compiled in).
+func corednsBuildProblems(src []byte, corefile []string) ([]string, error) {
+	f, err := parser.ParseFile(token.NewFileSet(), corednsMain, src, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	var plugins []string
+	found := false
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.VAR {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			if len(vs.Names) != 1 || vs.Names[0].Name != "plugins" || len(vs.Values) != 1 {
+				continue
+			}
+			lit, ok := vs.Values[0].(*ast.CompositeLit)
+			if !ok {
+				return nil, errors.New("plugins is not a []string literal")
+			}
+			for _, e := range lit.Elts {
+				bl, ok := e.(*ast.BasicLit)
+				if !ok || bl.Kind != token.STRING {
+					return nil, fmt.Errorf("plugins holds %T, not a string", e)
+				}
+				name, err := strconv.Unquote(bl.Value)
+				if err != nil {
+					return nil, err
+				}
+				plugins = append(plugins, name)
+			}
+			found = true
+		}
+	}
+	if !found {
+		return nil, errors.New("no plugins variable")
+	}
+
+	var problems []string
+	for _, p := range plugins {
+		if !slices.Contains(corefilePlugins, p) {
+			problems = append(problems, fmt.Sprintf("plugin %q is not one that answers locally", p))
+		}
+	}
+	for _, d := range corefile {
+		if !slices.Contains(plugins, d) {
+			problems = append(problems, fmt.Sprintf("the Corefile's %q is not compiled in", d))
+		}
+	}
+	imported := map[string]bool{}
+	for _, imp := range f.Imports {
+		path, err := strconv.Unquote(imp.Path.Value)
+		if err != nil {
+			return nil, err
+		}
+		imported[path] = true
+		first, _, _ := strings.Cut(path, "/")
+		switch {
+		case !strings.Contains(first, "."):
+			// The standard library.
+		case path == corednsModule+"/core/dnsserver" || path == corednsModule+"/coremain":
+			// The server and the command line, no plugin.
+		case slices.ContainsFunc(plugins, func(p string) bool { return pluginPackage(p) == path }):
+		default:
+			// A plugin registers itself when imported: one outside
+			// plugins is still linked in, as is the whole set behind
+			// core/plugin.
+			problems = append(problems, fmt.Sprintf("imports %s, which is none of the plugins", path))
+		}
+	}
+	for _, p := range plugins {
+		if !imported[pluginPackage(p)] {
+			problems = append(problems, fmt.Sprintf("plugin %q: %s not imported", p, pluginPackage(p)))
+		}
+	}
+	return problems, nil
+}
+
+// corefileDirectives are the plugins the Corefile's server blocks name.
+func corefileDirectives(servers []corefileBlock) []string {
+	var ds []string
+	for _, s := range servers {
+		for _, l := range s.lines {
+			if !slices.Contains(ds, l.words[0]) {
+				ds = append(ds, l.words[0])
+			}
+		}
+	}
+	return ds
+}
+
+// TestCoreDNSBuild checks the CoreDNS that DeployDNS runs
+// (dnsbuild/coredns): its plugins are an allow-list of those that answer
+// locally, so that no plugin that could send a query off the machine is
+// compiled in, whatever the Corefile says; every plugin the shipped
+// Corefile uses is; and dnsbuild/go.mod builds CoreDNSVersion.
+func TestCoreDNSBuild(t *testing.T) {
+	a, err := LoadDNSAddon()
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers, err := parseCorefile(a.Corefile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := ModuleDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(filepath.Join(mod, corednsMain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := corednsBuildProblems(src, corefileDirectives(servers))
+	if err != nil {
+		t.Fatalf("%s: %v", corednsMain, err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", corednsMain, p)
+	}
+	if v, err := wrapperRequire(corednsBuild, corednsModule); err != nil || v != CoreDNSVersion {
+		t.Errorf("%s/go.mod requires CoreDNS %q (%v), CoreDNSVersion is %s", corednsBuild, v, err, CoreDNSVersion)
+	}
+	if !strings.HasSuffix(corednsPkg, "/"+filepath.Dir(corednsMain)) {
+		t.Errorf("CoreDNSBinary builds %s, this test reads %s", corednsPkg, corednsMain)
+	}
+}
+
+// TestCoreDNSBuildProblems checks the checker: each main package here
+// could send a query off the machine, or could not run the Corefile.
+func TestCoreDNSBuildProblems(t *testing.T) {
+	const good = `package main
+
+import (
+	"slices"
+
+	"github.com/coredns/coredns/core/dnsserver"
+	"github.com/coredns/coredns/coremain"
+
+	_ "github.com/coredns/coredns/plugin/kubernetes"
+	_ "github.com/coredns/coredns/plugin/metrics"
+)
+
+var plugins = []string{"kubernetes", "prometheus"}
+`
+	corefile := []string{"kubernetes", "prometheus"}
+	if problems, err := corednsBuildProblems([]byte(good), corefile); err != nil || len(problems) > 0 {
+		t.Fatalf("a good build: %v %v", problems, err)
+	}
+	for _, tc := range []struct{ name, old, new string }{
+		{"forward listed", `"prometheus"}`, `"prometheus", "forward"}`},
+		{"forward imported", `_ "github.com/coredns/coredns/plugin/metrics"`,
+			`_ "github.com/coredns/coredns/plugin/metrics"; _ "github.com/coredns/coredns/plugin/forward"`},
+		{"every plugin", `_ "github.com/coredns/coredns/plugin/metrics"`,
+			`_ "github.com/coredns/coredns/plugin/metrics"; _ "github.com/coredns/coredns/core/plugin"`},
+		{"a plugin from elsewhere", `_ "github.com/coredns/coredns/plugin/metrics"`,
+			`_ "github.com/coredns/coredns/plugin/metrics"; _ "example.com/coredns/upstream"`},
+		{"listed, not imported", `_ "github.com/coredns/coredns/plugin/metrics"`, ``},
+		{"the Corefile's plugin missing", `"kubernetes", "prometheus"`, `"kubernetes"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.Replace(good, tc.old, tc.new, 1)
+			if src == good {
+				t.Fatalf("%q not in the good build", tc.old)
+			}
+			problems, err := corednsBuildProblems([]byte(src), corefile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(problems) == 0 {
+				t.Errorf("no problem found in\n%s", src)
+			}
+			t.Log(problems)
+		})
+	}
+	if _, err := corednsBuildProblems([]byte("package main\n"), corefile); err == nil {
+		t.Error("a main package without plugins passed")
 	}
 }
 

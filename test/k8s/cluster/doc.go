@@ -18,14 +18,15 @@
 // deploy/kubernetes as a user would (deploy.go): Default, the Kubernetes
 // datastore with those podCIDRs, or Etcd, deploy/kubernetes/etcd with the
 // cluster's etcd. DeployDNS adds the cluster's DNS as kubeadm does
-// (coredns.yaml: CoreDNS, installed from the module proxy, and the kube-dns
-// Service at DNSServiceIP, which every kubelet's clusterDNS names), except
-// that it forwards nothing: a name outside the cluster is NXDOMAIN, and
-// no query leaves the machine. Images come from archives built here (a
-// static pause program, podnet's image from `make image`, CoreDNS's);
-// nothing is pulled. Everything it starts it stops by PID, and it
-// restores what kubelet changes on the machine; a reaper process does the
-// same if the test process dies first (reaper.go). Components can be
-// restarted or killed by PID (restart.go), and what podnet keeps per pod
-// on a node and in the store can be inspected (inspect.go, nodestate.go).
+// (coredns.yaml: CoreDNS, built by dnsbuild/ with only the plugins its
+// Corefile uses, and the kube-dns Service at DNSServiceIP, which every
+// kubelet's clusterDNS names), except that it forwards nothing: a name
+// outside the cluster is NXDOMAIN, and no query leaves the machine.
+// Images come from archives built here (a static pause program, podnet's
+// image from `make image`, CoreDNS's); nothing is pulled. Everything it
+// starts it stops by PID, and it restores what kubelet changes on the
+// machine; a reaper process does the same if the test process dies first
+// (reaper.go). Components can be restarted or killed by PID (restart.go),
+// and what podnet keeps per pod on a node and in the store can be
+// inspected (inspect.go, nodestate.go).
 package cluster
