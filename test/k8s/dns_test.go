@@ -49,11 +49,7 @@ func TestDNS(t *testing.T) {
 	c := cluster.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	step := func(name string, fn func(t *testing.T)) {
-		if !t.Run(name, fn) {
-			t.FailNow()
-		}
-	}
+	step := steps(t)
 	if err := c.Deploy(ctx, cluster.Default, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -314,18 +310,11 @@ func runDNSQuery(ctx context.Context, t *testing.T, c *cluster.Cluster, name str
 			}},
 		},
 	}
-	if _, err := c.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitPod(ctx, t, c, name, corev1.PodSucceeded)
-	logs, err := c.Client.CoreV1().Pods("default").GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	logs := podFetch(ctx, t, c, pod)
 	t.Logf("pod %s:\n%s", name, logs)
 	var resolvConf string
 	results := map[string]dnsResult{}
-	sc := bufio.NewScanner(bytes.NewReader(logs))
+	sc := bufio.NewScanner(strings.NewReader(logs))
 	for sc.Scan() {
 		var line struct {
 			ResolvConf *string `json:"resolvConf"`

@@ -60,16 +60,9 @@ func hostPort(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		t.Logf("node to %s: %s", url, body)
 	}
 	url := fmt.Sprintf("http://%s:%d/", cluster.NodeIP, diagHostPort)
-	if _, err := c.Client.CoreV1().Pods("default").Create(ctx, diagPod("diag-hp-client", "get", "--timeout", "10s", url), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitPod(ctx, t, c, "diag-hp-client", corev1.PodSucceeded)
-	body, err := c.Client.CoreV1().Pods("default").GetLogs("diag-hp-client", &corev1.PodLogOptions{}).DoRaw(ctx)
-	if err != nil {
-		t.Fatalf("logs of diag-hp-client: %v", err)
-	}
-	if !strings.Contains(string(body), "hello from diag-hp ") {
+	body := podFetch(ctx, t, c, diagPod("diag-hp-client", "get", "--timeout", "10s", url))
+	if !strings.Contains(body, "hello from diag-hp ") {
 		t.Fatalf("pod to hostPort %s: %q, want diag-hp's answer", url, body)
 	}
-	t.Logf("pod to %s: %s", url, strings.TrimSpace(string(body)))
+	t.Logf("pod to %s: %s", url, body)
 }

@@ -40,11 +40,7 @@ func TestNode(t *testing.T) {
 	c := cluster.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	step := func(name string, fn func(t *testing.T)) {
-		if !t.Run(name, fn) {
-			t.FailNow()
-		}
-	}
+	step := steps(t)
 
 	step("NetworkNotReadyBeforePodnet", func(t *testing.T) {
 		// kubelet reports the runtime's network status with its first

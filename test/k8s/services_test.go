@@ -43,11 +43,7 @@ func services(t *testing.T, mode cluster.ProxyMode) {
 		waitNodeReady(ctx, t, c, n.Name, 3*time.Minute)
 	}
 	n1, n2 := c.Nodes[0], c.Nodes[1]
-	step := func(name string, fn func(t *testing.T)) {
-		if !t.Run(name, fn) {
-			t.FailNow()
-		}
-	}
+	step := steps(t)
 
 	// The backend runs on the second node; clients start on the first,
 	// so that every Service path below crosses the underlay.
@@ -69,7 +65,7 @@ func services(t *testing.T, mode cluster.ProxyMode) {
 		if !strings.Contains(body, "hello from svc-backend ") {
 			t.Fatalf("pod to ClusterIP %s: %q, want svc-backend's answer", url, body)
 		}
-		t.Logf("pod on %s to ClusterIP %s: %s", n1.Name, url, body)
+		t.Logf("pod on %s to ClusterIP %s: %s", n1.Name, url, lastLine(body))
 	})
 
 	step("NodeToClusterIP", func(t *testing.T) {
@@ -121,7 +117,7 @@ func services(t *testing.T, mode cluster.ProxyMode) {
 			if !strings.Contains(body, "hello from "+name+" ") {
 				t.Fatalf("%s to its own Service %s: %q, want its own answer", name, url, body)
 			}
-			t.Logf("hairpin on %s through %s: %s", n.Name, url, body)
+			t.Logf("hairpin on %s through %s: %s", n.Name, url, lastLine(body))
 		}
 	})
 
@@ -148,8 +144,9 @@ func diagService(name string, typ corev1.ServiceType, notReady bool) *corev1.Ser
 	}
 }
 
-// podFetch runs a `podnet diag get` pod to completion and returns what it
-// printed; a failed fetch fails the test with the pod's log.
+// podFetch runs a one-shot pod (a `podnet diag get`, a query) to
+// completion and returns what it printed; a failure fails the test with
+// the pod's log.
 func podFetch(ctx context.Context, t *testing.T, c *cluster.Cluster, p *corev1.Pod) string {
 	t.Helper()
 	p.Spec.RestartPolicy = corev1.RestartPolicyNever
@@ -159,9 +156,8 @@ func podFetch(ctx context.Context, t *testing.T, c *cluster.Cluster, p *corev1.P
 	return containerResult(ctx, t, c, p.Name, p.Spec.Containers[0].Name)
 }
 
-// containerResult waits for the pod's container to exit and returns the
-// last line of its log (the answer; lines before it are retries); an
-// exit code other than 0 fails the test with the whole log.
+// containerResult waits for the pod's container to exit and returns its
+// log; an exit code other than 0 fails the test with it.
 func containerResult(ctx context.Context, t *testing.T, c *cluster.Cluster, pod, container string) string {
 	t.Helper()
 	logs := func() string {
@@ -179,8 +175,7 @@ func containerResult(ctx context.Context, t *testing.T, c *cluster.Cluster, pod,
 				if x.ExitCode != 0 {
 					t.Fatalf("%s/%s on %s exited %d: %s\n%s", pod, container, p.Spec.NodeName, x.ExitCode, logs(), proxyRules(c, p.Spec.NodeName))
 				}
-				l := logs()
-				return l[strings.LastIndex(l, "\n")+1:]
+				return logs()
 			}
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -246,4 +241,17 @@ func proxyRules(c *cluster.Cluster, node string) string {
 		return fmt.Sprintf("%s on %s:\n%s", args[1], node, out)
 	}
 	return ""
+}
+
+// lastLine is a diag get's answer: the lines before it are its retries.
+func lastLine(s string) string { return s[strings.LastIndex(s, "\n")+1:] }
+
+// steps returns a runner of t's steps, which depend on each other: the
+// first that fails ends t.
+func steps(t *testing.T) func(name string, fn func(t *testing.T)) {
+	return func(name string, fn func(t *testing.T)) {
+		if !t.Run(name, fn) {
+			t.FailNow()
+		}
+	}
 }

@@ -71,20 +71,30 @@ func cacheRoot() (string, error) {
 // The build is static (CGO_ENABLED=0) and takes minutes cold; concurrent
 // callers wait on a lock instead of building twice.
 func KubeBinaries(logf func(string, ...any)) (string, error) {
-	mod, err := ModuleDir()
+	b, err := newCachedBuild("Kubernetes "+KubeVersion, "kbuild", KubeVersion)
 	if err != nil {
 		return "", err
 	}
-	cache, err := CacheDir()
-	if err != nil {
-		return "", err
-	}
-	b := cachedBuild{what: "Kubernetes " + KubeVersion, modDir: filepath.Join(mod, "kbuild"), cache: cache,
-		ldflags: "-X k8s.io/component-base/version.gitVersion=" + KubeVersion}
+	b.ldflags = "-X k8s.io/component-base/version.gitVersion=" + KubeVersion
 	for _, c := range KubeCommands {
 		b.pkgs = append(b.pkgs, "k8s.io/kubernetes/cmd/"+c)
 	}
 	return b.get(logf)
+}
+
+// newCachedBuild is the build of what, from the wrapper module wrapper
+// (a directory of test/k8s) into name below the cache root; the caller
+// adds the packages and flags.
+func newCachedBuild(what, wrapper, name string) (cachedBuild, error) {
+	mod, err := ModuleDir()
+	if err != nil {
+		return cachedBuild{}, err
+	}
+	root, err := cacheRoot()
+	if err != nil {
+		return cachedBuild{}, err
+	}
+	return cachedBuild{what: what, modDir: filepath.Join(mod, wrapper), cache: filepath.Join(root, name)}, nil
 }
 
 // cachedBuild is a set of programs built from a wrapper module (kbuild,

@@ -104,19 +104,14 @@ func ContainerdBinaries(logf func(string, ...any), cd Containerd) (string, error
 	if err != nil || version == "" {
 		return "", err
 	}
-	mod, err := ModuleDir()
+	b, err := newCachedBuild("containerd "+version, cd.build, "containerd-"+version)
 	if err != nil {
 		return "", err
 	}
-	root, err := cacheRoot()
-	if err != nil {
-		return "", err
-	}
-	b := cachedBuild{what: "containerd " + version, modDir: filepath.Join(mod, cd.build),
-		cache: filepath.Join(root, "containerd-"+version), tags: containerdBuildTags,
-		// Without it containerd reports the version of the module
-		// that builds it, "(devel)".
-		ldflags: fmt.Sprintf("-X %s/version.Version=%s", cd.module, version)}
+	b.tags = containerdBuildTags
+	// Without it containerd reports the version of the module that
+	// builds it, "(devel)".
+	b.ldflags = fmt.Sprintf("-X %s/version.Version=%s", cd.module, version)
 	for _, c := range containerdCommands {
 		b.pkgs = append(b.pkgs, cd.module+"/cmd/"+c)
 	}

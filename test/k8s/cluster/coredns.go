@@ -56,16 +56,11 @@ const (
 // of what a full CoreDNS needs, and the program has no plugin that could
 // send a query off the machine.
 func CoreDNSBinary(logf func(string, ...any)) (string, error) {
-	mod, err := ModuleDir()
+	b, err := newCachedBuild("CoreDNS "+CoreDNSVersion, corednsBuild, "coredns-"+CoreDNSVersion)
 	if err != nil {
 		return "", err
 	}
-	root, err := cacheRoot()
-	if err != nil {
-		return "", err
-	}
-	b := cachedBuild{what: "CoreDNS " + CoreDNSVersion, modDir: filepath.Join(mod, corednsBuild),
-		cache: filepath.Join(root, "coredns-"+CoreDNSVersion), pkgs: []string{corednsPkg}}
+	b.pkgs = []string{corednsPkg}
 	bin, err := b.get(logf)
 	if err != nil {
 		return "", err

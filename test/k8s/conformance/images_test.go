@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/test/k8s/cluster"
 )
 
@@ -21,9 +22,7 @@ import (
 // DNS probes' loop with dig and getent, curl, GNU wget and nc, in an
 // empty network namespace. Needs root.
 func TestImages(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("chroot needs root")
-	}
+	testutil.RequireRoot(t) // chroot
 	mod, err := cluster.ModuleDir()
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,10 @@
 package conformance
 
 import (
-	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/podnet/podnet/internal/testutil"
 )
 
 func TestParseLeaks(t *testing.T) {
@@ -35,17 +36,11 @@ func TestParseLeaks(t *testing.T) {
 // TestWatchLeaks installs the counters in a namespace of its own and
 // reads them back: nft accepts the rules as written. Needs root.
 func TestWatchLeaks(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("network namespaces need root")
-	}
+	testutil.RequireRoot(t)
 	if _, err := exec.LookPath("nft"); err != nil {
-		t.Skip("no nft")
+		t.Fatalf("nft (make deps installs it): %v", err)
 	}
-	name := "pnleak-" + t.Name()[len("TestWatch"):]
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	name, _ := testutil.NewNetNS(t)
 	if err := WatchLeaks(name); err != nil {
 		t.Fatal(err)
 	}
