@@ -79,7 +79,7 @@ func (a *Allocator) DeletePool(ctx context.Context, name string) error {
 // disablePool marks pool name disabled and returns it at its new
 // revision.
 func (a *Allocator) disablePool(ctx context.Context, name string) (poolRev, error) {
-	pools, err := a.listPools(ctx)
+	pools, err := a.listPools(FreshRead(ctx))
 	if err != nil {
 		return poolRev{}, err
 	}

@@ -19,6 +19,10 @@ func (a *Allocator) PutPool(ctx context.Context, p Pool) error {
 	if err != nil {
 		return err
 	}
+	// The overlap check must see every pool written before this call: a
+	// cached pool list (the allocation path's) can miss one written a
+	// moment ago and let an overlapping pool in.
+	ctx = FreshRead(ctx)
 	return a.retry(ctx, "put pool "+quote(p.Name), func(ctx context.Context) error {
 		pools, err := a.listPools(ctx)
 		if err != nil {
@@ -50,8 +54,10 @@ func (a *Allocator) PutPool(ctx context.Context, p Pool) error {
 	})
 }
 
-// Pools returns every pool, by name.
+// Pools returns every pool, by name, as the store holds them now (not
+// from a cache), since admins and the agent decide on the answer.
 func (a *Allocator) Pools(ctx context.Context) ([]Pool, error) {
+	ctx = FreshRead(ctx)
 	var out []Pool
 	err := a.retry(ctx, "list pools", func(ctx context.Context) error {
 		ps, err := a.listPools(ctx)
@@ -91,6 +97,18 @@ func (a *Allocator) listPools(ctx context.Context) ([]poolRev, error) {
 // eligiblePools returns the enabled pools of one family that node may use:
 // the named ones in the order given, or all that select the node, by name.
 func (a *Allocator) eligiblePools(ctx context.Context, node string, bits int, names []string, ranges []Range) ([]Pool, error) {
+	out, err := a.eligiblePoolsIn(ctx, node, bits, names, ranges)
+	var missing *NoSuchPoolError
+	if (len(out) == 0 || errors.As(err, &missing)) && !IsFreshRead(ctx) {
+		// The pool list may come from a cache a moment old; a pool
+		// created just before this allocation must not be missed, so an
+		// answer of none is checked against the store's present state.
+		return a.eligiblePoolsIn(FreshRead(ctx), node, bits, names, ranges)
+	}
+	return out, err
+}
+
+func (a *Allocator) eligiblePoolsIn(ctx context.Context, node string, bits int, names []string, ranges []Range) ([]Pool, error) {
 	all, err := a.listPools(ctx)
 	if err != nil {
 		return nil, err
@@ -155,6 +173,10 @@ func (a *Allocator) poolFor(ctx context.Context, addr netip.Addr) (Pool, error) 
 		if x.pool.CIDR.Contains(addr) {
 			return x.pool, nil
 		}
+	}
+	if !IsFreshRead(ctx) {
+		// A cached list may predate the pool; ask the store itself.
+		return a.poolFor(FreshRead(ctx), addr)
 	}
 	return Pool{}, errorf(KindInvalid, "address %s: in no pool", addr)
 }
