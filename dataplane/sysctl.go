@@ -153,12 +153,17 @@ func NodeForwardingSysctls(v4, v6 bool) []Sysctl {
 
 // ContainerSysctls are the settings of the pod's interface: no DAD, so
 // its link-local address is usable at once (its global addresses carry
-// IFA_F_NODAD already), and no router advertisements.
+// IFA_F_NODAD already), no router advertisements, and a link-local
+// address derived from the MAC (EUI-64), whatever the namespace's
+// default: the source guard knows it from the MAC alone
+// (EUI64LinkLocal). Written before the link comes up, which is when the
+// kernel makes the address.
 func ContainerSysctls(ifName string, v6 bool) []Sysctl {
 	if !v6 {
 		return nil
 	}
 	return []Sysctl{
+		{"net/ipv6/conf/" + ifName + "/addr_gen_mode", "0"},
 		{"net/ipv6/conf/" + ifName + "/accept_dad", "0"},
 		{"net/ipv6/conf/" + ifName + "/accept_ra", "0"},
 	}

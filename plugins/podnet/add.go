@@ -108,7 +108,7 @@ func (a *attachment) add(ctx context.Context, ipam ipamClient, ns *netns.NetNS, 
 	if err != nil {
 		return nil, err
 	}
-	h, err := a.addHost(l)
+	h, err := a.addHost(l, u)
 	if err != nil {
 		return nil, err
 	}
@@ -159,8 +159,10 @@ func (a *attachment) allocateAndLink(ctx context.Context, ipam ipamClient, peerF
 }
 
 // addHost checks the IPAM's addresses and makes the host side of the
-// mode (addRoutedHost, addBridgeHost).
-func (a *attachment) addHost(l linked) (hostSide, error) {
+// mode (addRoutedHost, addBridgeHost) and, side by side with it, the
+// pod's source guard: both are in place before the pod's end comes up
+// (addPod), so the pod never sends a frame unchecked.
+func (a *attachment) addHost(l linked, u *undo) (hostSide, error) {
 	ips, err := podIPs(l.ipam)
 	if err != nil {
 		return hostSide{}, err
@@ -169,11 +171,17 @@ func (a *attachment) addHost(l linked) (hostSide, error) {
 	if v6 && a.conf.MTU != 0 && a.conf.MTU < 1280 {
 		return hostSide{}, confErr("mtu", "%d is below IPv6's minimum of 1280, and the pod has an IPv6 address", a.conf.MTU)
 	}
+	u.push("source guard", a.removeGuard)
+	guardDone := make(chan error, 1)
+	go func() { guardDone <- a.installGuard(addrsOf(ips)) }()
 	var h hostSide
 	if a.conf.Mode == modeRouted {
 		h, err = a.addRoutedHost(l.idx, ips, v4, v6)
 	} else {
 		h, err = a.addBridgeHost(l.br, ips, v4, v6)
+	}
+	if gerr := <-guardDone; err == nil {
+		err = gerr
 	}
 	if err != nil {
 		return hostSide{}, err

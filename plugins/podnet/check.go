@@ -58,7 +58,8 @@ func cmdCheck(ctx context.Context, args *skel.CmdArgs) error {
 }
 
 // check lists the differences between the attachment and prev: the
-// host side, the container's side, and the masquerade entries.
+// host side, the container's side, the source guard and the masquerade
+// entries.
 func (a *attachment) check(prev *cni.Result) ([]string, error) {
 	want, v4, v6, diffs := a.prevAddrs(prev)
 	host, err := dataplane.LinkByName(a.hh, a.hostName)
@@ -84,6 +85,11 @@ func (a *attachment) check(prev *cni.Result) ([]string, error) {
 	}
 	diffs = append(diffs, prefixAll("container: ", sysDiffs)...)
 
+	d, err := a.checkGuard(want)
+	if err != nil {
+		return nil, err
+	}
+	diffs = append(diffs, d...)
 	if a.conf.IPMasq {
 		d, err := a.checkMasq(want)
 		if err != nil {
@@ -274,4 +280,23 @@ func (a *attachment) checkMasq(want []netip.Prefix) ([]string, error) {
 		}
 	}
 	return diffs, nil
+}
+
+// checkGuard reports a source guard that is missing or guards other
+// addresses than want.
+func (a *attachment) checkGuard(want []netip.Prefix) ([]string, error) {
+	gs, err := dataplane.NewGuards()
+	if err != nil {
+		return nil, err
+	}
+	defer gs.Close()
+	addrs := make([]netip.Addr, len(want))
+	for i, p := range want {
+		addrs[i] = p.Addr()
+	}
+	ok, err := gs.Current(a.guard(addrs))
+	if err != nil || ok {
+		return nil, err
+	}
+	return []string{fmt.Sprintf("the source guard of %s is missing or does not guard %v", a.hostName, addrs)}, nil
 }

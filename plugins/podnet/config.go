@@ -34,7 +34,11 @@ type conf struct {
 	Promisc     bool
 	IPMasq      bool
 	MasqExclude []netip.Prefix
-	IPAMType    string
+	// AllowedSources are the source prefixes any pod of the network may
+	// send from besides its own addresses: the opt-in for pods that route
+	// for others (docs/security.md). Empty: a pod's own addresses only.
+	AllowedSources []netip.Prefix
+	IPAMType       string
 	// ipamPools are the pools of podnet-ipam's configuration: with
 	// ipMasq and no masqExclude, the destinations never masqueraded.
 	ipamPools []netip.Prefix
@@ -52,6 +56,7 @@ type rawConf struct {
 	PromiscMode      *bool    `json:"promiscMode"`
 	IPMasq           bool     `json:"ipMasq"`
 	MasqExclude      []string `json:"masqExclude"`
+	AllowedSources   []string `json:"allowedSources"`
 	IPAM             *struct {
 		Type  string `json:"type"`
 		Pools []struct {
@@ -90,7 +95,7 @@ func validate(nc *skel.NetConf, raw *rawConf) (*conf, error) {
 	if c.MTU != 0 && (c.MTU < 68 || c.MTU > 65535) {
 		return nil, confErr("mtu", "%d is outside 68-65535", c.MTU)
 	}
-	for _, set := range []func(*rawConf) error{c.setBridge, c.setMasq, c.setIPAM} {
+	for _, set := range []func(*rawConf) error{c.setBridge, c.setMasq, c.setSources, c.setIPAM} {
 		if err := set(raw); err != nil {
 			return nil, err
 		}
@@ -146,6 +151,18 @@ func (c *conf) setMasq(raw *rawConf) error {
 	}
 	if len(c.MasqExclude) > 0 && !c.IPMasq {
 		return confErr("masqExclude", "is set but ipMasq is not")
+	}
+	return nil
+}
+
+// setSources validates allowedSources.
+func (c *conf) setSources(raw *rawConf) error {
+	for i, s := range raw.AllowedSources {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return confErr(fmt.Sprintf("allowedSources[%d]", i), "%q is not a CIDR", s)
+		}
+		c.AllowedSources = append(c.AllowedSources, p.Masked())
 	}
 	return nil
 }

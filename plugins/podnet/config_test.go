@@ -40,6 +40,11 @@ func TestParseConf(t *testing.T) {
 			func(c *conf) bool {
 				return c.IPMasq && len(c.MasqExclude) == 2 && c.MasqExclude[0].String() == "10.244.0.0/16"
 			}},
+		{"allowedSources", `,"allowedSources":["10.9.0.1/16","fd00:9::/64"]`, "",
+			func(c *conf) bool {
+				return len(c.AllowedSources) == 2 && c.AllowedSources[0].String() == "10.9.0.0/16"
+			}},
+		{"allowedSources cidr", `,"allowedSources":["10.9.0.0/16","any"]`, "allowedSources[1]", nil},
 		{"bad mode", `,"mode":"ipvlan"`, "mode", nil},
 		{"mtu range", `,"mtu":50`, "mtu", nil},
 		{"mtu type", `,"mtu":"1500"`, "mtu", nil},

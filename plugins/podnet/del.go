@@ -36,10 +36,13 @@ func cmdDel(ctx context.Context, args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
+	// The guard is named after the host veth: with the veth of another
+	// network's attachment there, so is that attachment's guard.
+	withGuard := true
 	if host != nil && !a.ownsLink(host) {
 		// Another network's attachment of the same container and
 		// ifname (the name hashes only those two): not ours to delete.
-		host = nil
+		host, withGuard = nil, false
 	}
 
 	type nftDone struct {
@@ -48,7 +51,7 @@ func cmdDel(ctx context.Context, args *skel.CmdArgs) error {
 	}
 	nft := make(chan nftDone, 1)
 	go func() {
-		closeConn, err := a.removeNFT()
+		closeConn, err := a.removeNFT(withGuard)
 		nft <- nftDone{err, closeConn}
 	}()
 	linkDone := make(<-chan error)
@@ -115,16 +118,14 @@ func confForDel(args *skel.CmdArgs) *conf {
 	return salvaged
 }
 
-// removeNFT removes the attachment's masquerade entries and host ports
-// in one nftables batch and returns the socket's close for the caller to
-// run when it suits (see cmdDel). Should the batch fail (it fails whole:
-// say an element went away since it was listed), each part is removed
-// again the one-by-one way that tolerates whatever is missing.
-func (a *attachment) removeNFT() (closeConn func(), err error) {
+// removeNFT removes the attachment's source guard, masquerade entries
+// and host ports in one nftables batch and returns the socket's close
+// for the caller to run when it suits (see cmdDel). Should the batch
+// fail (it fails whole: say an element went away since it was listed,
+// or the guard went with its link), each part is removed again the
+// one-by-one way that tolerates whatever is missing.
+func (a *attachment) removeNFT(withGuard bool) (closeConn func(), err error) {
 	ports := a.hostPortsToDelete()
-	if !a.conf.IPMasq && ports == nil {
-		return func() {}, nil
-	}
 	conn, err := nftables.New(nftables.AsLasting())
 	if err != nil {
 		return func() {}, cni.Errorf(cni.CodeIOFailure, "nftables netlink socket: %v", err)
@@ -138,6 +139,9 @@ func (a *attachment) removeNFT() (closeConn func(), err error) {
 	}
 	defer func() { unlock() }()
 
+	if withGuard {
+		dataplane.GuardsOn(conn).QueueRemove(a.hostName)
+	}
 	if a.conf.IPMasq {
 		if err := dataplane.MasqOn(conn).QueueRemoveOwned(a.conf.Name, a.owner); err != nil {
 			return closeConn, err
@@ -153,7 +157,7 @@ func (a *attachment) removeNFT() (closeConn func(), err error) {
 	if err := conn.Flush(); err != nil {
 		unlock()
 		unlock = func() {}
-		if err := a.removeNFTOneByOne(ports); err != nil {
+		if err := a.removeNFTOneByOne(withGuard, ports); err != nil {
 			return closeConn, err
 		}
 	}
@@ -161,15 +165,18 @@ func (a *attachment) removeNFT() (closeConn func(), err error) {
 }
 
 // removeNFTOneByOne is removeNFT's fallback, a batch per part.
-func (a *attachment) removeNFTOneByOne(ports *portmap.Request) error {
-	var masqErr, portsErr error
+func (a *attachment) removeNFTOneByOne(withGuard bool, ports *portmap.Request) error {
+	var guardErr, masqErr, portsErr error
+	if withGuard {
+		guardErr = a.removeGuard()
+	}
 	if a.conf.IPMasq {
 		masqErr = a.removeMasq()
 	}
 	if ports != nil {
 		portsErr = portmap.Del(ports)
 	}
-	return errors.Join(masqErr, portsErr)
+	return errors.Join(guardErr, masqErr, portsErr)
 }
 
 // ownsLink reports whether the host link is this attachment's: its

@@ -96,6 +96,11 @@ func (a *attachment) existing() (*cni.Result, error) {
 		return nil, err
 	}
 	if res != nil {
+		// The guard too, rewritten: the pod is up, and must not stay
+		// unchecked if its guard went missing.
+		if err := a.installGuard(hostAddrs); err != nil {
+			return nil, err
+		}
 		if a.conf.IPMasq {
 			// No subnets: a repeated ADD restores the pod's entries; the
 			// exclusions are the first ADD's business.
@@ -192,13 +197,17 @@ func (a *attachment) bridgeState(host netlink.Link, podAddrs []netip.Prefix) (ma
 	return gws, &bridgeInfo{name: a.conf.Bridge, mac: br.Attrs().HardwareAddr}, true, nil
 }
 
-// removeDataplane removes the attachment's masquerade entries and its
-// veth pair (which takes its routes and neighbours).
+// removeDataplane removes the attachment's masquerade entries, its
+// source guard and its veth pair (which takes its routes and
+// neighbours).
 func (a *attachment) removeDataplane() error {
 	if a.conf.IPMasq {
 		if err := a.removeMasq(); err != nil {
 			return err
 		}
+	}
+	if err := a.removeGuard(); err != nil {
+		return err
 	}
 	return dataplane.DeleteLink(a.hh, a.hostName)
 }

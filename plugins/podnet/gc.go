@@ -27,9 +27,9 @@ func cmdStatus(ctx context.Context, args *skel.CmdArgs) error {
 	return ipam.Status(ctx)
 }
 
-// cmdGC removes, for this network, the host veths and masquerade
-// entries (by their comments) of every attachment not in
-// cni.dev/valid-attachments, then
+// cmdGC removes, for this network, the host veths, source guards and
+// masquerade entries (by their aliases and comments) of every
+// attachment not in cni.dev/valid-attachments, then
 // passes GC on to the IPAM. Host routes and neighbours go with their
 // veth. A pn-named veth without an alias is left alone: nothing says
 // which network it belongs to, and a DEL with its container ID removes
@@ -73,6 +73,9 @@ func cmdGC(ctx context.Context, args *skel.CmdArgs) error {
 			errs = append(errs, err)
 		}
 	}
+	if err := gcGuards(c.Name, valid); err != nil {
+		errs = append(errs, err)
+	}
 	if m != nil {
 		if err := gcMasq(m, c.Name, valid); err != nil {
 			errs = append(errs, err)
@@ -108,4 +111,25 @@ func gcMasq(m *dataplane.Masq, network string, valid map[tag.Owner]bool) error {
 		}
 	}
 	return m.RemovePod(network, stale)
+}
+
+// gcGuards removes the source guards whose owner, of this network, is
+// not a valid attachment.
+func gcGuards(network string, valid map[tag.Owner]bool) error {
+	gs, err := dataplane.NewGuards()
+	if err != nil {
+		return err
+	}
+	defer gs.Close()
+	owners, err := gs.Owners()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for hostIf, o := range owners {
+		if o.Network == network && !valid[o] {
+			errs = append(errs, gs.Remove(hostIf))
+		}
+	}
+	return errors.Join(errs...)
 }

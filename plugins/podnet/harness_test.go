@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -312,6 +314,7 @@ type hostState struct {
 	links  []string // pn* links
 	routes []string // routes into the pod ranges, but bridge subnets
 	elems  int      // masquerade set elements
+	guards []string // source guard chains, by host interface
 	procs  []string // /proc/sys/net/ipv4/conf entries of pn* links
 }
 
@@ -354,6 +357,16 @@ func (e *env) leftovers() hostState {
 			return err
 		}
 		s.elems = len(members)
+		gs, err := dataplane.NewGuards()
+		if err != nil {
+			return err
+		}
+		defer gs.Close()
+		guards, err := gs.Owners()
+		if err != nil {
+			return err
+		}
+		s.guards = slices.Sorted(maps.Keys(guards))
 		entries, err := os.ReadDir("/proc/sys/net/ipv4/conf")
 		if err != nil {
 			return err
@@ -372,11 +385,11 @@ func (e *env) leftovers() hostState {
 }
 
 // requireClean fails unless nothing of any pod is left: no host veth,
-// no host route, no masquerade element, no sysctl directory, no address
-// allocated.
+// no host route, no masquerade element, no source guard, no sysctl
+// directory, no address allocated.
 func (e *env) requireClean() {
 	e.t.Helper()
-	if s := e.leftovers(); len(s.links)+len(s.routes)+s.elems+len(s.procs) != 0 {
+	if s := e.leftovers(); len(s.links)+len(s.routes)+s.elems+len(s.procs)+len(s.guards) != 0 {
 		e.t.Fatalf("left behind: %+v", s)
 	}
 	if n := e.allocations(); n != 0 {
