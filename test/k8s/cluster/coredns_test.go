@@ -128,9 +128,12 @@ func corefileWords(line string) ([]string, error) {
 // the only ones its CoreDNS may be built with (dnsbuild): none of them
 // sends a query anywhere. Those that do (forward, grpc, the old proxy,
 // etcd, route53, azure, clouddns, dnstap, secondary's transfers, ...) and
-// every other are refused.
+// every other are refused. hosts (answers from its own entries) and log
+// are for the DNS server pods of the upstream specs, whose Corefile
+// (e2e's generateCoreDNSConfigmap) names them; the agnhost image carries
+// the same program as /coredns.
 var corefilePlugins = []string{
-	"errors", "health", "ready", "kubernetes", "prometheus", "cache", "loop", "reload", "loadbalance", "template",
+	"errors", "health", "ready", "kubernetes", "prometheus", "cache", "loop", "reload", "loadbalance", "template", "hosts", "log",
 }
 
 // upstreamOptions are plugin options that send queries, or a plugin's

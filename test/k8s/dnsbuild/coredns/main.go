@@ -31,8 +31,10 @@ import (
 	_ "github.com/coredns/coredns/plugin/cache"
 	_ "github.com/coredns/coredns/plugin/errors"
 	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/hosts"
 	_ "github.com/coredns/coredns/plugin/kubernetes"
 	_ "github.com/coredns/coredns/plugin/loadbalance"
+	_ "github.com/coredns/coredns/plugin/log"
 	_ "github.com/coredns/coredns/plugin/loop"
 	_ "github.com/coredns/coredns/plugin/metrics" // the prometheus directive
 	_ "github.com/coredns/coredns/plugin/ready"
@@ -42,8 +44,10 @@ import (
 
 // plugins are the directives a Corefile may use, one per plugin package
 // imported above.
+// hosts and log are for the upstream DNS specs' own server pods
+// (agnhost's /coredns), whose Corefile names them.
 var plugins = []string{
-	"errors", "health", "ready", "kubernetes", "prometheus", "cache", "loop", "reload", "loadbalance", "template",
+	"errors", "health", "ready", "kubernetes", "prometheus", "cache", "loop", "reload", "loadbalance", "template", "hosts", "log",
 }
 
 func main() {
