@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/internal/testutil"
+	"github.com/podnet/podnet/netns"
+	"github.com/podnet/podnet/test/e2e/e2enet"
+)
+
+// TestSpoofAcrossNodes: a pod on one node sends UDP, IPv4 and IPv6, to a
+// pod on another node from addresses that are not its own (the other
+// node's pod's, its neighbour's on its own node, an unused pool address,
+// one outside the pools), as raw frames; none arrives, in host-gw and in
+// VXLAN, while the same frames from its own address do. rp_filter is 0
+// on every node, Debian's default.
+func TestSpoofAcrossNodes(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, tc := range []struct {
+		name string
+		u    func(testing.TB) *e2enet.Underlay
+		mode agent.Mode
+	}{
+		{"host-gw", e2enet.NewSwitch, agent.ModeHostGW},
+		{"vxlan", e2enet.NewRouter, agent.ModeVXLAN},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, tc.u(t), tc.mode, true)
+			nodes := c.startNodes(2)
+			for _, n := range nodes {
+				err := netns.Do(n.NS.Path, func() error {
+					for _, k := range []string{"all", "default"} {
+						if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+k+"/rp_filter", []byte("0"), 0); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			attacker, neighbour, victim := nodes[0].Pods[0], nodes[0].Pods[1], nodes[1].Pods[0]
+			for _, v4 := range []bool{true, false} {
+				own, dst, nb := attacker.IP, victim.IP, neighbour.IP
+				outside := netip.MustParseAddr("10.200.0.9")
+				if !v4 {
+					own, dst, nb, outside = attacker.IP6, victim.IP6, neighbour.IP6, netip.MustParseAddr("fd00:200::9")
+				}
+				forged := []netip.Addr{victim.Node.Pods[1].IP, nb, own.Next().Next().Next(), outside}
+				if !v4 {
+					forged[0] = victim.Node.Pods[1].IP6
+				}
+				got := crossNodeArrivals(t, attacker, victim, dst, append([]netip.Addr{own}, forged...))
+				if got[own] == 0 {
+					t.Fatalf("IPv4=%v: not even the attacker's own address got across (%v): the test proves nothing", v4, got)
+				}
+				for _, src := range forged {
+					if got[src] != 0 {
+						t.Errorf("IPv4=%v: %d of %d packets from forged source %s reached the pod on the other node", v4, got[src], spoofTries, src)
+					}
+				}
+			}
+			c.DelPods()
+			for _, n := range nodes {
+				c.CheckMasqClean(n)
+				c.CheckPodsGone(n)
+			}
+		})
+	}
+}
+
+const spoofTries = 3
+
+// crossNodeArrivals sends spoofTries UDP frames from each source to dst,
+// routed through the attacker's node (the host end's MAC is the same for
+// every routed pod), and counts by source what the victim received.
+func crossNodeArrivals(t *testing.T, attacker, victim *e2enet.Pod, dst netip.Addr, srcs []netip.Addr) map[netip.Addr]int {
+	t.Helper()
+	network := "udp6"
+	if dst.Is4() {
+		network = "udp4"
+	}
+	var conn *net.UDPConn
+	if err := netns.Do(victim.NS, func() (err error) {
+		conn, err = net.ListenUDP(network, &net.UDPAddr{IP: dst.AsSlice()})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	port := uint16(conn.LocalAddr().(*net.UDPAddr).Port)
+	var srcMAC net.HardwareAddr
+	if err := netns.Do(attacker.NS, func() error {
+		i, err := net.InterfaceByName("eth0")
+		if err == nil {
+			srcMAC = i.HardwareAddr
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range srcs {
+		for range spoofTries {
+			testutil.SendFrame(t, attacker.NS, testutil.UDPFrame(dataplane.RoutedHostMAC, srcMAC, src, dst, port, []byte(src.String())))
+		}
+	}
+	got := map[netip.Addr]int{}
+	buf := make([]byte, 1500)
+	for {
+		conn.SetReadDeadline(time.Now().Add(time.Second))
+		n, _, err := conn.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return got
+		}
+		if a, err := netip.ParseAddr(string(buf[:n])); err == nil {
+			got[a]++
+		}
+	}
+}
