@@ -151,7 +151,10 @@ func sameNode(t testing.TB, conf []byte) *dpPath {
 	var addrs [2]netip.Addr
 	for i := range pods {
 		pods[i] = newNetNS(t)
-		a := attachment{ContainerID: uniqueName(t, "pnio-dp-"), NetNS: pods[i].Path, IfName: "eth0"}
+		// An empty portMappings: the pod has no host ports, so podnet's DEL
+		// has nothing to sweep and takes no host-wide lock file.
+		a := attachment{ContainerID: uniqueName(t, "pnio-dp-"), NetNS: pods[i].Path, IfName: "eth0",
+			CapArgs: map[string]any{"portMappings": []any{}}}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		res, err := r.add(ctx, conf, a)
 		cancel()
