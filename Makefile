@@ -68,6 +68,25 @@ deps:
 	@for t in $(DEP_TOOLS); do command -v $$t >/dev/null || missing=1; done; [ -z "$$missing" ] || { \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 nftables iptables >/dev/null; }
 
+# The data path (docs/performance.md): iperf3 throughput and sockperf
+# request/response on every path, podnet's against a veth floor, the
+# reference plugins and the underlay, in one benchmark run where the paths
+# take turns (interop's BenchmarkDataPath). Root; not part of `make test`.
+# DATAPATH_ROUNDS rounds of DATAPATH_SECONDS per run (each path: one
+# iperf3 and one sockperf run per round; about a minute per round);
+# DATAPATH_COUNT > 1 repeats it all on fresh namespaces, for benchstat.
+# iperf3 and sockperf come from Debian, iperf3 told not to start its daemon.
+DATAPATH_ROUNDS  ?= 5
+DATAPATH_SECONDS ?= 3
+DATAPATH_COUNT   ?= 1
+.PHONY: bench-datapath
+bench-datapath: deps
+	@command -v iperf3 >/dev/null && command -v sockperf >/dev/null || { \
+		apt-get update -qq && echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iperf3 sockperf >/dev/null; }
+	cd interop && PODNET_DATAPATH_SECONDS=$(DATAPATH_SECONDS) $(GO) test -run '^$$' -bench '^BenchmarkDataPath$$' \
+		-benchtime $(DATAPATH_ROUNDS)x -count $(DATAPATH_COUNT) -timeout 120m -v .
+
 # podnet's image without a registry or a container engine: the static
 # binaries at deploy/Containerfile's paths, written as an OCI image
 # archive that `ctr images import`, `podman load` and `docker load` read.

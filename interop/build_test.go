@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/podnet/podnet/test/e2e/e2eetcd"
 )
 
 // upstreamPkgs are the upstream binaries the tests run, built from the
@@ -37,6 +39,8 @@ var podnetPkgs = []string{"./plugins/loopback", "./plugins/podnet", "./plugins/p
 var tmpRoot string
 
 func TestMain(m *testing.M) {
+	// The data-path benchmark's etcd runs in this binary, started again.
+	e2eetcd.MaybeRunHelper()
 	var err error
 	tmpRoot, err = os.MkdirTemp("", "podnet-interop-")
 	if err != nil {

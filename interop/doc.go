@@ -26,12 +26,22 @@
 // runtime overhead of podnet and libcni on a chain of three trivial
 // plugins (internal/noop).
 //
+// BenchmarkDataPath measures the data path rather than the control path:
+// TCP throughput (iperf3) and request/response latency (sockperf) from
+// pod to pod on podnet's routed and bridge modes, the reference ptp and
+// bridge, and across nodes with real agents in host-gw and VXLAN mode
+// (test/e2e/e2eetcd, whose etcd helper is this test binary: TestMain
+// hands over to it), each against its floor, a bare veth pair or the
+// underlay (docs/performance.md).
+//
 // The upstream binaries are built from the module cache at the versions
 // go.mod pins (tool directives) into bin/, once per pin and toolchain;
 // podnet's plugins are built from the main module on every run. Nothing
 // here touches the host's network: plugins run with a namespace the test
 // made as their host, pod addresses come from 10.99.0.0/16 and
-// fd00:99::/32 inside test namespaces only, no packet is sent, and every
-// namespace, file and directory is removed in t.Cleanup. Root tests skip
-// without root, and fail instead when CI is set.
+// fd00:99::/32 inside test namespaces only (the data-path benchmark's
+// from 10.244.0.0/16, its nodes' and veth floor's from 198.18.0.0/15),
+// the only packets sent go between namespaces the test made, and every
+// namespace, process, file and directory is removed in t.Cleanup. Root
+// tests skip without root, and fail instead when CI is set.
 package interop

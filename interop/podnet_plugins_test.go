@@ -43,7 +43,7 @@ func fillConf(tmpl, version, name, dir string) []byte {
 }
 
 // podAddr is the pod's IPv4 address from a result.
-func podAddr(t *testing.T, res []byte) string {
+func podAddr(t testing.TB, res []byte) string {
 	t.Helper()
 	var r struct {
 		IPs []struct {

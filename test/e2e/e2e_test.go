@@ -128,13 +128,13 @@ func checkGC(t *testing.T, c *cluster, n *e2enet.Node) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	handle := c.network.name + ".leaked-container"
-	if _, err := c.alloc.AutoAssign(ctx, ipam.AutoAssignArgs{Handle: handle, Node: n.Name, Num4: 1}); err != nil {
+	handle := c.Network.Name + ".leaked-container"
+	if _, err := c.Alloc.AutoAssign(ctx, ipam.AutoAssignArgs{Handle: handle, Node: n.Name, Num4: 1}); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	for {
-		ips, err := c.alloc.IPsByHandle(ctx, n.Name, handle)
+		ips, err := c.Alloc.IPsByHandle(ctx, n.Name, handle)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +148,7 @@ func checkGC(t *testing.T, c *cluster, n *e2enet.Node) {
 	}
 	t.Logf("GC released the leaked address %v after it was allocated (grace %v)", time.Since(start), e2enet.GCGrace)
 	for _, p := range c.AllPods() {
-		ips, err := c.alloc.IPsByHandle(ctx, p.Node.Name, c.network.name+"."+p.ID)
+		ips, err := c.Alloc.IPsByHandle(ctx, p.Node.Name, c.Network.Name+"."+p.ID)
 		if err != nil || len(ips) != len(p.Addrs()) {
 			t.Fatalf("pod %s's addresses after GC: %v, %v", p.ID, ips, err)
 		}

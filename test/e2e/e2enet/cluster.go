@@ -35,7 +35,7 @@ const (
 // Cluster is an underlay and nodes with agents. The caller sets NetConf,
 // Network and AgentFlags before it starts an agent.
 type Cluster struct {
-	T *testing.T
+	T testing.TB
 	U *Underlay
 	// Mode is the agents' --mode.
 	Mode agent.Mode
@@ -85,7 +85,7 @@ type Node struct {
 
 // New builds the podnet binary and plugins, as `make build` does, and
 // starts the outside hosts on u.
-func New(t *testing.T, u *Underlay, mode agent.Mode) *Cluster {
+func New(t testing.TB, u *Underlay, mode agent.Mode) *Cluster {
 	t.Helper()
 	dir := t.TempDir()
 	c := &Cluster{T: t, U: u, Mode: mode, Dir: dir}

@@ -128,7 +128,7 @@ type outsideHost struct {
 	seen map[string]netip.Addr // by message
 }
 
-func startOutside(t *testing.T, u *Underlay) *outsideHost {
+func startOutside(t testing.TB, u *Underlay) *outsideHost {
 	t.Helper()
 	o := &outsideHost{seen: map[string]netip.Addr{}}
 	for _, a := range []netip.Addr{u.Outside4, u.Outside6} {

@@ -148,13 +148,13 @@ const echoPort = 7070
 // serve starts a TCP server on each of the pod's addresses, inside the
 // pod: it reads a message to its end and answers with the source address
 // it saw and the message.
-func (p *Pod) serve(t *testing.T) {
+func (p *Pod) serve(t testing.TB) {
 	for _, ip := range p.Addrs() {
 		p.serveOn(t, ip)
 	}
 }
 
-func (p *Pod) serveOn(t *testing.T, ip netip.Addr) {
+func (p *Pod) serveOn(t testing.TB, ip netip.Addr) {
 	var l net.Listener
 	err := netns.Do(p.NS, func() (err error) {
 		l, err = net.Listen("tcp", net.JoinHostPort(ip.String(), fmt.Sprint(echoPort)))
