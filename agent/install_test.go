@@ -34,7 +34,7 @@ func TestInstall(t *testing.T) {
 		{"generated", InstallConfig{ConfDir: conf, Network: install.Network{Name: "gen", Store: "etcd://192.0.2.10:2379"}}, "10-gen.conflist"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			path, err := tt.ic.apply("node-7", nil)
+			path, _, err := tt.ic.apply("node-7", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,10 +90,11 @@ func TestInstallNodeCIDR(t *testing.T) {
 	}
 	ic := InstallConfig{ConfDir: t.TempDir(), NetworkConfig: shipped, NodeCIDR: &NodeCIDRInstall{
 		Store: "bolt:/var/lib/podnet/ipam.db", ClusterCIDRs: []netip.Prefix{pfx("10.244.0.0/16"), pfx("fd00:10:244::/56")}}}
-	b, err := ic.conf("node-1", []netip.Prefix{pfx("10.244.1.0/24"), pfx("fd00:10:244:1::/64")})
+	f, err := ic.conf("node-1", []netip.Prefix{pfx("10.244.1.0/24"), pfx("fd00:10:244:1::/64")})
 	if err != nil {
 		t.Fatal(err)
 	}
+	b := f.data
 	var doc struct {
 		Plugins []map[string]any `json:"plugins"`
 	}
