@@ -138,29 +138,27 @@ func withNode(doc map[string]any, node string) {
 }
 
 // withPodMTU gives every podnet plugin of the conflist that sets no mtu
-// (or 0) the node's pod MTU; mtu 0 gives none. A plugin's own mtu wins:
+// (or 0, or null) the node's pod MTU; mtu 0 gives none. A plugin's own mtu wins:
 // withPodMTU returns those above mtu, whose pods' large packets to other
-// nodes would need ICMP to get through.
+// nodes would need ICMP to get through. An mtu that is not a whole
+// number fails, whatever mtu is: the agent's start, not a pod's ADD.
 func withPodMTU(doc map[string]any, mtu int) (above []int, err error) {
-	if mtu <= 0 {
-		return nil, nil
-	}
 	list, _ := doc["plugins"].([]any)
 	for i, p := range list {
 		pm, _ := p.(map[string]any)
 		if pm == nil || pm["type"] != "podnet" {
 			continue
 		}
-		own, set := pm["mtu"]
-		if !set || own == 0.0 {
-			pm["mtu"] = mtu
-			continue
-		}
+		own := pm["mtu"] // absent and null alike: nil
 		n, ok := own.(float64)
-		if !ok || n != float64(int(n)) || n < 0 {
+		if own != nil && (!ok || n != float64(int(n)) || n < 0) {
 			return nil, fmt.Errorf("plugins[%d].mtu %#v: want a whole number of bytes", i, own)
 		}
-		if int(n) > mtu {
+		switch {
+		case mtu <= 0:
+		case n == 0:
+			pm["mtu"] = mtu
+		case int(n) > mtu:
 			above = append(above, int(n))
 		}
 	}

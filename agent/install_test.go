@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/podnet/podnet/install"
@@ -69,14 +70,22 @@ func TestInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bad := &InstallConfig{ConfDir: conf, NetworkConfig: filepath.Join(t.TempDir(), "missing.conflist")}
-	if _, err := New(Config{Node: "n", Store: nopStore{}, Install: bad}); err == nil {
-		t.Fatal("New with a missing network config: no error")
+	missing := filepath.Join(t.TempDir(), "missing.conflist")
+	bad := &InstallConfig{ConfDir: conf, NetworkConfig: missing}
+	if _, err := New(Config{Node: "n", Store: nopWatchStore{}, Install: bad}); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("New with a missing network config: %v, want an error naming it", err)
 	}
 }
 
 // nopStore is an ipam.Store for tests that never reach the store.
 type nopStore struct{ ipam.Store }
+
+// nopWatchStore is a nopStore that can be the datastore, for tests of
+// what New checks besides the store.
+type nopWatchStore struct {
+	nopStore
+	ipam.Watcher
+}
 
 // TestInstallNodeCIDR: in the node-CIDR model the shipped conflist's
 // podnet-ipam gets one pool per podCIDR, named after it, in blocks that

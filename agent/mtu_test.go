@@ -88,6 +88,7 @@ func TestInstallPodMTU(t *testing.T) {
 	}{
 		{"none set", `{"type":"podnet"}`, 1450, []any{1450.0}, nil, ""},
 		{"zero is none", `{"type":"podnet","mtu":0}`, 8950, []any{8950.0}, nil, ""},
+		{"null is none", `{"type":"podnet","mtu":null}`, 8950, []any{8950.0}, nil, ""},
 		{"own smaller kept", `{"type":"podnet","mtu":1400}`, 1450, []any{1400.0}, nil, ""},
 		{"own equal kept", `{"type":"podnet","mtu":1450}`, 1450, []any{1450.0}, nil, ""},
 		{"own larger kept, told", `{"type":"podnet","mtu":1500}`, 1450, []any{1500.0}, []int{1500}, ""},
@@ -96,6 +97,9 @@ func TestInstallPodMTU(t *testing.T) {
 			1450, []any{1450.0, nil, nil}, nil, ""},
 		{"not a number", `{"type":"podnet","mtu":"1400"}`, 1450, nil, nil, `plugins[0].mtu "1400": want a whole number of bytes`},
 		{"not whole", `{"type":"podnet","mtu":1400.5}`, 1450, nil, nil, `plugins[0].mtu 1400.5`},
+		{"negative", `{"type":"podnet","mtu":-1}`, 1450, nil, nil, `plugins[0].mtu -1`},
+		// Before the agent knows its underlay (New checks the config).
+		{"not a number, no pod MTU known", `{"type":"podnet"},{"type":"podnet","mtu":"9000"}`, 0, nil, nil, `plugins[1].mtu "9000"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,6 +122,12 @@ func TestInstallPodMTU(t *testing.T) {
 				t.Errorf("own MTUs above the pod MTU %v, want %v", f.mtuAbove, tt.above)
 			}
 		})
+	}
+
+	// A bad mtu fails the agent's start, before the underlay is known.
+	bad := &InstallConfig{ConfDir: t.TempDir(), NetworkConfig: writeConf(t, `{"cniVersion":"1.0.0","name":"podnet","plugins":[{"type":"podnet","mtu":"big"}]}`)}
+	if _, err := New(Config{Node: "n", Store: nopWatchStore{}, Install: bad}); err == nil || !strings.Contains(err.Error(), `plugins[0].mtu "big"`) {
+		t.Errorf("New with mtu \"big\": %v, want an error naming it", err)
 	}
 
 	// The generated config and the node-CIDR model's get it too; --mtu
