@@ -275,13 +275,25 @@ func (a *Agent) setup() error {
 		a.h.Close()
 		return err
 	}
+	podMTU, err := PodMTU(a.cfg.Mode, ul.mtu, ul.addr.Is6())
+	if err != nil {
+		a.h.Close()
+		return fmt.Errorf("underlay interface %s: %w", ul.name, err)
+	}
+	if a.cfg.Install != nil {
+		// The agent's own copy: the caller's config stays as given.
+		ic := *a.cfg.Install
+		ic.podMTU = podMTU
+		a.cfg.Install = &ic
+	}
 	mac := VTEPMAC(a.cfg.Node)
 	a.prog = &Programmer{h: a.h, log: a.log, UnderlayIndex: ul.index, UnderlayAddr: ul.addr, UnderlayMTU: ul.mtu, VTEPMAC: mac, sysctl: sysctl}
 	a.rec = NodeRecord{Name: a.cfg.Node, Address: ul.addr, VTEPIP: ul.addr, VTEPMAC: mac.String(), LinkLocal6: ul.linkLocal6}
 	if a.kube == nil {
 		a.reg = newRegistrar(a.cfg.Store, a.cfg.Etcd, a.cfg.Prefix, a.rec, a.cfg.LeaseTTL, a.log, &a.registered)
 	}
-	a.log.Info("agent starting", "mode", a.cfg.Mode, "underlay", ul.name, "address", ul.addr, "link_local6", ul.linkLocal6, "vtep_mac", mac.String())
+	a.log.Info("agent starting", "mode", a.cfg.Mode, "underlay", ul.name, "address", ul.addr, "link_local6", ul.linkLocal6,
+		"vtep_mac", mac.String(), "underlay_mtu", ul.mtu, "pod_mtu", podMTU)
 	return nil
 }
 
@@ -381,10 +393,10 @@ func (a *Agent) readyLoop(ctx context.Context, registered <-chan struct{}) {
 		}
 		backoff := 500 * time.Millisecond
 		for {
-			path, err := a.cfg.Install.apply(a.cfg.Node, nil)
+			path, f, err := a.cfg.Install.apply(a.cfg.Node, nil)
 			if err == nil {
 				a.installed.Store(true)
-				a.log.Info("network config installed", "path", path)
+				a.logInstalled(path, f)
 				break
 			}
 			a.log.Error("install failed", "err", err, "retry_in", backoff)
@@ -397,6 +409,18 @@ func (a *Agent) readyLoop(ctx context.Context, registered <-chan struct{}) {
 		}
 	}
 	a.markReady()
+}
+
+// logInstalled reports the config f written at path, and warns of each
+// pod MTU the config sets itself above what the underlay carries.
+func (a *Agent) logInstalled(path string, f confFile, args ...any) {
+	a.log.Info("network config installed", append([]any{"path", path}, args...)...)
+	for _, mtu := range f.mtuAbove {
+		a.log.Warn("the network config's own pod MTU is larger than the underlay carries once encapsulated: "+
+			"large packets between pods of different nodes depend on ICMP fragmentation-needed, and are lost where it is filtered; "+
+			"remove mtu from the config to have the agent set it",
+			"path", path, "mtu", mtu, "pod_mtu", a.cfg.Install.podMTU, "mode", a.cfg.Mode)
+	}
 }
 
 // releaseRecorded runs c.releaseTombstones and reports what it did.

@@ -29,6 +29,11 @@ type InstallConfig struct {
 	// waits for the node's podCIDRs and becomes theirs (see
 	// NodeCIDRInstall).
 	NodeCIDR *NodeCIDRInstall
+
+	// podMTU is the MTU the agent gives every podnet plugin of the config
+	// that sets none (PodMTU, from the underlay); 0 gives none. The agent
+	// sets it on its own copy once it has found the underlay.
+	podMTU int
 }
 
 // confPath is where the config goes.
@@ -43,10 +48,19 @@ func (c *InstallConfig) confPath() string {
 	return filepath.Join(c.ConfDir, install.ConfFileName(name))
 }
 
+// confFile is a config ready to write, and what the agent says of it.
+type confFile struct {
+	data []byte
+	// mtuAbove are the mtu values podnet plugins of the config set
+	// themselves above the pod MTU: theirs wins, and their pods' large
+	// packets to other nodes then depend on path MTU discovery.
+	mtuAbove []int
+}
+
 // conf builds the config to write for node (in the node-CIDR model, for
 // the node's podCIDRs). The config is built and checked before anything
 // is written.
-func (c *InstallConfig) conf(node string, podCIDRs []netip.Prefix) ([]byte, error) {
+func (c *InstallConfig) conf(node string, podCIDRs []netip.Prefix) (confFile, error) {
 	var b []byte
 	source := "generated config"
 	if c.NetworkConfig == "" {
@@ -54,40 +68,47 @@ func (c *InstallConfig) conf(node string, podCIDRs []netip.Prefix) ([]byte, erro
 		n.Node = node
 		var err error
 		if b, err = install.ConfList(n); err != nil {
-			return nil, err
+			return confFile{}, err
 		}
 	} else {
 		var err error
 		if b, err = os.ReadFile(c.NetworkConfig); err != nil {
-			return nil, err
+			return confFile{}, err
 		}
 		source = c.NetworkConfig
 	}
 	var doc map[string]any
 	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("network config %s: %w", source, err)
+		return confFile{}, fmt.Errorf("network config %s: %w", source, err)
 	}
 	withNode(doc, node)
+	above, err := withPodMTU(doc, c.podMTU)
+	if err != nil {
+		return confFile{}, fmt.Errorf("network config %s: %w", source, err)
+	}
 	if c.NodeCIDR != nil {
 		if err := c.NodeCIDR.edit(doc, podCIDRs); err != nil {
-			return nil, fmt.Errorf("network config %s: %w", source, err)
+			return confFile{}, fmt.Errorf("network config %s: %w", source, err)
 		}
 	}
 	out, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
-		return nil, err
+		return confFile{}, err
 	}
 	if _, err := cni.ParseNetworkConfigList(out, source); err != nil {
-		return nil, err
+		return confFile{}, err
 	}
-	return append(out, '\n'), nil
+	return confFile{data: append(out, '\n'), mtuAbove: above}, nil
 }
 
 // Render returns the config the agent installs on node, in the
 // node-CIDR model for its podCIDRs (nil otherwise), without writing
-// anything: what a check of the shipped manifests compares.
+// anything: what a check of the shipped manifests compares. The pod MTU,
+// which comes from the node's underlay interface, is left as the config
+// has it.
 func (c *InstallConfig) Render(node string, podCIDRs []netip.Prefix) ([]byte, error) {
-	return c.conf(node, podCIDRs)
+	f, err := c.conf(node, podCIDRs)
+	return f.data, err
 }
 
 // ipamPlugins are the plugins of a conflist whose IPAM is podnet-ipam,
@@ -116,6 +137,34 @@ func withNode(doc map[string]any, node string) {
 	}
 }
 
+// withPodMTU gives every podnet plugin of the conflist that sets no mtu
+// (or 0, or null) the node's pod MTU; mtu 0 gives none. A plugin's own mtu wins:
+// withPodMTU returns those above mtu, whose pods' large packets to other
+// nodes would need ICMP to get through. An mtu that is not a whole
+// number fails, whatever mtu is: the agent's start, not a pod's ADD.
+func withPodMTU(doc map[string]any, mtu int) (above []int, err error) {
+	list, _ := doc["plugins"].([]any)
+	for i, p := range list {
+		pm, _ := p.(map[string]any)
+		if pm == nil || pm["type"] != "podnet" {
+			continue
+		}
+		own := pm["mtu"] // absent and null alike: nil
+		n, ok := own.(float64)
+		if own != nil && (!ok || n != float64(int(n)) || n < 0) {
+			return nil, fmt.Errorf("plugins[%d].mtu %#v: want a whole number of bytes", i, own)
+		}
+		switch {
+		case mtu <= 0:
+		case n == 0:
+			pm["mtu"] = mtu
+		case int(n) > mtu:
+			above = append(above, int(n))
+		}
+	}
+	return above, nil
+}
+
 // samplePodCIDRs are podCIDRs to check a node-CIDR config with before
 // the node's own are known: the first /24 (/64) of each cluster CIDR.
 func (c *InstallConfig) samplePodCIDRs() []netip.Prefix {
@@ -133,16 +182,18 @@ func (c *InstallConfig) samplePodCIDRs() []netip.Prefix {
 	return out
 }
 
-// apply installs the plugins and writes the config, each atomically.
-func (c *InstallConfig) apply(node string, podCIDRs []netip.Prefix) (string, error) {
+// apply installs the plugins and writes the config, each atomically,
+// and returns where and what it wrote.
+func (c *InstallConfig) apply(node string, podCIDRs []netip.Prefix) (string, confFile, error) {
 	conf, err := c.conf(node, podCIDRs)
 	if err != nil {
-		return "", err
+		return "", confFile{}, err
 	}
 	if err := c.installPlugins(); err != nil {
-		return "", err
+		return "", confFile{}, err
 	}
-	return c.write(conf)
+	path, err := c.write(conf.data)
+	return path, conf, err
 }
 
 func (c *InstallConfig) installPlugins() error {

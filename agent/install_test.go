@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/podnet/podnet/install"
@@ -34,7 +35,7 @@ func TestInstall(t *testing.T) {
 		{"generated", InstallConfig{ConfDir: conf, Network: install.Network{Name: "gen", Store: "etcd://192.0.2.10:2379"}}, "10-gen.conflist"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			path, err := tt.ic.apply("node-7", nil)
+			path, _, err := tt.ic.apply("node-7", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,14 +70,22 @@ func TestInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bad := &InstallConfig{ConfDir: conf, NetworkConfig: filepath.Join(t.TempDir(), "missing.conflist")}
-	if _, err := New(Config{Node: "n", Store: nopStore{}, Install: bad}); err == nil {
-		t.Fatal("New with a missing network config: no error")
+	missing := filepath.Join(t.TempDir(), "missing.conflist")
+	bad := &InstallConfig{ConfDir: conf, NetworkConfig: missing}
+	if _, err := New(Config{Node: "n", Store: nopWatchStore{}, Install: bad}); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("New with a missing network config: %v, want an error naming it", err)
 	}
 }
 
 // nopStore is an ipam.Store for tests that never reach the store.
 type nopStore struct{ ipam.Store }
+
+// nopWatchStore is a nopStore that can be the datastore, for tests of
+// what New checks besides the store.
+type nopWatchStore struct {
+	nopStore
+	ipam.Watcher
+}
 
 // TestInstallNodeCIDR: in the node-CIDR model the shipped conflist's
 // podnet-ipam gets one pool per podCIDR, named after it, in blocks that
@@ -90,10 +99,11 @@ func TestInstallNodeCIDR(t *testing.T) {
 	}
 	ic := InstallConfig{ConfDir: t.TempDir(), NetworkConfig: shipped, NodeCIDR: &NodeCIDRInstall{
 		Store: "bolt:/var/lib/podnet/ipam.db", ClusterCIDRs: []netip.Prefix{pfx("10.244.0.0/16"), pfx("fd00:10:244::/56")}}}
-	b, err := ic.conf("node-1", []netip.Prefix{pfx("10.244.1.0/24"), pfx("fd00:10:244:1::/64")})
+	f, err := ic.conf("node-1", []netip.Prefix{pfx("10.244.1.0/24"), pfx("fd00:10:244:1::/64")})
 	if err != nil {
 		t.Fatal(err)
 	}
+	b := f.data
 	var doc struct {
 		Plugins []map[string]any `json:"plugins"`
 	}

@@ -134,7 +134,7 @@ func (a *Agent) installFor(cidrs []netip.Prefix, written *[]byte, pluginsDone *b
 	if err != nil {
 		return err
 	}
-	if bytes.Equal(conf, *written) {
+	if bytes.Equal(conf.data, *written) {
 		return nil
 	}
 	if !*pluginsDone {
@@ -143,13 +143,13 @@ func (a *Agent) installFor(cidrs []netip.Prefix, written *[]byte, pluginsDone *b
 		}
 		*pluginsDone = true
 	}
-	path, err := ic.write(conf)
+	path, err := ic.write(conf.data)
 	if err != nil {
 		return err
 	}
-	*written = conf
+	*written = conf.data
 	a.installed.Store(true)
-	a.log.Info("network config installed", "path", path, "pod_cidrs", cidrs)
+	a.logInstalled(path, conf, "pod_cidrs", cidrs)
 	a.markReady()
 	return nil
 }

@@ -21,7 +21,8 @@ type underlay struct {
 }
 
 // findUnderlay returns the named interface, or that of the IPv4 default
-// route, with its first global unicast IPv4 address.
+// route (the first hop's of a multipath one), with its first global
+// unicast IPv4 address.
 func findUnderlay(h *netlink.Handle, name string) (underlay, error) {
 	var l netlink.Link
 	var err error
@@ -34,16 +35,12 @@ func findUnderlay(h *netlink.Handle, name string) (underlay, error) {
 		if err != nil {
 			return underlay{}, fmt.Errorf("list routes: %w", err)
 		}
-		for _, r := range routes {
-			if (r.Dst == nil || r.Dst.IP.IsUnspecified()) && r.LinkIndex > 0 {
-				if l, err = h.LinkByIndex(r.LinkIndex); err != nil {
-					return underlay{}, fmt.Errorf("default route's interface: %w", err)
-				}
-				break
-			}
-		}
-		if l == nil {
+		_, links, ok := dataplane.DefaultRoute(routes)
+		if !ok {
 			return underlay{}, errors.New("no IPv4 default route to find the underlay interface by: set --underlay-interface")
+		}
+		if l, err = h.LinkByIndex(links[0]); err != nil {
+			return underlay{}, fmt.Errorf("default route's interface (link %d): %w", links[0], err)
 		}
 	}
 	addrs, err := h.AddrList(l, netlink.FAMILY_V4)

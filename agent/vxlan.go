@@ -18,15 +18,14 @@ const (
 	VXLANDevice = "podnet.vxlan"
 	VXLANVNI    = 4097
 	VXLANPort   = 4789
-	// vxlanOverhead is what encapsulation adds to an IPv4 packet: outer
-	// IPv4 (20), UDP (8), VXLAN (8) and inner Ethernet (14) headers.
-	vxlanOverhead = 50
 )
 
 func (p *Programmer) vxlanWant() *netlink.Vxlan {
+	// The pods' MTU in vxlan and auto modes (PodMTU): what fits the
+	// underlay once encapsulated.
 	mtu := 0
-	if p.UnderlayMTU > vxlanOverhead {
-		mtu = p.UnderlayMTU - vxlanOverhead
+	if overhead := vxlanOverhead(p.UnderlayAddr.Is6()); p.UnderlayMTU > overhead {
+		mtu = p.UnderlayMTU - overhead
 	}
 	return &netlink.Vxlan{
 		LinkAttrs:    netlink.LinkAttrs{Name: VXLANDevice, HardwareAddr: p.VTEPMAC, MTU: mtu},

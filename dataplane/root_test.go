@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -402,5 +403,72 @@ func TestDeleteLinkEarly(t *testing.T) {
 	err = netns.Do(host, func() (err error) { done, err = DeleteLinkEarly(hh, name); return err })
 	if err != nil || <-done != nil {
 		t.Fatalf("deleting a missing link: %v", err)
+	}
+}
+
+// TestDefaultRouteMTU reads the default routes' path MTU in a namespace
+// of its own per case: links of their own MTUs, routes with and without
+// an mtu metric, and both families.
+func TestDefaultRouteMTU(t *testing.T) {
+	type link struct {
+		name string
+		mtu  int
+	}
+	type route struct {
+		dst    string // 0.0.0.0/0 or ::/0
+		link   string
+		metric int
+		mtu    int
+	}
+	tests := []struct {
+		name    string
+		links   []link
+		routes  []route
+		wantMTU int
+		wantDev string
+	}{
+		{"no default route", []link{{"up0", 9000}}, nil, 0, ""},
+		{"jumbo", []link{{"up0", 9000}}, []route{{dst: "0.0.0.0/0", link: "up0"}}, 9000, "up0"},
+		{"route mtu", []link{{"up0", 9000}}, []route{{dst: "0.0.0.0/0", link: "up0", mtu: 1400}}, 1400, "up0"},
+		{"lowest metric", []link{{"slow0", 1500}, {"up0", 9000}},
+			[]route{{dst: "0.0.0.0/0", link: "slow0", metric: 600}, {dst: "0.0.0.0/0", link: "up0", metric: 100}}, 9000, "up0"},
+		{"IPv6 alone", []link{{"up6", 1480}}, []route{{dst: "::/0", link: "up6"}}, 1480, "up6"},
+		{"the smaller family", []link{{"up0", 9000}, {"up6", 1500}},
+			[]route{{dst: "0.0.0.0/0", link: "up0"}, {dst: "::/0", link: "up6"}}, 1500, "up6"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := handleIn(t, newNS(t))
+			for _, l := range tt.links {
+				// A veth pair, both ends here: this kernel may have no dummy.
+				if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: l.name, MTU: l.mtu}, PeerName: l.name + "p"}); err != nil {
+					t.Fatalf("veth %s: %v", l.name, err)
+				}
+				for _, name := range []string{l.name, l.name + "p"} {
+					vl, err := h.LinkByName(name)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := h.LinkSetUp(vl); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for _, r := range tt.routes {
+				l, err := h.LinkByName(r.link)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, dst, _ := net.ParseCIDR(r.dst)
+				nr := &netlink.Route{Dst: dst, LinkIndex: l.Attrs().Index, Scope: netlink.SCOPE_LINK, Priority: r.metric, MTU: r.mtu}
+				if err := h.RouteAdd(nr); err != nil {
+					t.Fatalf("route %s dev %s metric %d mtu %d: %v", r.dst, r.link, r.metric, r.mtu, err)
+				}
+			}
+			mtu, dev, err := DefaultRouteMTU(h)
+			if err != nil || mtu != tt.wantMTU || dev != tt.wantDev {
+				t.Fatalf("DefaultRouteMTU: %d on %q, %v; want %d on %q", mtu, dev, err, tt.wantMTU, tt.wantDev)
+			}
+		})
 	}
 }

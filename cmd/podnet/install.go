@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/install"
 )
 
@@ -24,7 +25,13 @@ portMappings capability, so that a pod's addresses, interfaces, masquerade
 and host ports are one plugin exec; with --portmap-plugin, podnet-portmap
 chained after podnet publishes the host ports instead (same rules). Both
 are replaced atomically: a runtime never sees a half-written file, and
-plugins already running keep working.`,
+plugins already running keep working.
+
+Without --mtu the pods get the MTU of the host's default route (the
+smaller of IPv4's and IPv6's): on one machine nothing encapsulates pod
+traffic, so pods send packets as large as the host does, and none depends
+on ICMP "fragmentation needed" to find the path's limit. --mtu 0 leaves it
+to the kernel (1500).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if srcDir == "" {
@@ -35,7 +42,14 @@ plugins already running keep working.`,
 			}
 			var conf []byte
 			if !noConfig {
-				var err error
+				mtu, note, err := installMTU(cmd.Flags().Changed("mtu"), n.MTU, defaultRouteMTU)
+				if err != nil {
+					return err
+				}
+				if note != "" {
+					fmt.Fprintln(cmd.OutOrStdout(), note)
+				}
+				n.MTU = mtu
 				// Built before anything is copied: a bad flag changes nothing.
 				if conf, err = install.ConfList(n); err != nil {
 					return err
@@ -67,11 +81,49 @@ plugins already running keep working.`,
 	f.StringVar(&n.Mode, "mode", "routed", "routed (a /32 per pod, routed by the host) or bridge")
 	f.StringVar(&n.Store, "store", install.DefaultStore, "IPAM store: bolt:PATH or etcd://HOST:PORT,...")
 	f.StringVar(&n.Node, "node", "", "node name for IPAM (default: the host name)")
-	f.IntVar(&n.MTU, "mtu", 0, "pod interface MTU (default: the plugin's)")
+	f.IntVar(&n.MTU, "mtu", 0, "pod interface MTU (default: the default route's path MTU; 0: the kernel's)")
 	f.StringVar(&srcDir, "src-dir", "", "where the plugin binaries are (default: cni/ beside the podnet binary)")
 	f.BoolVar(&noConfig, "no-config", false, "install the plugins only")
 	f.BoolVar(&n.PortmapPlugin, "portmap-plugin", false, "publish host ports with podnet-portmap chained after podnet (one more exec per pod)")
 	return cmd
+}
+
+// installMTU is the pod MTU `podnet install` writes and what to tell the
+// user of it: --mtu when given (flagSet), else the MTU of the host's
+// default routes as lookup finds it (the value and its interface). A host
+// without a default route leaves it to the kernel.
+func installMTU(flagSet bool, flagMTU int, lookup func() (int, string, error)) (mtu int, note string, err error) {
+	if flagSet {
+		return flagMTU, "", nil
+	}
+	mtu, dev, err := lookup()
+	switch {
+	case err != nil:
+		return 0, "", fmt.Errorf("pod MTU from the default route (or set --mtu): %w", err)
+	case mtu == 0:
+		return 0, "no default route: the pod MTU is left to the kernel (1500); --mtu sets one", nil
+	case mtu < minIPv4MTU:
+		return 0, "", fmt.Errorf("pod MTU from the default route: %s has MTU %d, below IPv4's minimum of %d: set --mtu", dev, mtu, minIPv4MTU)
+	}
+	mtu = min(mtu, maxIPMTU)
+	return mtu, fmt.Sprintf("pod MTU %d: that of %s, the default route's interface (--mtu to choose another)", mtu, dev), nil
+}
+
+// IPv4's minimum MTU, and the largest IP packet.
+const (
+	minIPv4MTU = 68
+	maxIPMTU   = 65535
+)
+
+// defaultRouteMTU is dataplane.DefaultRouteMTU in this process's network
+// namespace.
+func defaultRouteMTU() (int, string, error) {
+	h, err := dataplane.NewHandle()
+	if err != nil {
+		return 0, "", err
+	}
+	defer h.Close()
+	return dataplane.DefaultRouteMTU(h)
 }
 
 // defaultPluginDir is cni/ beside the podnet executable, where `make build`

@@ -20,16 +20,47 @@ import (
 )
 
 // TestHostGW: three nodes on one L2 segment, host-gw routes, dual-stack.
+// Nothing encapsulates: pods have the underlay's MTU, 1500.
 func TestHostGW(t *testing.T) {
 	testutil.RequireRoot(t)
-	runCluster(t, e2enet.NewSwitch(t), agent.ModeHostGW)
+	runCluster(t, e2enet.NewSwitch(t), agent.ModeHostGW, 1500)
 }
 
 // TestVXLAN: three nodes on three subnets behind a router; only VXLAN
-// gets pod traffic across. Dual-stack.
+// gets pod traffic across. Dual-stack. Pods have the underlay's 1500
+// less VXLAN's 50 bytes over IPv4.
 func TestVXLAN(t *testing.T) {
 	testutil.RequireRoot(t)
-	runCluster(t, e2enet.NewRouter(t), agent.ModeVXLAN)
+	runCluster(t, e2enet.NewRouter(t), agent.ModeVXLAN, 1450)
+}
+
+// TestMTU: a jumbo-frame underlay (9000) is used in full: pods get it
+// less what their node's routes may add (VXLAN's 50 bytes in vxlan and
+// auto modes, nothing in host-gw), and a few MB between pods of two
+// nodes, each way, get through without a single ICMP on the path.
+func TestMTU(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, tt := range []struct {
+		name     string
+		underlay func(testing.TB) *e2enet.Underlay
+		mode     agent.Mode
+		routes   agent.Mode // the way the routes between the nodes go
+		want     int
+	}{
+		{"vxlan", e2enet.NewRouter, agent.ModeVXLAN, agent.ModeVXLAN, 8950},
+		{"auto across a router", e2enet.NewRouter, agent.ModeAuto, agent.ModeVXLAN, 8950},
+		{"host-gw", e2enet.NewSwitch, agent.ModeHostGW, agent.ModeHostGW, 9000},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			u := tt.underlay(t)
+			u.MTU = 9000
+			c := newCluster(t, u, tt.mode, true)
+			nodes := c.startNodes(2)
+			checkInstalled(t, c, nodes[0], tt.want)
+			c.checkTransport(nodes[0], nodes[1], tt.routes)
+			c.checkMTU(nodes[0], nodes[1], tt.want)
+		})
+	}
 }
 
 // TestShippedConfig: the ConfigMap's conflist exactly as shipped (IPv4,
@@ -38,7 +69,7 @@ func TestShippedConfig(t *testing.T) {
 	testutil.RequireRoot(t)
 	c := newCluster(t, e2enet.NewSwitch(t), agent.ModeHostGW, false)
 	nodes := c.startNodes(2)
-	checkInstalled(t, c, nodes[0])
+	checkInstalled(t, c, nodes[0], 1500)
 	c.CheckTraffic()
 	c.DelPods()
 	for _, n := range nodes {
@@ -68,11 +99,22 @@ func (c *cluster) startNodes(count int) []*e2enet.Node {
 	return nodes
 }
 
-func runCluster(t *testing.T, u *e2enet.Underlay, mode agent.Mode) {
+// checkMTU: every pod has MTU want, and a bulk transfer between a pod
+// of from and one of to needs no ICMP. Run it before any other traffic
+// between the nodes' pods, so that nothing has taught the kernel the
+// path's MTU first.
+func (c *cluster) checkMTU(from, to *e2enet.Node, want int) {
+	c.t.Helper()
+	c.CheckPodMTU(want)
+	c.CheckBulkTransfer(from.Pods[0], to.Pods[0], 4<<20)
+}
+
+func runCluster(t *testing.T, u *e2enet.Underlay, mode agent.Mode, podMTU int) {
 	c := newCluster(t, u, mode, true)
 	nodes := c.startNodes(3)
-	checkInstalled(t, c, nodes[0])
+	checkInstalled(t, c, nodes[0], podMTU)
 	c.checkTransport(nodes[0], nodes[1], mode)
+	c.checkMTU(nodes[0], nodes[1], podMTU)
 	c.CheckTraffic()
 
 	// n3's agent dies (SIGKILL): routes stay on n3, its lease expires
@@ -170,8 +212,9 @@ func grepLines(s, sub string) string {
 }
 
 // checkInstalled: the agent wrote the conflist once ready, as given but
-// for its node's name for podnet-ipam, and installed the plugins it had.
-func checkInstalled(t *testing.T, c *cluster, n *e2enet.Node) {
+// for its node's name for podnet-ipam and, where the podnet plugin sets
+// no mtu, podMTU for it; and installed the plugins it had.
+func checkInstalled(t *testing.T, c *cluster, n *e2enet.Node, podMTU int) {
 	t.Helper()
 	b, err := os.ReadFile(c.ConfPath(n))
 	if err != nil {
@@ -198,8 +241,14 @@ func checkInstalled(t *testing.T, c *cluster, n *e2enet.Node) {
 		t.Fatalf("installed conflist, want podnet-ipam with node %s: %s", n.Name, b)
 	}
 	delete(ipamConf, "node")
+	wantPlugins, _ := want["plugins"].([]any)
+	for _, p := range wantPlugins {
+		if pm, _ := p.(map[string]any); pm["type"] == "podnet" && pm["mtu"] == nil {
+			pm["mtu"] = float64(podMTU)
+		}
+	}
 	if !reflect.DeepEqual(doc, want) {
-		t.Fatalf("installed conflist, but for ipam.node:\n%s\nwant the given one:\n%s", b, given)
+		t.Fatalf("installed conflist, but for ipam.node:\n%s\nwant the given one with mtu %d:\n%s", b, podMTU, given)
 	}
 	for _, p := range []string{"podnet", "podnet-ipam"} {
 		if _, err := os.Stat(filepath.Join(n.Dir, "bin", p)); err != nil {

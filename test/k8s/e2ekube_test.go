@@ -215,7 +215,8 @@ func (e *kubeE2E) linkLocal6(ctx context.Context, n *e2enet.Node) netip.Addr {
 // checkInstalled: the agent installed the plugins, and the shipped
 // conflist with what the node-CIDR model fills in and nothing else: the
 // node's name, one pool per podCIDR, the node-local store, and the
-// cluster CIDRs as masqExclude.
+// cluster CIDRs as masqExclude; and, as the shipped conflist sets no
+// mtu, the pod MTU of the routing mode over the underlay's 1500 bytes.
 func (e *kubeE2E) checkInstalled(n *e2enet.Node) {
 	t := e.t
 	t.Helper()
@@ -230,12 +231,19 @@ func (e *kubeE2E) checkInstalled(n *e2enet.Node) {
 	for _, p := range e.shipped.clusterCIDRs {
 		exclude = append(exclude, p.String())
 	}
+	podMTU, err := agent.PodMTU(e.shipped.mode, 1500, false)
+	if err != nil {
+		t.Fatal(err)
+	}
 	plugins, _ := want["plugins"].([]any)
 	for _, p := range plugins {
 		pm, _ := p.(map[string]any)
 		if ipamConf, _ := pm["ipam"].(map[string]any); ipamConf["type"] == "podnet-ipam" {
 			ipamConf["node"], ipamConf["pools"], ipamConf["store"] = n.Name, pools, e.store(n)
 			pm["masqExclude"] = exclude
+		}
+		if pm["type"] == "podnet" && pm["mtu"] == nil {
+			pm["mtu"] = float64(podMTU)
 		}
 	}
 	b, err := os.ReadFile(e.ConfPath(n))

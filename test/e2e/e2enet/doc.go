@@ -7,8 +7,12 @@
 // checks of what Kubernetes' network model promises: nodes start with
 // forwarding off, as a fresh host, and podnet turns it on; every pod
 // reaches every other pod under its own address; traffic to a host
-// outside the pools leaves under the node's address; and once the pods
-// are deleted nothing of them is left on the nodes.
+// outside the pools leaves under the node's address; pods have the MTU
+// the underlay carries (Underlay.MTU sets its links', jumbo frames
+// included), so a bulk transfer between nodes sends and receives no
+// ICMP "fragmentation needed" or "packet too big" in any namespace on
+// the way (counted in each namespace's /proc/net/snmp and snmp6); and
+// once the pods are deleted nothing of them is left on the nodes.
 //
 // The datastore is the caller's: test/e2e runs etcd in a helper process
 // on the underlay's hub, test/k8s a kube-apiserver; both listen on

@@ -80,16 +80,17 @@ func (n *NS) sysctl(t testing.TB, key, value string) {
 	}
 }
 
-// link connects n's interface name to peer's peerName with a veth pair,
-// created in n with the peer directly in the other namespace.
-func (n *NS) link(t testing.TB, name string, peer *NS, peerName string) {
+// link connects n's interface name to peer's peerName with a veth pair
+// of MTU mtu, created in n with the peer directly in the other
+// namespace.
+func (n *NS) link(t testing.TB, name string, peer *NS, peerName string, mtu int) {
 	t.Helper()
 	f, err := os.Open(peer.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: 1500}, PeerName: peerName, PeerNamespace: netlink.NsFd(int(f.Fd()))}
+	v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtu}, PeerName: peerName, PeerNamespace: netlink.NsFd(int(f.Fd()))}
 	if err := n.Handle.LinkAdd(v); err != nil {
 		t.Fatalf("veth %s-%s: %v", name, peerName, err)
 	}

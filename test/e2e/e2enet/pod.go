@@ -145,6 +145,9 @@ func (p *Pod) own(dst netip.Addr) netip.Addr {
 
 const echoPort = 7070
 
+// echoTimeout bounds one echo exchange, a bulk transfer's too.
+const echoTimeout = 10 * time.Second
+
 // serve starts a TCP server on each of the pod's addresses, inside the
 // pod: it reads a message to its end and answers with the source address
 // it saw and the message.
@@ -172,7 +175,7 @@ func (p *Pod) serveOn(t testing.TB, ip netip.Addr) {
 			}
 			go func() {
 				defer conn.Close()
-				_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+				_ = conn.SetDeadline(time.Now().Add(echoTimeout))
 				msg, err := io.ReadAll(conn)
 				if err != nil {
 					return

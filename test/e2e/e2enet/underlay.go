@@ -22,9 +22,20 @@ type Underlay struct {
 	// Outside4 and Outside6 are hosts beyond every node, outside every
 	// pool: addresses of the hub.
 	Outside4, Outside6 netip.Addr
+	// MTU is that of each node's link to the hub, both ends (0: 1500),
+	// e.g. 9000 for jumbo frames. Set it before the first node attaches.
+	MTU int
 	// attach connects node i (1-based) and returns its underlay
 	// addresses.
 	attach func(t testing.TB, node *NS, i int) (addr4, addr6 netip.Addr)
+}
+
+// linkMTU is the MTU of the nodes' links.
+func (u *Underlay) linkMTU() int {
+	if u.MTU > 0 {
+		return u.MTU
+	}
+	return 1500
 }
 
 // NewSwitch is one L2 segment, 198.18.0.0/24 and fd00:198:18::/64: a
@@ -48,11 +59,12 @@ func NewSwitch(t testing.TB) *Underlay {
 	sw.addr(t, "br0", netip.MustParsePrefix("198.18.0.1/24"))
 	sw.addr(t, "br0", netip.MustParsePrefix("fd00:198:18::1/64"))
 	br, _ := sw.Handle.LinkByName("br0")
-	return &Underlay{Hub: sw, Server: netip.MustParseAddr("198.18.0.1"),
+	var u *Underlay
+	u = &Underlay{Hub: sw, Server: netip.MustParseAddr("198.18.0.1"),
 		Outside4: netip.MustParseAddr("198.18.0.1"), Outside6: netip.MustParseAddr("fd00:198:18::1"),
 		attach: func(t testing.TB, node *NS, i int) (netip.Addr, netip.Addr) {
 			port := fmt.Sprintf("sw-n%d", i)
-			node.link(t, "eth0", sw, port)
+			node.link(t, "eth0", sw, port, u.linkMTU())
 			l, err := sw.Handle.LinkByName(port)
 			if err != nil {
 				t.Fatal(err)
@@ -66,6 +78,7 @@ func NewSwitch(t testing.TB) *Underlay {
 			node.addr(t, "eth0", netip.PrefixFrom(a6, 64))
 			return a, a6
 		}}
+	return u
 }
 
 // NewRouter puts node i alone on 198.18.i.0/24 and fd00:198:18:i::/64
@@ -81,11 +94,12 @@ func NewRouter(t testing.TB) *Underlay {
 	// loopback so they do not depend on any one node's link.
 	r.addr(t, "lo", netip.MustParsePrefix("198.18.255.1/32"))
 	r.addr(t, "lo", netip.MustParsePrefix("fd00:198:18:ff::1/128"))
-	return &Underlay{Hub: r, Server: netip.MustParseAddr("198.18.255.1"),
+	var u *Underlay
+	u = &Underlay{Hub: r, Server: netip.MustParseAddr("198.18.255.1"),
 		Outside4: netip.MustParseAddr("198.18.255.1"), Outside6: netip.MustParseAddr("fd00:198:18:ff::1"),
 		attach: func(t testing.TB, node *NS, i int) (netip.Addr, netip.Addr) {
 			port := fmt.Sprintf("r-n%d", i)
-			node.link(t, "eth0", r, port)
+			node.link(t, "eth0", r, port, u.linkMTU())
 			gw := netip.AddrFrom4([4]byte{198, 18, byte(i), 1})
 			gw6 := netip.MustParseAddr(fmt.Sprintf("fd00:198:18:%d::1", i))
 			r.addr(t, port, netip.PrefixFrom(gw, 24))
@@ -105,4 +119,5 @@ func NewRouter(t testing.TB) *Underlay {
 			}
 			return a, a6
 		}}
+	return u
 }
