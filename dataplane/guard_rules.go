@@ -41,18 +41,6 @@ type Guard struct {
 	Allowed []netip.Prefix
 }
 
-// EUI64LinkLocal is the IPv6 link-local address the kernel derives from
-// mac when addr_gen_mode is 0 (EUI-64), which ContainerSysctls sets: the
-// guard lets the pod speak from it and no other link-local address.
-func EUI64LinkLocal(mac net.HardwareAddr) netip.Addr {
-	var b [16]byte
-	b[0], b[1] = 0xfe, 0x80
-	b[8], b[9], b[10] = mac[0]^0x02, mac[1], mac[2]
-	b[11], b[12] = 0xff, 0xfe
-	b[13], b[14], b[15] = mac[3], mac[4], mac[5]
-	return netip.AddrFrom16(b)
-}
-
 // guardObjects are the nftables objects of one guard.
 type guardObjects struct {
 	table *nftables.Table
@@ -145,7 +133,7 @@ func (g Guard) sources() guardSources {
 		s.arp4 = append(slices.Clone(s.src4), netip.MustParsePrefix("0.0.0.0/32"))
 	}
 	if len(s.src6) > 0 {
-		ll := netip.PrefixFrom(EUI64LinkLocal(g.PodMAC), 128)
+		ll := netip.PrefixFrom(LinkLocalOf(g.PodMAC), 128)
 		s.src6 = append(s.src6, ll)
 		s.own6 = append(s.own6, ll)
 	}

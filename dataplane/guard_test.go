@@ -9,13 +9,6 @@ import (
 	"github.com/podnet/podnet/netns"
 )
 
-func TestEUI64LinkLocal(t *testing.T) {
-	mac, _ := net.ParseMAC("52:54:00:12:34:56")
-	if got := EUI64LinkLocal(mac); got != netip.MustParseAddr("fe80::5054:ff:fe12:3456") {
-		t.Errorf("EUI64LinkLocal = %s", got)
-	}
-}
-
 func TestGuardSources(t *testing.T) {
 	mac, _ := net.ParseMAC("02:00:00:00:00:01")
 	g := Guard{PodMAC: mac, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.5"), netip.MustParseAddr("fd00::5")},
@@ -27,7 +20,7 @@ func TestGuardSources(t *testing.T) {
 	if len(s.arp4) != 2 || s.arp4[0] != netip.MustParsePrefix("0.0.0.0/32") {
 		t.Errorf("arp4 = %v", s.arp4)
 	}
-	ll := netip.PrefixFrom(EUI64LinkLocal(mac), 128)
+	ll := netip.PrefixFrom(LinkLocalOf(mac), 128)
 	if len(s.src6) != 2 || len(s.own6) != 2 || s.src6[0] != netip.MustParsePrefix("fd00::5/128") || s.src6[1] != ll {
 		t.Errorf("src6 = %v, own6 = %v", s.src6, s.own6)
 	}

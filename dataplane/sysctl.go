@@ -156,7 +156,7 @@ func NodeForwardingSysctls(v4, v6 bool) []Sysctl {
 // IFA_F_NODAD already), no router advertisements, and a link-local
 // address derived from the MAC (EUI-64), whatever the namespace's
 // default: the source guard knows it from the MAC alone
-// (EUI64LinkLocal). Written before the link comes up, which is when the
+// (LinkLocalOf). Written before the link comes up, which is when the
 // kernel makes the address.
 func ContainerSysctls(ifName string, v6 bool) []Sysctl {
 	if !v6 {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -115,4 +116,43 @@ func l4Checksum(src, dst netip.Addr, proto byte, seg []byte) uint16 {
 		c = 0xffff
 	}
 	return c
+}
+
+// UDPArrivals sends tries UDP datagrams from each source in srcs, as raw
+// frames on eth0 of the namespace from (Ethernet srcMAC to dstMAC), to
+// dst in the namespace to, where a socket listens; it returns by source
+// how many the socket received. Each datagram carries its source as
+// text, so a rewritten source is still counted as the one sent.
+func UDPArrivals(t testing.TB, from, to string, srcMAC, dstMAC net.HardwareAddr, dst netip.Addr, srcs []netip.Addr, tries int) map[netip.Addr]int {
+	t.Helper()
+	network := "udp6"
+	if dst.Is4() {
+		network = "udp4"
+	}
+	var conn *net.UDPConn
+	if err := netns.Do(to, func() (err error) {
+		conn, err = net.ListenUDP(network, &net.UDPAddr{IP: dst.AsSlice()})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	port := uint16(conn.LocalAddr().(*net.UDPAddr).Port)
+	for _, src := range srcs {
+		for range tries {
+			SendFrame(t, from, UDPFrame(dstMAC, srcMAC, src, dst, port, []byte(src.String())))
+		}
+	}
+	got := map[netip.Addr]int{}
+	buf := make([]byte, 1500)
+	for {
+		conn.SetReadDeadline(time.Now().Add(time.Second))
+		n, _, err := conn.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return got
+		}
+		if a, err := netip.ParseAddr(string(buf[:n])); err == nil {
+			got[a]++
+		}
+	}
 }

@@ -56,7 +56,8 @@ func TestSpoofedSources(t *testing.T) {
 				if !v4 {
 					forged[2] = netip.MustParseAddr("fd00:200::9")
 				}
-				got := udpArrivals(t, attacker, victim, dstMAC, v4, append([]netip.Addr{attacker.addr(v4)}, forged...))
+				got := testutil.UDPArrivals(t, attacker.ns, victim.ns, podMAC(t, attacker), dstMAC, victim.addr(v4),
+					append([]netip.Addr{attacker.addr(v4)}, forged...), spoofTries)
 				if got[attacker.addr(v4)] == 0 {
 					t.Fatalf("IPv4=%v: not even the attacker's own address got through (%v): the test proves nothing", v4, got)
 				}
@@ -97,45 +98,6 @@ func TestSpoofedSources(t *testing.T) {
 }
 
 const spoofTries = 3
-
-// udpArrivals sends spoofTries UDP datagrams from each source in srcs,
-// as raw Ethernet frames on the attacker's eth0, to the victim, and
-// counts by source what the victim's socket received.
-func udpArrivals(t *testing.T, attacker, victim *pod, dstMAC net.HardwareAddr, v4 bool, srcs []netip.Addr) map[netip.Addr]int {
-	t.Helper()
-	dst := victim.addr(v4)
-	network := "udp6"
-	if v4 {
-		network = "udp4"
-	}
-	var conn *net.UDPConn
-	if err := netns.Do(victim.ns, func() (err error) {
-		conn, err = net.ListenUDP(network, &net.UDPAddr{IP: dst.AsSlice()})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	port := uint16(conn.LocalAddr().(*net.UDPAddr).Port)
-	srcMAC := podMAC(t, attacker)
-	for _, src := range srcs {
-		for range spoofTries {
-			testutil.SendFrame(t, attacker.ns, testutil.UDPFrame(dstMAC, srcMAC, src, dst, port, []byte(src.String())))
-		}
-	}
-	got := map[netip.Addr]int{}
-	buf := make([]byte, 1500)
-	for {
-		conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-		n, _, err := conn.ReadFromUDPAddrPort(buf)
-		if err != nil {
-			return got
-		}
-		if a, err := netip.ParseAddr(string(buf[:n])); err == nil {
-			got[a]++
-		}
-	}
-}
 
 // testForgedNeighbours: the attacker claims the victim's and the
 // gateway's IPv4 addresses by gratuitous ARP, and the victim's IPv6
@@ -182,7 +144,7 @@ func testForgedNeighbours(t *testing.T, e *env, attacker, victim, other *pod) {
 		}
 	}
 	for range spoofTries {
-		testutil.SendFrame(t, attacker.ns, testutil.NAFrame(attackerMAC, dataplane.EUI64LinkLocal(attackerMAC), victim.addr(false)))
+		testutil.SendFrame(t, attacker.ns, testutil.NAFrame(attackerMAC, dataplane.LinkLocalOf(attackerMAC), victim.addr(false)))
 	}
 	time.Sleep(300 * time.Millisecond)
 	after := map[string]string{

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/podnet/podnet/agent"
 	"github.com/podnet/podnet/dataplane"
@@ -57,7 +56,10 @@ func TestSpoofAcrossNodes(t *testing.T) {
 				if !v4 {
 					forged[0] = victim.Node.Pods[1].IP6
 				}
-				got := crossNodeArrivals(t, attacker, victim, dst, append([]netip.Addr{own}, forged...))
+				// Routed: the next hop is the host end, whose MAC is the
+				// same for every pod.
+				got := testutil.UDPArrivals(t, attacker.NS, victim.NS, podMAC(t, attacker), dataplane.RoutedHostMAC, dst,
+					append([]netip.Addr{own}, forged...), spoofTries)
 				if got[own] == 0 {
 					t.Fatalf("IPv4=%v: not even the attacker's own address got across (%v): the test proves nothing", v4, got)
 				}
@@ -78,49 +80,18 @@ func TestSpoofAcrossNodes(t *testing.T) {
 
 const spoofTries = 3
 
-// crossNodeArrivals sends spoofTries UDP frames from each source to dst,
-// routed through the attacker's node (the host end's MAC is the same for
-// every routed pod), and counts by source what the victim received.
-func crossNodeArrivals(t *testing.T, attacker, victim *e2enet.Pod, dst netip.Addr, srcs []netip.Addr) map[netip.Addr]int {
+// podMAC is the MAC of the pod's eth0.
+func podMAC(t *testing.T, p *e2enet.Pod) net.HardwareAddr {
 	t.Helper()
-	network := "udp6"
-	if dst.Is4() {
-		network = "udp4"
-	}
-	var conn *net.UDPConn
-	if err := netns.Do(victim.NS, func() (err error) {
-		conn, err = net.ListenUDP(network, &net.UDPAddr{IP: dst.AsSlice()})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	port := uint16(conn.LocalAddr().(*net.UDPAddr).Port)
-	var srcMAC net.HardwareAddr
-	if err := netns.Do(attacker.NS, func() error {
+	var mac net.HardwareAddr
+	if err := netns.Do(p.NS, func() error {
 		i, err := net.InterfaceByName("eth0")
 		if err == nil {
-			srcMAC = i.HardwareAddr
+			mac = i.HardwareAddr
 		}
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for _, src := range srcs {
-		for range spoofTries {
-			testutil.SendFrame(t, attacker.NS, testutil.UDPFrame(dataplane.RoutedHostMAC, srcMAC, src, dst, port, []byte(src.String())))
-		}
-	}
-	got := map[netip.Addr]int{}
-	buf := make([]byte, 1500)
-	for {
-		conn.SetReadDeadline(time.Now().Add(time.Second))
-		n, _, err := conn.ReadFromUDPAddrPort(buf)
-		if err != nil {
-			return got
-		}
-		if a, err := netip.ParseAddr(string(buf[:n])); err == nil {
-			got[a]++
-		}
-	}
+	return mac
 }
