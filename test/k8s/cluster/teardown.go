@@ -205,6 +205,13 @@ func (c *Cluster) deleteReplicated(ctx context.Context) error {
 	return nil
 }
 
+// drainGrace bounds the grace period of the pods a teardown deletes, as
+// `kubectl drain --grace-period` does: some upstream specs leave pods
+// behind with 600 s of it (a terminating endpoint that must keep
+// serving), which would outlast deleteAllPods's two minutes. The kubelet
+// still stops each pod and runs its CNI DEL.
+const drainGrace int64 = 10
+
 // deletePods deletes the pods matching the label selector sel.
 func (c *Cluster) deletePods(ctx context.Context, sel string) error {
 	pods, err := c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: sel})
@@ -212,7 +219,12 @@ func (c *Cluster) deletePods(ctx context.Context, sel string) error {
 		return err
 	}
 	for _, p := range pods.Items {
-		if err := c.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		opts := metav1.DeleteOptions{}
+		if g := p.Spec.TerminationGracePeriodSeconds; g == nil || *g > drainGrace {
+			grace := drainGrace
+			opts.GracePeriodSeconds = &grace
+		}
+		if err := c.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, opts); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 	}
