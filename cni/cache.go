@@ -1,9 +1,11 @@
 package cni
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -55,7 +57,9 @@ func cachePath(dir, network, containerID, ifName string) string {
 
 // writeCache stores an attachment: a temp file in the same directory,
 // renamed over the old entry, so that no reader, and no crash, ever sees
-// a torn entry in place of an old one (see writeFileAtomic).
+// a torn entry in place of an old one (see writeFileAtomic). A writer
+// killed before the rename leaves the temp file; DEL and GC sweep it
+// (cachetemp.go).
 func writeCache(dir string, list *NetworkConfigList, rt *RuntimeConf, result *Result) error {
 	entry := cacheEntry{
 		Kind:           cacheKind,
@@ -75,14 +79,18 @@ func writeCache(dir string, list *NetworkConfigList, rt *RuntimeConf, result *Re
 		return Errorf(CodeIOFailure, "cannot encode cache entry: %v", err)
 	}
 	path := cachePath(dir, list.Name, rt.ContainerID, rt.IfName)
-	if err := writeFileAtomic(path, data); err != nil {
+	if err := writeFileAtomic(path, bytes.NewReader(data)); err != nil {
 		return Errorf(CodeIOFailure, "cannot write result cache: %v", err)
 	}
 	return nil
 }
 
-// writeFileAtomic replaces path with data through a temp file and a
+// writeFileAtomic replaces path with content through a temp file and a
 // rename: a reader sees the old entry or the new one, never part of one.
+// The temp file is locked while it is written (createLockedTemp), so
+// that a sweep can tell it from a dead writer's (cachetemp.go). content is
+// an io.WriterTo, not a []byte, so that a test can stop or kill a real
+// writer halfway through its write.
 //
 // The temp file is fsynced only when it replaces an entry. Then a crash
 // must leave the old entry or the new one, and without the sync some
@@ -93,19 +101,22 @@ func writeCache(dir string, list *NetworkConfigList, rt *RuntimeConf, result *Re
 // list recovers. Its sync would cost every ADD about a millisecond of
 // waiting for the disk (measured in podnet bench), for nothing. The
 // directory is never synced, for the same reason.
-func writeFileAtomic(path string, data []byte) error {
+func writeFileAtomic(path string, content io.WriterTo) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	_, statErr := os.Lstat(path)
 	replacing := statErr == nil
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	tmp, lock, err := createLockedTemp(path)
 	if err != nil {
 		return err
 	}
+	// Released last: until the temp file is renamed or removed, a sweep
+	// must take it for a live writer's.
+	defer lock.Close()
 	cleanup := func() { _ = os.Remove(tmp.Name()) }
-	if _, err := tmp.Write(data); err != nil {
+	if _, err := content.WriteTo(tmp); err != nil {
 		tmp.Close()
 		cleanup()
 		return err

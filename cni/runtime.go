@@ -194,12 +194,19 @@ func decodeAddResult(out []byte, version string) (*Result, error) {
 // is missing or corrupt is not an obstacle, DEL goes on without it. Every
 // plugin gets its DEL even when an earlier one failed, so one stuck plugin
 // does not leak the others' resources; the cache entry is kept until DEL
-// has succeeded everywhere, so a retry still has the result.
+// has succeeded everywhere, so a retry still has the result. The
+// attachment's temp cache files that dead writers left are swept whatever
+// the outcome.
 func (r *Runtime) DelNetworkList(ctx context.Context, list *NetworkConfigList, rt *RuntimeConf) error {
 	if err := validateRuntimeConf(rt, false); err != nil {
 		return err
 	}
-	path := cachePath(r.cacheDirFor(rt), list.Name, rt.ContainerID, rt.IfName)
+	dir := r.cacheDirFor(rt)
+	path := cachePath(dir, list.Name, rt.ContainerID, rt.IfName)
+	// Best effort: a stray temp file holds nothing of the network, and
+	// failing DEL for it would have the caller retry a teardown that is
+	// done. GC sweeps again, and reports what it cannot remove.
+	_ = sweepDeadTemps(dir, tempPrefix(path))
 	var prev *Result
 	if AtLeast(list.CNIVersion, "0.4.0") {
 		if a, err := readCache(path); err == nil && a != nil && a.Result != nil {
@@ -283,16 +290,25 @@ type GCAttachment struct {
 // not in valid, then (1.1.0 and later) sends GC with the valid attachments
 // to every plugin so they can free what no cache entry remembers. Every
 // failure is collected; GC never stops at the first.
+//
+// First it sweeps the temp files that dead writers left in the cache
+// directory, of every network: such a file belongs to no attachment and
+// to no live process (cachetemp.go), so it is swept even when the
+// network disables GC, which is about attachments other runtimes may
+// share.
 func (r *Runtime) GCNetworkList(ctx context.Context, list *NetworkConfigList, valid []GCAttachment) error {
+	var errs []error
+	if err := sweepDeadTemps(r.cacheDir, "."); err != nil {
+		errs = append(errs, err)
+	}
 	if list.DisableGC {
-		return nil
+		return errors.Join(errs...)
 	}
 	keep := make(map[GCAttachment]bool, len(valid))
 	for _, v := range valid {
 		keep[v] = true
 	}
 	cached, err := r.CachedAttachments("", list.Name)
-	var errs []error
 	if err != nil {
 		errs = append(errs, err)
 	}

@@ -350,6 +350,42 @@ func TestSetUpFailureLeavesNothing(t *testing.T) {
 	assertNoCache(t, e.cacheDir) // neither the network's nor loopback's
 }
 
+// deadWritersTemp puts in the cache the temp file that a runtime killed
+// while it cached network's result for sandbox id leaves, as it looks once
+// the sweep's age has passed: a file of half an entry that no process
+// holds a lock on.
+func (e *env) deadWritersTemp(network, id, ifName string) string {
+	e.t.Helper()
+	dir := filepath.Join(e.cacheDir, "results")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		e.t.Fatal(err)
+	}
+	path := filepath.Join(dir, "."+network+"-"+id+"-"+ifName+".tmp-2938475")
+	if err := os.WriteFile(path, []byte(`{"kind":"cniCacheV1","contai`), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	then := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(path, then, then); err != nil {
+		e.t.Fatal(err)
+	}
+	return path
+}
+
+// A runtime killed while it cached a pod's results leaves their temp
+// files and no entry: the pod's tear-down sweeps them.
+func TestTearDownSweepsKilledWritersTemps(t *testing.T) {
+	e := newEnv(t)
+	e.writeConf("10-net.conflist", testNet("net1", e.recDir, ""))
+	p, _ := e.probe()
+	e.sandbox("sb1")
+	e.deadWritersTemp("net1", "sb1", DefaultInterfaceName)
+	e.deadWritersTemp(LoopbackNetworkName, "sb1", loopbackIfName)
+	if err := p.TearDownPod(context.Background(), PodRef{Namespace: "ns", Name: "p"}, "sb1"); err != nil {
+		t.Fatal(err)
+	}
+	assertNoCache(t, e.cacheDir)
+}
+
 func TestGC(t *testing.T) {
 	e := newEnv(t)
 	e.writeConf("10-net.conflist", testNet("net1", e.recDir, ""))
@@ -361,8 +397,14 @@ func TestGC(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A sandbox whose ADD was killed as it cached the result, of a
+	// network no entry names any more.
+	stray := e.deadWritersTemp("old-net", "gone3", DefaultInterfaceName)
 	if err := p.GC(ctx, []string{"keep"}); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(stray); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("GC left a dead writer's temp file: %v", err)
 	}
 	atts, _ := p.Runtime().CachedAttachments("", "")
 	var left []string
