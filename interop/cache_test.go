@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/libcni"
+
 	"github.com/podnet/podnet/cni"
 )
 
@@ -265,5 +267,43 @@ func TestGC(t *testing.T) {
 				t.Errorf("node namespace after GC differs:\n%s", d)
 			}
 		})
+	}
+}
+
+// TestGCSweepsTempLibcniReads: podnet killed between writing a result's
+// temp file and renaming it into place leaves a complete entry under a
+// dot name. libcni reads every file of results/ and lists it as an
+// attachment that ADD never reported, so its GC would DEL that on every
+// pass. Once the file has gone unwritten long enough to be a dead
+// writer's, podnet's GC, of any network, sweeps it, and libcni lists
+// nothing.
+func TestGCSweepsTempLibcniReads(t *testing.T) {
+	cacheDir := t.TempDir()
+	results := filepath.Join(cacheDir, "results")
+	if err := os.MkdirAll(results, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stray := filepath.Join(results, ".pnio-net-pnio-ctr-eth0.tmp-4242")
+	entry := `{"kind":"cniCacheV1","containerId":"pnio-ctr","ifName":"eth0","networkName":"pnio-net","result":{"cniVersion":"1.0.0"}}`
+	if err := os.WriteFile(stray, []byte(entry), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	then := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(stray, then, then); err != nil {
+		t.Fatal(err)
+	}
+	lib := libcni.NewCNIConfigWithCacheDir(nil, cacheDir, nil)
+	if atts, err := lib.GetCachedAttachments(""); err != nil || len(atts) != 1 || atts[0].ContainerID != "pnio-ctr" {
+		t.Fatalf("libcni lists %v (%v); want the temp file taken for an attachment", atts, err)
+	}
+	list, err := cni.ParseNetworkConfigList([]byte(`{"cniVersion":"1.0.0","name":"pnio-other","plugins":[{"type":"noop"}]}`), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cni.NewRuntime(nil, cni.WithCacheDir(cacheDir)).GCNetworkList(context.Background(), list, nil); err != nil {
+		t.Fatal(err)
+	}
+	if atts, err := lib.GetCachedAttachments(""); err != nil || len(atts) != 0 {
+		t.Errorf("libcni lists %v (%v) after podnet's GC, want none", atts, err)
 	}
 }
