@@ -126,8 +126,9 @@ func (s *Store) do(ctx context.Context, c call) (int, []byte, error) {
 			}
 			continue
 		case a.code == 429:
-			s.throttle(a.retryAfter)
-			if fits(ctx, a.retryAfter) {
+			pause := max(a.retryAfter, minPause)
+			s.throttle(pause)
+			if fits(ctx, pause) {
 				continue
 			}
 		}
@@ -166,6 +167,10 @@ func (s *Store) send(ctx context.Context, c call) (answer, error) {
 	}
 	return a, nil
 }
+
+// minPause is the least a 429 holds requests back, whatever its
+// Retry-After says (0): resending at once only adds to the load.
+const minPause = 100 * time.Millisecond
 
 // parseRetryAfter reads a Retry-After in seconds (the API server's
 // form); without one, a second.

@@ -196,16 +196,16 @@ func TestTooManyRequests(t *testing.T) {
 	f := newFakeAPI(t)
 	s := f.open(t, "")
 	key := ipam.Keys{}.Pool("p")
-	throttled := 0
+	throttled, retryAfter := 0, ""
 	f.setFault(func(r *http.Request) *fakeAnswer {
 		if throttled > 0 {
 			throttled--
-			return &fakeAnswer{code: 429, reason: "TooManyRequests", header: map[string]string{"Retry-After": "1"}}
+			return &fakeAnswer{code: 429, reason: "TooManyRequests", header: map[string]string{"Retry-After": retryAfter}}
 		}
 		return nil
 	})
 	f.mu.Lock()
-	throttled = 1
+	throttled, retryAfter = 1, "1"
 	f.mu.Unlock()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -218,9 +218,9 @@ func TestTooManyRequests(t *testing.T) {
 	}
 
 	f.mu.Lock()
-	throttled = 1
+	throttled, retryAfter = 1, "3"
 	f.mu.Unlock()
-	short, cancel := context.WithTimeout(t.Context(), 900*time.Millisecond)
+	short, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	start = time.Now()
 	_, err := s.Get(short, key)
@@ -228,8 +228,8 @@ func TestTooManyRequests(t *testing.T) {
 	if !errors.Is(err, ipam.ErrUnavailable) || !errors.As(err, &ae) || ae.Code != 429 {
 		t.Fatalf("Get after a 429 with less time left than Retry-After: %v, want the 429 as ErrUnavailable", err)
 	}
-	if d := time.Since(start); d > 600*time.Millisecond {
-		t.Errorf("Get waited %v for a pause it could not see the end of", d)
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Errorf("Get waited %v for a pause of 3 s with 2 s left", d)
 	}
 	n := len(f.sent())
 	if _, err := s.Get(short, key); !errors.Is(err, ipam.ErrUnavailable) || !strings.Contains(err.Error(), "429") || len(f.sent()) != n {
@@ -266,5 +266,23 @@ func TestServerErrors(t *testing.T) {
 	}
 	if _, err := a.AutoAssign(ctx, ipam.AutoAssignArgs{Handle: "net.c1", Node: "n1", Num4: 1}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A Retry-After of 0 is no licence to resend at once: the store still
+// pauses minPause between tries, until the caller's deadline.
+func TestTooManyRequestsNoPause(t *testing.T) {
+	f := newFakeAPI(t)
+	s := f.open(t, "")
+	f.setFault(func(r *http.Request) *fakeAnswer {
+		return &fakeAnswer{code: 429, reason: "TooManyRequests", header: map[string]string{"Retry-After": "0"}}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	if _, err := s.Get(ctx, ipam.Keys{}.Pool("p")); !errors.Is(err, ipam.ErrUnavailable) {
+		t.Fatalf("Get while every answer is a 429: %v, want ErrUnavailable", err)
+	}
+	if n := f.count("GET"); n > int(500*time.Millisecond/minPause)+1 {
+		t.Errorf("%d requests in 500 ms, want at most one per %v", n, minPause)
 	}
 }

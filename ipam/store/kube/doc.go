@@ -68,8 +68,8 @@
 // The store must not resend a request that may have reached the server:
 // the allocator's compare-on-resourceVersion retries make that safe. It
 // resends only what the server refused before running it: a 401 once
-// after re-reading the token file, and a 429 after its Retry-After when
-// that fits in the caller's deadline. A 429 holds back every request of
+// after re-reading the token file, and a 429 after its Retry-After (at
+// least minPause) when that fits in the caller's deadline. A 429 holds back every request of
 // the Store until its Retry-After has passed, so the allocator's own
 // retries, which come sooner, fail at once instead of reaching a server
 // that asked for a pause. (minihttp resends, once, what a kept connection
