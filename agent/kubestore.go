@@ -38,7 +38,11 @@ func OpenKubeStore(cfg *rest.Config, prefix string) (*kube.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return kube.Open(kube.Options{Kubeconfig: "(the agent's API config)", KubeconfigJSON: kc, Prefix: prefix, Dial: cfg.Dial})
+	// The socket sends the requests of every plugin of the node, several
+	// at a time: more idle connections than a plugin's few (as many as
+	// minihttp kept for everyone before).
+	return kube.Open(kube.Options{Kubeconfig: "(the agent's API config)", KubeconfigJSON: kc, Prefix: prefix, Dial: cfg.Dial,
+		MaxIdleConns: 4})
 }
 
 // kubeconfig is the JSON form of a kubeconfig (JSON is YAML, so kubectl

@@ -30,7 +30,8 @@
 // Config.UnavailableTimeout), the caller's deadline passed, or conflicts
 // outlasted it; KindInUse for an address already taken; KindExhausted
 // when the eligible pools have no free address; KindInvalid for bad
-// input (or a store holding layout v1 data to migrate first); KindNotFound
+// input (or a store holding layout v1 data to migrate first, or one that
+// refuses the caller's credentials: ErrDenied); KindNotFound
 // for a missing endpoint; KindWriteFailed when the store could not write
 // what it accepted; KindInternal otherwise. A failure never yields a
 // duplicate address: the only path to an allocation is a block write that

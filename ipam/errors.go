@@ -19,7 +19,8 @@ const (
 	// KindInternal is a bug, or a value in the store that does not decode.
 	KindInternal Kind = iota + 1
 	// KindInvalid is a request or pool that cannot succeed as given: a bad
-	// name, a pool that does not exist, an address in no pool.
+	// name, a pool that does not exist, an address in no pool, or a
+	// store that refuses the configured credentials (ErrDenied).
 	KindInvalid
 	// KindInUse is an address another handle already holds.
 	KindInUse
@@ -71,9 +72,10 @@ func errorf(kind Kind, format string, args ...any) *Error {
 }
 
 // KindOf returns the kind of err: that of the first *Error in its chain,
-// else the kind a bare store or context error implies (KindUnavailable
-// for ErrUnavailable, ErrConflict and an ended context, KindWriteFailed
-// for ErrWrite), else KindInternal. It returns 0 for nil.
+// else the kind a bare store or context error implies (KindInvalid for
+// ErrDenied, KindUnavailable for ErrUnavailable, ErrConflict and an ended
+// context, KindWriteFailed for ErrWrite), else KindInternal. It returns 0
+// for nil.
 func KindOf(err error) Kind {
 	var e *Error
 	switch {
@@ -81,6 +83,8 @@ func KindOf(err error) Kind {
 		return 0
 	case errors.As(err, &e):
 		return e.Kind
+	case errors.Is(err, ErrDenied):
+		return KindInvalid
 	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrConflict),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return KindUnavailable

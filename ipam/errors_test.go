@@ -20,6 +20,7 @@ func TestKindOf(t *testing.T) {
 		{fmt.Errorf("txn: %w", ErrConflict), KindUnavailable},
 		{context.DeadlineExceeded, KindUnavailable},
 		{fmt.Errorf("commit: %w", ErrWrite), KindWriteFailed},
+		{fmt.Errorf("GET ipamblocks/b: 401 Unauthorized: %w", ErrDenied), KindInvalid},
 		{errors.New("something else"), KindInternal},
 	} {
 		if got := KindOf(tc.err); got != tc.want {

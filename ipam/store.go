@@ -87,6 +87,11 @@ var (
 	// commit failing on a full disk); the allocator reports it as
 	// KindWriteFailed.
 	ErrWrite = errors.New("store write failed")
+	// ErrDenied means the store refused the caller: credentials it does
+	// not accept, or rights they lack (an API server's 401 or 403). No
+	// retry helps until the configuration is fixed, so the allocator does
+	// not retry it and reports it as KindInvalid.
+	ErrDenied = errors.New("store access denied")
 )
 
 // AnyRevision as Write.ModRevision makes a write unconditional.

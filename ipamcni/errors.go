@@ -47,7 +47,8 @@ func CodeOf(err error) cni.Code {
 // *cni.Error the runtime gets. A store error that reached no allocator
 // (opening, syncing or closing the store) is code 11 when the store was
 // unavailable, so the runtime retries instead of failing the pod for
-// good, and an I/O failure (5) otherwise.
+// good, 7 when it refused the configured credentials (the configuration
+// must change first), and an I/O failure (5) otherwise.
 func cniError(err error) error {
 	if err == nil || cni.CodeOf(err) != 0 {
 		return err // without allocating: this runs on every success
@@ -56,6 +57,8 @@ func cniError(err error) error {
 	switch {
 	case errors.As(err, &ie):
 		return &cni.Error{Code: kindCode(ie.Kind), Msg: err.Error()}
+	case errors.Is(err, ipam.ErrDenied):
+		return cni.Errorf(kindCode(ipam.KindInvalid), "podnet-ipam: %v", err)
 	case errors.Is(err, ipam.ErrUnavailable):
 		return cni.Errorf(cni.CodeTryAgainLater, "podnet-ipam: store unavailable: %v", err)
 	default:

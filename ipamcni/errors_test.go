@@ -31,6 +31,7 @@ func TestErrorCodes(t *testing.T) {
 		{cni.Errorf(cni.CodeDecodingFailure, "own code"), cni.CodeDecodingFailure},
 		{fmt.Errorf("open x: %w", ipam.ErrUnavailable), cni.CodeTryAgainLater},
 		{fmt.Errorf("commit: %w", ipam.ErrWrite), cni.CodeIOFailure},
+		{fmt.Errorf("GET ipamblocks/b: 403 Forbidden: %w", ipam.ErrDenied), cni.CodeInvalidNetworkConfig},
 		{errors.New("anything else"), cni.CodeIOFailure},
 	} {
 		got := cniError(tc.err)

@@ -17,14 +17,28 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// maxIdle is how many idle connections a Client keeps per host.
-const maxIdle = 4
+// Idle connection limits for a plugin, a process that lives for one CNI
+// verb and sends its requests one after another: one connection is all it
+// reuses, a second covers an overlap; 30 s is far more than a verb lasts,
+// and less than the idle timeouts of load balancers that drop a
+// connection without closing it (which no liveness check can see).
+const (
+	DefaultMaxIdle     = 2
+	DefaultIdleTimeout = 30 * time.Second
+)
 
 // Client sends requests and keeps idle connections per host between
 // them. The zero value dials plain TCP without a timeout; set the fields
 // before the first request.
 type Client struct {
 	DialTimeout time.Duration
+	// MaxIdle is how many idle connections are kept per host (default
+	// DefaultMaxIdle): a long-lived caller sending requests concurrently
+	// keeps more, or pays a new connection for each request over it.
+	MaxIdle int
+	// IdleTimeout is how long an idle connection may wait to be reused
+	// (default DefaultIdleTimeout); an older one is closed instead.
+	IdleTimeout time.Duration
 	// TLSConfig is used for https endpoints; nil means the defaults
 	// (system roots, TLS 1.2 or later).
 	TLSConfig *tls.Config
@@ -79,40 +93,62 @@ type DialError struct{ Err error }
 func (e *DialError) Error() string { return e.Err.Error() }
 func (e *DialError) Unwrap() error { return e.Err }
 
+// conn is a connection, TLS or not, over a probeConn.
 type conn struct {
 	net.Conn
-	raw net.Conn // the TCP connection under TLS, or Conn itself
-	tls bool
-	br  *bufio.Reader
+	probe     *probeConn
+	br        *bufio.Reader
+	idleSince time.Time
 }
 
 // Do sends one request. An idle connection the server closed is dropped
-// before use; one that fails on the write anyway cannot have delivered
-// the request, which then goes again on a new connection. A failure after
-// the write is the caller's: the server may have run the request, and it
-// is not sent twice (as net/http does not either).
+// before use (alive). The server may still close one as the request
+// leaves; such a request goes once more, on a new connection, when it
+// cannot have reached the server (its write failed) or when it is
+// idempotent and nothing came back. Any other failure after the write is
+// the caller's: the server may have run the request, and it is not sent
+// twice.
 func (c *Client) Do(ctx context.Context, ep Endpoint, r Request) (*Response, error) {
 	msg := r.encode(ep)
-	for {
-		hc, reused := c.get(ep), true
-		if hc == nil {
-			var err error
-			if hc, err = c.dial(ctx, ep); err != nil {
-				return nil, err
-			}
-			reused = false
-		}
+	if hc := c.get(ep); hc != nil {
 		resp, err := c.roundTrip(ctx, ep, hc, msg, r.Stream)
 		if err == nil {
 			return resp, nil
 		}
 		hc.Close()
-		var stale *staleConnError
-		if reused && errors.As(err, &stale) && ctx.Err() == nil {
-			continue
+		if !r.resendable(err) || ctx.Err() != nil {
+			return nil, err
 		}
+	}
+	hc, err := c.dial(ctx, ep)
+	if err != nil {
 		return nil, err
 	}
+	resp, err := c.roundTrip(ctx, ep, hc, msg, r.Stream)
+	if err != nil {
+		hc.Close()
+		return nil, err
+	}
+	return resp, nil
+}
+
+// resendable reports whether a request that failed with err on a reused
+// connection may go again: it never reached the server whole, or it did
+// and the server closed the connection without a byte of answer, and
+// sending it twice is harmless (RFC 9110's idempotent methods).
+func (r Request) resendable(err error) bool {
+	var ce *closedError
+	if !errors.As(err, &ce) {
+		return false
+	}
+	if !ce.sent {
+		return true
+	}
+	switch r.Method {
+	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
+		return true
+	}
+	return false
 }
 
 func (r Request) encode(ep Endpoint) string {
@@ -137,8 +173,8 @@ func (r Request) encode(ep Endpoint) string {
 	return b.String()
 }
 
-// get returns an idle connection to ep that the server has not closed,
-// or nil.
+// get returns an idle connection to ep that is alive and has not waited
+// past the idle timeout, or nil. It closes the others it meets.
 func (c *Client) get(ep Endpoint) *conn {
 	for {
 		c.mu.Lock()
@@ -150,41 +186,29 @@ func (c *Client) get(ep Endpoint) *conn {
 		hc := list[len(list)-1]
 		c.idle[ep.HostPort] = list[:len(list)-1]
 		c.mu.Unlock()
-		if hc.alive() {
+		if time.Since(hc.idleSince) <= c.idleTimeout() && hc.alive() {
 			return hc
 		}
 		hc.Close()
 	}
 }
 
-// alive looks, without waiting, whether the server has closed an idle
-// connection. Bytes waiting on a plain connection are as bad (nothing was
-// asked); on a TLS one they may be a session ticket, for crypto/tls.
+// alive looks, without waiting, whether an idle connection can carry a
+// request. Only a read tells: on a plain connection, any byte the server
+// sent unasked, or its close, means the connection is done. Under TLS,
+// bytes may be records that carry no data (a session ticket, a key
+// update), which crypto/tls consumes; a close_notify alert, the close of
+// the TCP connection, or data nobody asked for means it is done. So the
+// connection is read through its TLS layer, if any, with reads that never
+// wait: alive is a read that would have had to wait.
 func (hc *conn) alive() bool {
 	if hc.br.Buffered() > 0 {
 		return false
 	}
-	sc, ok := hc.raw.(syscall.Conn)
-	if !ok {
-		return true
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	alive := false
-	err = rc.Read(func(fd uintptr) bool {
-		var b [1]byte
-		n, _, rerr := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		switch {
-		case errors.Is(rerr, unix.EAGAIN):
-			alive = true // open, nothing to read
-		case rerr == nil && n > 0:
-			alive = hc.tls
-		}
-		return true // never wait
-	})
-	return err == nil && alive
+	hc.probe.probing = true
+	_, err := hc.br.Peek(1)
+	hc.probe.probing = false
+	return errors.Is(err, errWouldBlock)
 }
 
 func (c *Client) put(ep Endpoint, hc *conn) {
@@ -193,11 +217,33 @@ func (c *Client) put(ep Endpoint, hc *conn) {
 	if c.idle == nil {
 		c.idle = map[string][]*conn{}
 	}
-	if len(c.idle[ep.HostPort]) >= maxIdle {
-		hc.Close()
-		return
+	list := c.idle[ep.HostPort]
+	// The oldest are first: drop the expired ones.
+	for len(list) > 0 && time.Since(list[0].idleSince) > c.idleTimeout() {
+		list[0].Close()
+		list = list[1:]
 	}
-	c.idle[ep.HostPort] = append(c.idle[ep.HostPort], hc)
+	if len(list) >= c.maxIdle() {
+		hc.Close()
+	} else {
+		hc.idleSince = time.Now()
+		list = append(list, hc)
+	}
+	c.idle[ep.HostPort] = list
+}
+
+func (c *Client) maxIdle() int {
+	if c.MaxIdle > 0 {
+		return c.MaxIdle
+	}
+	return DefaultMaxIdle
+}
+
+func (c *Client) idleTimeout() time.Duration {
+	if c.IdleTimeout > 0 {
+		return c.IdleTimeout
+	}
+	return DefaultIdleTimeout
 }
 
 // CloseIdle closes the idle connections.
@@ -217,8 +263,9 @@ func (c *Client) dial(ctx context.Context, ep Endpoint) (*conn, error) {
 	if err != nil {
 		return nil, &DialError{err}
 	}
+	probe := &probeConn{Conn: raw}
 	if !ep.TLS {
-		return &conn{Conn: raw, raw: raw, br: bufio.NewReader(raw)}, nil
+		return &conn{Conn: probe, probe: probe, br: bufio.NewReader(probe)}, nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if c.TLSConfig != nil {
@@ -227,12 +274,12 @@ func (c *Client) dial(ctx context.Context, ep Endpoint) (*conn, error) {
 	if cfg.ServerName == "" {
 		cfg.ServerName = ep.Host
 	}
-	tc := tls.Client(raw, cfg)
+	tc := tls.Client(probe, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		raw.Close()
 		return nil, fmt.Errorf("TLS handshake with %s: %w", ep.HostPort, err)
 	}
-	return &conn{Conn: tc, raw: raw, tls: true, br: bufio.NewReader(tc)}, nil
+	return &conn{Conn: tc, probe: probe, br: bufio.NewReader(tc)}, nil
 }
 
 func (c *Client) dialTCP(ctx context.Context, ep Endpoint) (net.Conn, error) {
@@ -248,12 +295,31 @@ func (c *Client) dialTCP(ctx context.Context, ep Endpoint) (net.Conn, error) {
 	return d.DialContext(ctx, "tcp", ep.HostPort)
 }
 
-// staleConnError is a connection that failed while the request was
-// being written: the server cannot have run it.
-type staleConnError struct{ err error }
+// closedError is a request that failed because the server closed the
+// connection, or reset it: before the request was written whole (sent
+// false: the server cannot have run it), or after, with not a byte of
+// answer (it may have).
+type closedError struct {
+	sent bool
+	err  error
+}
 
-func (e *staleConnError) Error() string { return e.err.Error() }
-func (e *staleConnError) Unwrap() error { return e.err }
+func (e *closedError) Error() string {
+	if e.sent {
+		return "connection closed before any answer: " + e.err.Error()
+	}
+	return "connection closed while sending the request: " + e.err.Error()
+}
+
+func (e *closedError) Unwrap() error { return e.err }
+
+// closedByPeer reports whether err says the peer closed or reset the
+// connection, as opposed to a deadline, a cancellation or a local error.
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, syscall.ECONNABORTED)
+}
 
 func (c *Client) roundTrip(ctx context.Context, ep Endpoint, hc *conn, msg string, stream bool) (*Response, error) {
 	// Cancellation interrupts any blocked read or write at once.
@@ -262,7 +328,17 @@ func (c *Client) roundTrip(ctx context.Context, ep Endpoint, hc *conn, msg strin
 	hc.SetDeadline(deadline) // zero: none
 	if _, err := io.WriteString(hc, msg); err != nil {
 		stop()
-		return nil, &staleConnError{err}
+		if closedByPeer(err) {
+			err = &closedError{sent: false, err: err}
+		}
+		return nil, err
+	}
+	if _, err := hc.br.Peek(1); err != nil {
+		stop()
+		if closedByPeer(err) {
+			err = &closedError{sent: true, err: err}
+		}
+		return nil, err
 	}
 	h, err := readHead(hc.br)
 	if err != nil {
@@ -287,3 +363,55 @@ func (c *Client) roundTrip(ctx context.Context, ep Endpoint, hc *conn, msg strin
 	}
 	return &Response{Status: h.status, Header: h.header, Body: b}, nil
 }
+
+// probeConn is the TCP connection under a conn (and its TLS layer).
+// While probing, its reads never wait: a read that would have to fails
+// with errWouldBlock, an error crypto/tls takes as temporary (it keeps
+// the connection and any partial record), and a closed connection reads
+// io.EOF. Only the goroutine that holds the conn sets probing.
+type probeConn struct {
+	net.Conn
+	probing bool
+}
+
+func (p *probeConn) Read(b []byte) (int, error) {
+	if !p.probing {
+		return p.Conn.Read(b)
+	}
+	sc, ok := p.Conn.(syscall.Conn)
+	if !ok {
+		return 0, errWouldBlock // cannot look (a test's Dial): trust it
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		n, _, rerr = unix.Recvfrom(int(fd), b, unix.MSG_DONTWAIT)
+		return true // never wait
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case errors.Is(rerr, unix.EAGAIN):
+		return 0, errWouldBlock
+	case rerr != nil:
+		return 0, rerr
+	case n == 0 && len(b) > 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// errWouldBlock is a probing read that found nothing to read. It is a
+// net.Error that is temporary, so that crypto/tls does not make it the
+// connection's permanent error.
+var errWouldBlock error = wouldBlock{}
+
+type wouldBlock struct{}
+
+func (wouldBlock) Error() string   { return "nothing to read yet" }
+func (wouldBlock) Timeout() bool   { return true }
+func (wouldBlock) Temporary() bool { return true }

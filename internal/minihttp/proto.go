@@ -19,12 +19,24 @@ type head struct {
 	header  [][2]string
 }
 
-// maxHeaders bounds what a server can make a client hold.
-const maxHeaders = 100
+// Bounds on what a server can make a client read and hold before a body
+// (or in a chunked body's framing): far above what an API server or an
+// etcd gateway sends, far below what would hurt a plugin.
+const (
+	maxLine    = 16 << 10 // bytes of a status, header, chunk size or trailer line, CR LF included
+	maxHeaders = 100      // header lines of a response, or trailer lines of a chunked body
+	maxInterim = 10       // 1xx responses before the final one
+)
+
+// errHeaderLimit is a response that passed one of the bounds above.
+var errHeaderLimit = errors.New("response over minihttp's header limits")
 
 // readHead reads the status line and headers, skipping 1xx responses.
 func readHead(br *bufio.Reader) (head, error) {
-	for {
+	for interim := 0; ; interim++ {
+		if interim > maxInterim {
+			return head{}, fmt.Errorf("%w: more than %d interim (1xx) responses", errHeaderLimit, maxInterim)
+		}
 		line, err := readLine(br)
 		if err != nil {
 			return head{}, err
@@ -56,7 +68,7 @@ func (h *head) readHeaders(br *bufio.Reader) error {
 			return nil
 		}
 		if len(h.header) == maxHeaders {
-			return fmt.Errorf("more than %d response headers", maxHeaders)
+			return fmt.Errorf("%w: more than %d header lines", errHeaderLimit, maxHeaders)
 		}
 		name, value, _ := strings.Cut(line, ":")
 		name, value = strings.ToLower(name), strings.TrimSpace(value)
@@ -76,15 +88,30 @@ func (h *head) readHeaders(br *bufio.Reader) error {
 	}
 }
 
+// readLine reads a line of at most maxLine bytes and returns it without
+// its line end.
 func readLine(br *bufio.Reader) (string, error) {
-	line, err := br.ReadString('\n')
-	if err != nil {
-		if errors.Is(err, io.EOF) && line != "" {
-			err = io.ErrUnexpectedEOF
+	var long []byte // a line longer than br's buffer, so far
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(long)+len(frag) > maxLine {
+			return "", fmt.Errorf("%w: a line longer than %d bytes", errHeaderLimit, maxLine)
 		}
-		return "", err
+		switch {
+		case err == nil:
+			if long != nil {
+				frag = append(long, frag...)
+			}
+			return strings.TrimRight(string(frag), "\r\n"), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			long = append(long, frag...)
+		default:
+			if errors.Is(err, io.EOF) && len(long)+len(frag) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return "", err
+		}
 	}
-	return strings.TrimRight(line, "\r\n"), nil
 }
 
 // body hands the connection back once read to the end.
@@ -176,7 +203,10 @@ func (c *chunkedReader) nextChunk() (int64, error) {
 	if err != nil || n < 0 {
 		return 0, fmt.Errorf("malformed chunk size %q", line)
 	}
-	for n == 0 {
+	for trailers := 0; n == 0; trailers++ {
+		if trailers > maxHeaders {
+			return 0, fmt.Errorf("%w: more than %d trailer lines", errHeaderLimit, maxHeaders)
+		}
 		t, err := readLine(c.br)
 		if err != nil {
 			return 0, noEOF(err)

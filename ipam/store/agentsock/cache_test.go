@@ -141,7 +141,7 @@ func TestCacheBounded(t *testing.T) {
 // and its message across the socket.
 func TestErrorIdentity(t *testing.T) {
 	ctx := t.Context()
-	for _, want := range []error{ipam.ErrNotFound, ipam.ErrConflict, ipam.ErrUnavailable, ipam.ErrWrite, ipam.ErrCompacted, errors.ErrUnsupported, nil} {
+	for _, want := range []error{ipam.ErrNotFound, ipam.ErrConflict, ipam.ErrUnavailable, ipam.ErrWrite, ipam.ErrCompacted, errors.ErrUnsupported, ipam.ErrDenied, nil} {
 		name := "other"
 		if want != nil {
 			name = want.Error()
@@ -161,7 +161,7 @@ func TestErrorIdentity(t *testing.T) {
 				if got == nil || got.Error() != err.Error() {
 					t.Errorf("%s: err = %v, want %q", op, got, err)
 				}
-				for _, s := range []error{ipam.ErrNotFound, ipam.ErrConflict, ipam.ErrUnavailable, ipam.ErrWrite, ipam.ErrCompacted, errors.ErrUnsupported} {
+				for _, s := range []error{ipam.ErrNotFound, ipam.ErrConflict, ipam.ErrUnavailable, ipam.ErrWrite, ipam.ErrCompacted, errors.ErrUnsupported, ipam.ErrDenied} {
 					if errors.Is(got, s) != (s == want) {
 						t.Errorf("%s: errors.Is(%v, %v) = %v", op, got, s, !(s == want))
 					}

@@ -13,7 +13,7 @@
 // caller's deadline, so the server's call to its backend ends when the
 // plugin stops waiting, and whether the caller asked for a fresh read
 // (ipam.FreshRead). An answer carries the error's identity (ErrNotFound,
-// ErrConflict, ErrUnavailable, ErrWrite, ErrCompacted,
+// ErrConflict, ErrUnavailable, ErrWrite, ErrCompacted, ErrDenied,
 // errors.ErrUnsupported) and its message. Requests carry a protocol
 // version; one of another version (a plugin and an agent of different
 // podnet releases, during an upgrade) is refused as unsupported, with a

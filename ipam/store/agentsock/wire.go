@@ -37,7 +37,9 @@ const (
 	flagDelete byte = 1 << 1
 )
 
-// Answer statuses: statusOK, or the identity of the error.
+// Answer statuses: statusOK, or the identity of the error. New ones are
+// added at the end, in the same version: a client that does not know a
+// status reads it as statusOther, with the message intact.
 const (
 	statusOK byte = iota
 	statusNotFound
@@ -47,6 +49,7 @@ const (
 	statusCompacted
 	statusUnsupported
 	statusOther
+	statusDenied
 )
 
 // Frame size limits. A request carries at most one object (a full /26
@@ -65,6 +68,7 @@ var statusErrors = map[byte]error{
 	statusWrite:       ipam.ErrWrite,
 	statusCompacted:   ipam.ErrCompacted,
 	statusUnsupported: errors.ErrUnsupported,
+	statusDenied:      ipam.ErrDenied,
 }
 
 // statusOf is the status that carries err's identity across the wire. A
@@ -75,7 +79,7 @@ func statusOf(err error) byte {
 		return statusUnavailable
 	}
 	// Fixed order: an error matching several keeps the same status.
-	for _, s := range []byte{statusConflict, statusNotFound, statusUnavailable, statusWrite, statusCompacted, statusUnsupported} {
+	for _, s := range []byte{statusConflict, statusNotFound, statusUnavailable, statusWrite, statusCompacted, statusUnsupported, statusDenied} {
 		if errors.Is(err, statusErrors[s]) {
 			return s
 		}

@@ -15,8 +15,8 @@ import (
 
 // APIError is an answer of the API server other than success: its
 // status code and the Status object's reason and message. Errors the
-// allocator acts on also match ipam.ErrConflict, ipam.ErrNotFound or
-// ipam.ErrUnavailable.
+// allocator acts on also match ipam.ErrConflict, ipam.ErrNotFound,
+// ipam.ErrUnavailable or ipam.ErrDenied.
 type APIError struct {
 	Op      string // e.g. "PUT ipamblocks/10-244-1-64-26"
 	Code    int
@@ -47,17 +47,38 @@ func apiError(op string, code int, body []byte) *APIError {
 }
 
 // errorFor maps a failed answer to the error the allocator acts on:
-// unavailable for what a retry may fix, the API's message otherwise.
-func errorFor(ctx context.Context, e *APIError) error {
+// unavailable for what a retry may fix, denied for credentials or rights
+// that must be fixed first, the API's message otherwise.
+func (s *Store) errorFor(ctx context.Context, e *APIError) error {
 	switch e.Code {
 	case 409:
 		return fmt.Errorf("%w: %w", e, ipam.ErrConflict)
 	case 404:
 		return fmt.Errorf("%w: %w", e, ipam.ErrNotFound)
-	case 401, 410, 429, 500, 502, 503, 504:
+	case 401:
+		return fmt.Errorf("%w: the API server %s does not accept the credentials of kubeconfig %s (a token or client certificate that expired, was revoked or is of another cluster); check the kubeconfig: %w",
+			e, s.conn.server.Base, s.kubeconfig, ipam.ErrDenied)
+	case 403:
+		return fmt.Errorf("%w: the credentials of kubeconfig %s are not allowed to %s; check the RBAC rules bound to its user (podnet's ClusterRole: deploy/kubernetes/blocks/rbac.yaml): %w",
+			e, s.kubeconfig, e.verb(), ipam.ErrDenied)
+	case 410, 429, 500, 502, 503, 504:
 		return unavailable(ctx, e)
 	}
 	return e
+}
+
+// verb names what a request asked, as RBAC rules name it.
+func (e *APIError) verb() string {
+	method, path, _ := strings.Cut(e.Op, " ")
+	plural, name, _ := strings.Cut(path, "/")
+	verb := map[string]string{"GET": "get", "POST": "create", "PUT": "update", "DELETE": "delete"}[method]
+	if method == "GET" && name == "" {
+		verb = "list"
+	}
+	if verb == "" {
+		verb = method
+	}
+	return verb + " " + Group + " " + plural
 }
 
 func unavailable(ctx context.Context, err error) error {
@@ -81,27 +102,35 @@ func (c call) op() string {
 
 // do sends c and returns the status and body of an answer the server
 // ran, or an error. It resends only what the server refused unrun: a
-// 429 while its Retry-After fits in ctx's deadline, and a 401 once after
-// re-reading the token file.
+// 429 after its Retry-After, if that fits in ctx's deadline, and a 401
+// once after re-reading the token file.
 func (s *Store) do(ctx context.Context, c call) (int, []byte, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, nil, unavailable(ctx, fmt.Errorf("%s: %w", c.op(), err))
 	}
 	reread := false
 	for {
+		if err := s.waitThrottle(ctx); err != nil {
+			return 0, nil, unavailable(ctx, fmt.Errorf("%s: %w", c.op(), err))
+		}
 		a, err := s.send(ctx, c)
 		if err != nil {
 			return 0, nil, unavailable(ctx, fmt.Errorf("%s: %s: %w", c.op(), s.conn.server.Base, err))
 		}
 		switch {
 		case a.code == 401 && !reread && s.conn.tokenFile != "":
+			// The token may have been rotated since it was read.
 			reread = true
 			if err := s.rereadToken(); err != nil {
-				return 0, nil, unavailable(ctx, fmt.Errorf("%s: 401, and %w", c.op(), err))
+				return 0, nil, fmt.Errorf("kubernetes store: %s: 401 Unauthorized, and the token cannot be read again: %w: %w", c.op(), err, ipam.ErrDenied)
 			}
 			continue
-		case a.code == 429 && waitRetryAfter(ctx, a.retryAfter):
-			continue
+		case a.code == 429:
+			pause := max(a.retryAfter, minPause)
+			s.throttle(pause)
+			if fits(ctx, pause) {
+				continue
+			}
 		}
 		return a.code, a.body, nil
 	}
@@ -139,6 +168,10 @@ func (s *Store) send(ctx context.Context, c call) (answer, error) {
 	return a, nil
 }
 
+// minPause is the least a 429 holds requests back, whatever its
+// Retry-After says (0): resending at once only adds to the load.
+const minPause = 100 * time.Millisecond
+
 // parseRetryAfter reads a Retry-After in seconds (the API server's
 // form); without one, a second.
 func parseRetryAfter(v string) time.Duration {
@@ -149,19 +182,45 @@ func parseRetryAfter(v string) time.Duration {
 	return time.Duration(n) * time.Second
 }
 
-// waitRetryAfter waits d, as a 429 asked, if ctx's deadline allows it.
-func waitRetryAfter(ctx context.Context, d time.Duration) bool {
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
-		return false
+// throttle records a 429's Retry-After: no request leaves before it has
+// passed, this one's resend or any other (the API server's priority and
+// fairness throttles a flow, not a request), so that the allocator's own
+// retries, which come sooner, do not hammer a server that asked for a
+// pause.
+func (s *Store) throttle(d time.Duration) {
+	until := time.Now().Add(d).UnixNano()
+	for {
+		cur := s.notBefore.Load()
+		if cur >= until || s.notBefore.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+// waitThrottle waits out the last Retry-After, or fails at once if
+// ctx's deadline comes first.
+func (s *Store) waitThrottle(ctx context.Context) error {
+	d := time.Until(time.Unix(0, s.notBefore.Load()))
+	if d <= 0 {
+		return nil
+	}
+	if !fits(ctx, d) {
+		return fmt.Errorf("the API server asked for a pause (429 Too Many Requests) of %v more, past the deadline", d.Round(time.Millisecond))
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return true
+		return nil
 	case <-ctx.Done():
-		return false
+		return ctx.Err()
 	}
+}
+
+// fits reports whether waiting d leaves time before ctx's deadline.
+func fits(ctx context.Context, d time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return !ok || time.Until(dl) > d
 }
 
 func (s *Store) bearer() string {
@@ -196,18 +255,6 @@ type object struct {
 	Spec       json.RawMessage `json:"spec"`
 }
 
-// revision parses a resourceVersion. One that is not a decimal integer
-// breaks the store for good: its revisions would not be etcd's.
-func (s *Store) revision(what, rv string) (int64, error) {
-	n, err := strconv.ParseInt(rv, 10, 64)
-	if err == nil && n > 0 {
-		return n, nil
-	}
-	bad := fmt.Errorf("kubernetes store: %s: resourceVersion %q is not a positive decimal integer: the store needs an etcd3-backed API server, whose resourceVersions are etcd revisions", what, rv)
-	s.broken.CompareAndSwap(nil, &bad)
-	return 0, bad
-}
-
 // kv decodes an answer holding one object.
 func (s *Store) kv(r ref, body []byte) (ipam.KV, error) {
 	var o object
@@ -226,9 +273,9 @@ func (s *Store) toKV(res *resource, o object) (ipam.KV, error) {
 	if err != nil {
 		return ipam.KV{}, err
 	}
-	rev, err := s.revision(what, o.Metadata.ResourceVersion)
-	if err != nil {
-		return ipam.KV{}, err
+	if o.Metadata.ResourceVersion == "" {
+		return ipam.KV{}, fmt.Errorf("kubernetes store: %s: no resourceVersion", what)
 	}
+	rev := s.revs.token(what, o.Metadata.ResourceVersion)
 	return ipam.KV{Key: key, Value: []byte(o.Spec), ModRevision: rev}, nil
 }

@@ -139,27 +139,34 @@ func TestLabels(t *testing.T) {
 
 func TestErrorFor(t *testing.T) {
 	ctx := t.Context()
+	s := &Store{conn: &conn{}, kubeconfig: "kc.json"}
 	for code, want := range map[int]error{
-		409: ipam.ErrConflict, 404: ipam.ErrNotFound, 401: ipam.ErrUnavailable, 429: ipam.ErrUnavailable,
+		409: ipam.ErrConflict, 404: ipam.ErrNotFound, 401: ipam.ErrDenied, 403: ipam.ErrDenied, 429: ipam.ErrUnavailable,
 		500: ipam.ErrUnavailable, 503: ipam.ErrUnavailable, 504: ipam.ErrUnavailable,
 	} {
-		if err := errorFor(ctx, apiError("PUT x", code, nil)); !errors.Is(err, want) {
+		if err := s.errorFor(ctx, apiError("PUT x", code, nil)); !errors.Is(err, want) {
 			t.Errorf("%d: %v, want %v", code, err, want)
 		}
 	}
 	body := []byte(`{"kind":"Status","status":"Failure","message":"IPAMBlock.podnet.io \"x\" is invalid: spec.cidr: Invalid value: \"string\": cidr must be a CIDR","reason":"Invalid","code":422}`)
-	err := errorFor(ctx, apiError("PUT ipamblocks/x", 422, body))
+	err := s.errorFor(ctx, apiError("PUT ipamblocks/x", 422, body))
 	var ae *APIError
 	if !errors.As(err, &ae) || ae.Code != 422 || ae.Reason != "Invalid" || !strings.Contains(err.Error(), "cidr must be a CIDR") {
 		t.Errorf("422: %v", err)
 	}
-	for _, sentinel := range []error{ipam.ErrConflict, ipam.ErrNotFound, ipam.ErrUnavailable} {
+	for _, sentinel := range []error{ipam.ErrConflict, ipam.ErrNotFound, ipam.ErrUnavailable, ipam.ErrDenied} {
 		if errors.Is(err, sentinel) {
 			t.Errorf("422 matches %v", sentinel)
 		}
 	}
-	if err := errorFor(ctx, apiError("GET x", 403, []byte("forbidden plain"))); !strings.Contains(err.Error(), "forbidden plain") {
+	if err := s.errorFor(ctx, apiError("GET x", 403, []byte("forbidden plain"))); !strings.Contains(err.Error(), "forbidden plain") {
 		t.Errorf("403: %v", err)
+	}
+	for op, verb := range map[string]string{"GET ipamblocks/b": "get podnet.io ipamblocks", "GET ippools": "list podnet.io ippools",
+		"POST ipamnodes/n": "create podnet.io ipamnodes", "PUT ipamblocks/b": "update podnet.io ipamblocks", "DELETE ipamnodes/n": "delete podnet.io ipamnodes"} {
+		if got := apiError(op, 403, nil).verb(); got != verb {
+			t.Errorf("verb of %s = %q, want %q", op, got, verb)
+		}
 	}
 }
 

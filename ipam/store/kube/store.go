@@ -54,17 +54,24 @@ type Options struct {
 	// Dial, when set, opens TCP connections (tests reach an API server
 	// in a network namespace this way).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// MaxIdleConns is how many idle connections to the API server are
+	// kept; 0 means minihttp's default, sized for a plugin's one verb. A
+	// process that sends requests concurrently for a long time (the
+	// agent, for every plugin of its node) keeps more.
+	MaxIdleConns int
 }
 
 // Store is an ipam.Store over the Kubernetes API.
 type Store struct {
-	conn    *conn
-	client  *minihttp.Client
-	names   names
-	tokenMu sync.Mutex
-	// broken is set once the server answered a resourceVersion that is
-	// not an etcd revision: every later call fails with it.
-	broken atomic.Pointer[error]
+	conn       *conn
+	kubeconfig string // its name, for messages
+	client     *minihttp.Client
+	names      names
+	revs       revisions
+	tokenMu    sync.Mutex
+	// notBefore (unix ns) is when the API server's last 429 allows the
+	// next request.
+	notBefore atomic.Int64
 }
 
 var _ ipam.Store = (*Store)(nil)
@@ -93,8 +100,8 @@ func newStore(c *conn, o Options) *Store {
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = DefaultDialTimeout
 	}
-	return &Store{conn: c, names: newNames(o.Prefix),
-		client: &minihttp.Client{DialTimeout: o.DialTimeout, TLSConfig: c.tls, Dial: o.Dial}}
+	return &Store{conn: c, kubeconfig: o.Kubeconfig, names: newNames(o.Prefix),
+		client: &minihttp.Client{DialTimeout: o.DialTimeout, TLSConfig: c.tls, Dial: o.Dial, MaxIdle: o.MaxIdleConns}}
 }
 
 // Close implements ipam.Store.
@@ -103,14 +110,9 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func (s *Store) usable() error {
-	if p := s.broken.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// Get implements ipam.Store with a quorum read. A key that is no pool,
+// Get implements ipam.Store with a consistent read (a GET without a
+// resourceVersion: the latest, from etcd or a watch cache known to be
+// current). A key that is no pool,
 // block or node key cannot exist in this store, so reading it finds
 // nothing (the allocator looks for a layout marker and v1 data that only
 // older stores can hold); writing it is refused.
@@ -123,16 +125,13 @@ func (s *Store) Get(ctx context.Context, key string) (ipam.KV, error) {
 }
 
 func (s *Store) get(ctx context.Context, r ref) (ipam.KV, error) {
-	if err := s.usable(); err != nil {
-		return ipam.KV{}, err
-	}
 	c := call{method: "GET", path: r.res.plural + "/" + r.name}
 	code, body, err := s.do(ctx, c)
 	switch {
 	case err != nil:
 		return ipam.KV{}, err
 	case code != 200:
-		return ipam.KV{}, errorFor(ctx, apiError(c.op(), code, body))
+		return ipam.KV{}, s.errorFor(ctx, apiError(c.op(), code, body))
 	}
 	return s.kv(r, body)
 }
@@ -140,9 +139,6 @@ func (s *Store) get(ctx context.Context, r ref) (ipam.KV, error) {
 // List implements ipam.Store: a paginated LIST of each resource whose
 // keys can start with prefix, filtered by key.
 func (s *Store) List(ctx context.Context, prefix string) ([]ipam.KV, error) {
-	if err := s.usable(); err != nil {
-		return nil, err
-	}
 	var out []ipam.KV
 	for _, res := range resources {
 		seg := s.names.prefix + res.segment
@@ -192,7 +188,7 @@ func (s *Store) list(ctx context.Context, res *resource) ([]ipam.KV, error) {
 			return nil, err
 		}
 		if code != 200 {
-			return nil, errorFor(ctx, apiError(c.op(), code, body))
+			return nil, s.errorFor(ctx, apiError(c.op(), code, body))
 		}
 		var page listAnswer
 		if err := json.Unmarshal(body, &page); err != nil {

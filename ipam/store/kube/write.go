@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/podnet/podnet/ipam"
 )
@@ -17,9 +16,6 @@ import (
 func (s *Store) Write(ctx context.Context, w ipam.Write) (int64, error) {
 	r, err := s.names.ref(w.Key)
 	if err != nil {
-		return 0, err
-	}
-	if err := s.usable(); err != nil {
 		return 0, err
 	}
 	if w.ModRevision < ipam.AnyRevision {
@@ -36,24 +32,35 @@ func (s *Store) Write(ctx context.Context, w ipam.Write) (int64, error) {
 	return s.update(ctx, r, w.ModRevision, w.Value)
 }
 
-// body is the object to write: value as spec, labels derived from it.
-func (s *Store) body(r ref, rev int64, value []byte) ([]byte, error) {
+// body is the object to write: value as spec, labels derived from it,
+// and rv ("" for none) as its resourceVersion.
+func (s *Store) body(r ref, rv string, value []byte) ([]byte, error) {
 	labels, err := s.names.labels(r, value)
 	if err != nil {
 		return nil, err
 	}
 	o := object{APIVersion: Group + "/" + Version, Kind: r.res.kind,
-		Metadata: meta{Name: r.name, Labels: labels}, Spec: value}
-	if rev > 0 {
-		o.Metadata.ResourceVersion = strconv.FormatInt(rev, 10)
-	}
+		Metadata: meta{Name: r.name, Labels: labels, ResourceVersion: rv}, Spec: value}
 	return json.Marshal(o)
+}
+
+// resourceVersion is the resourceVersion a write at rev compares with:
+// the string the server gave with rev. A rev this store did not hand out
+// for r, or no longer remembers (see revisions), cannot be the object's
+// current one as far as the store can tell: a conflict, which makes the
+// allocator read the object again.
+func (s *Store) resourceVersion(r ref, rev int64) (string, error) {
+	rv, ok := s.revs.resourceVersion(r.String(), rev)
+	if !ok {
+		return "", fmt.Errorf("kubernetes store: %s: revision %d: not one this store read for it, or one it has forgotten: %w", r, rev, ipam.ErrConflict)
+	}
+	return rv, nil
 }
 
 // written returns the revision of the object a write answered with.
 func (s *Store) written(ctx context.Context, r ref, c call, code int, body []byte) (int64, error) {
 	if code != 200 && code != 201 {
-		return 0, errorFor(ctx, apiError(c.op(), code, body))
+		return 0, s.errorFor(ctx, apiError(c.op(), code, body))
 	}
 	kv, err := s.kv(r, body)
 	if err != nil {
@@ -63,7 +70,7 @@ func (s *Store) written(ctx context.Context, r ref, c call, code int, body []byt
 }
 
 func (s *Store) create(ctx context.Context, r ref, value []byte) (int64, error) {
-	b, err := s.body(r, 0, value)
+	b, err := s.body(r, "", value)
 	if err != nil {
 		return 0, err
 	}
@@ -76,7 +83,11 @@ func (s *Store) create(ctx context.Context, r ref, value []byte) (int64, error) 
 }
 
 func (s *Store) update(ctx context.Context, r ref, rev int64, value []byte) (int64, error) {
-	b, err := s.body(r, rev, value)
+	rv, err := s.resourceVersion(r, rev)
+	if err != nil {
+		return 0, err
+	}
+	b, err := s.body(r, rv, value)
 	if err != nil {
 		return 0, err
 	}
@@ -138,8 +149,12 @@ func (s *Store) delete(ctx context.Context, r ref, rev int64) error {
 	}
 	c := call{method: "DELETE", path: r.res.plural + "/" + r.name}
 	if rev > 0 {
+		rv, err := s.resourceVersion(r, rev)
+		if err != nil {
+			return err
+		}
 		o := deleteOptions{APIVersion: "v1", Kind: "DeleteOptions"}
-		o.Preconditions.ResourceVersion = strconv.FormatInt(rev, 10)
+		o.Preconditions.ResourceVersion = rv
 		c.body, _ = json.Marshal(o)
 	}
 	code, body, err := s.do(ctx, c)
@@ -153,5 +168,5 @@ func (s *Store) delete(ctx context.Context, r ref, rev int64) error {
 	case code == 404:
 		return fmt.Errorf("%w: %w", apiError(c.op(), code, body), ipam.ErrConflict)
 	}
-	return errorFor(ctx, apiError(c.op(), code, body))
+	return s.errorFor(ctx, apiError(c.op(), code, body))
 }
