@@ -446,7 +446,7 @@ func (a *Agent) markReady() {
 // gcLoop runs IPAM GC every GCInterval: the releases DELs recorded, at
 // start and then every pass, and the addresses whose attachment is gone.
 func (a *Agent) gcLoop(ctx context.Context) {
-	c := &collector{alloc: ipam.New(a.cfg.Store, ipam.Config{Keys: a.keys}), store: a.cfg.Store, keys: a.keys,
+	c := &collector{alloc: ipam.New(a.cfg.Store, ipam.Config{Keys: a.keys, Logger: a.log}), store: a.cfg.Store, keys: a.keys,
 		node: a.cfg.Node, releaseDir: a.cfg.ReleaseDir,
 		cacheDir: a.cfg.CacheDir, grace: a.cfg.GCGrace, now: time.Now, suspects: map[string]time.Time{}}
 	if err := ipamcni.UnclaimAll(c.releaseDir); err != nil {
