@@ -423,9 +423,9 @@ func (a *Agent) logInstalled(path string, f confFile, args ...any) {
 	}
 }
 
-// releaseRecorded runs c.releaseTombstones and reports what it did.
-func (a *Agent) releaseRecorded(ctx context.Context, c *collector) {
-	n, err := c.releaseTombstones(ctx)
+// finishReleases runs c.finishReleases and reports what it did.
+func (a *Agent) finishReleases(ctx context.Context, c *collector) {
+	n, err := c.finishReleases(ctx)
 	a.m.gcReleased.Add(float64(n))
 	if err != nil {
 		a.m.gcErrors.Inc()
@@ -452,7 +452,7 @@ func (a *Agent) gcLoop(ctx context.Context) {
 	if err := ipamcni.UnclaimAll(c.releaseDir); err != nil {
 		a.log.Warn("release records claimed before a restart", "dir", c.releaseDir, "err", err)
 	}
-	a.releaseRecorded(ctx, c)
+	a.finishReleases(ctx, c)
 	t := time.NewTicker(a.cfg.GCInterval)
 	defer t.Stop()
 	for {
@@ -461,7 +461,7 @@ func (a *Agent) gcLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		a.releaseRecorded(ctx, c)
+		a.finishReleases(ctx, c)
 		n, err := c.pass(ctx)
 		a.m.gcReleased.Add(float64(n))
 		if err != nil {

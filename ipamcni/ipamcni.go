@@ -142,7 +142,7 @@ func (p *IPAM) addAttachment(ctx context.Context, at PodInterface) (*cni.Result,
 		// A container ID used again after a DEL that left a release
 		// for the agent: the handle's addresses are this ADD's now
 		// (AutoAssign returns them), and the agent must not free them.
-		switch err := ClearTombstone(releaseDir(p.req), handle); {
+		switch err := ClearReleaseRecord(releaseDir(p.req), handle); {
 		case errors.Is(err, ErrReleasing):
 			return nil, cni.Errorf(cni.CodeTryAgainLater, "podnet-ipam: %s: %v", handle, err)
 		case err != nil:

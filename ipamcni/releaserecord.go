@@ -1,6 +1,7 @@
 package ipamcni
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,16 +17,17 @@ import (
 // for the node's agent to finish (Config.ReleaseDir).
 const DefaultReleaseDir = "/var/lib/podnet/releases"
 
-// Tombstone is a release a DEL could not make because the store was
+// ReleaseRecord is a release a DEL could not make because the store was
 // unreachable: the DEL succeeds (a pod's teardown must not hang on the
 // IPAM's datastore) and the node's agent releases the handle once the
-// store answers again. Until then the addresses stay allocated: leaked
-// for a while, never given out twice.
+// store answers again (FinishRelease). Until then the addresses stay
+// allocated: leaked for a while, never given out twice. It is kept in
+// <release dir>/<handle>.json.
 //
 // A release is by node and handle (<network>.<container ID>), which also
 // names the endpoint: the record holds what the agent needs for it and
 // no more.
-type Tombstone struct {
+type ReleaseRecord struct {
 	Node   string `json:"node"`
 	Handle string `json:"handle"`
 	// Prefix is the store key prefix the addresses were allocated under.
@@ -33,26 +35,26 @@ type Tombstone struct {
 	Time   time.Time `json:"time"`
 }
 
-// tombstoneName is a handle as a file name: <network>.<containerID> is
+// recordName is a handle as a file name: <network>.<containerID> is
 // made of CNI's identifier characters, which are safe in a path.
-var tombstoneName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
+var recordName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
 
-func tombstonePath(dir, handle string) (string, error) {
-	if !tombstoneName.MatchString(handle) || len(handle) > 250 {
-		return "", fmt.Errorf("handle %q cannot name a release file", handle)
+func recordPath(dir, handle string) (string, error) {
+	if !recordName.MatchString(handle) || len(handle) > 250 {
+		return "", fmt.Errorf("handle %q cannot name a release record file", handle)
 	}
 	return filepath.Join(dir, handle+".json"), nil
 }
 
-// WriteTombstone records ts in dir durably: written to a temporary file,
-// synced, renamed over any earlier record of the handle, and the
+// WriteReleaseRecord records rec in dir durably: written to a temporary
+// file, synced, renamed over any earlier record of the handle, and the
 // directory synced, so a crash leaves the old record or the new one.
-func WriteTombstone(dir string, ts Tombstone) error {
-	path, err := tombstonePath(dir, ts.Handle)
+func WriteReleaseRecord(dir string, rec ReleaseRecord) error {
+	path, err := recordPath(dir, rec.Handle)
 	if err != nil {
 		return err
 	}
-	data, err := json.Marshal(ts)
+	data, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
@@ -78,7 +80,7 @@ func WriteTombstone(dir string, ts Tombstone) error {
 		err = syncDir(dir)
 	}
 	if err != nil {
-		return fmt.Errorf("record release of %s in %s: %w", ts.Handle, dir, err)
+		return fmt.Errorf("record release of %s in %s: %w", rec.Handle, dir, err)
 	}
 	return nil
 }
@@ -104,14 +106,20 @@ func claimedPath(path string) string {
 	return filepath.Join(filepath.Dir(path), ".claimed-"+filepath.Base(path))
 }
 
-// ClearTombstone is what an ADD of handle does first: a record of the
+// ClearReleaseRecord is what an ADD of handle does first: a record of the
 // handle is dropped (the ADD takes the handle's addresses over); if the
 // agent has claimed it, the ADD gets ErrReleasing. Ordering makes it
-// race-free against ClaimTombstone: the remove comes first, and a record
-// that vanished under it was renamed by the agent, whose claim file is
-// then still there until the release is done.
-func ClearTombstone(dir, handle string) error {
-	path, err := tombstonePath(dir, handle)
+// race-free against the agent's claim: the remove comes first, and a
+// record that vanished under it was renamed by the agent, whose claim
+// file is then still there until the release is done.
+func ClearReleaseRecord(dir, handle string) error {
+	return clearReleaseRecord(dir, handle, func() {})
+}
+
+// clearReleaseRecord is ClearReleaseRecord calling between() between its
+// steps, for tests that interleave an agent with them.
+func clearReleaseRecord(dir, handle string, between func()) error {
+	path, err := recordPath(dir, handle)
 	if err != nil {
 		return err
 	}
@@ -122,6 +130,7 @@ func ClearTombstone(dir, handle string) error {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	between()
 	if _, err := os.Lstat(claimedPath(path)); err == nil {
 		return ErrReleasing
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -130,48 +139,54 @@ func ClearTombstone(dir, handle string) error {
 	return nil
 }
 
-// ClaimTombstone takes the record of handle for releasing: ok is false
-// when an ADD dropped it first. The caller releases the addresses and
-// then calls DoneTombstone.
-func ClaimTombstone(dir, handle string) (ok bool, err error) {
-	path, err := tombstonePath(dir, handle)
+// FinishRelease is the node agent's side: it claims the record of handle
+// in dir (done is false, with no error, when an ADD dropped it first),
+// calls release with it, and drops the record once release succeeds; a
+// failed release puts the record back for the next pass. No ADD can
+// replace a claimed record meanwhile (ADDs of a claimed handle wait).
+func FinishRelease(ctx context.Context, dir, handle string, release func(ReleaseRecord) error) (done bool, err error) {
+	path, err := recordPath(dir, handle)
 	if err != nil {
 		return false, err
 	}
-	err = os.Rename(path, claimedPath(path))
+	claimed := claimedPath(path)
+	err = os.Rename(path, claimed)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
-	return err == nil, err
-}
-
-// DoneTombstone ends a claim: released (or found invalid), the record goes.
-func DoneTombstone(dir, handle string) error {
-	path, err := tombstonePath(dir, handle)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if err := os.Remove(claimedPath(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+	rec, err := readRecord(claimed, handle)
+	if err == nil {
+		err = release(rec)
 	}
-	return nil
-}
-
-// UnclaimTombstone puts back a record whose release failed, for the next
-// pass; no ADD can have replaced it meanwhile (ADDs of a claimed handle
-// wait). An agent starting up puts back every claim a crash left.
-func UnclaimTombstone(dir, handle string) error {
-	path, err := tombstonePath(dir, handle)
 	if err != nil {
-		return err
+		return false, errors.Join(err, os.Rename(claimed, path))
 	}
-	return os.Rename(claimedPath(path), path)
+	if err := os.Remove(claimed); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return true, err
+	}
+	return true, nil
 }
 
-// ReadTombstones returns every record in dir (none when dir does not
+// readRecord reads the record of handle at path.
+func readRecord(path, handle string) (ReleaseRecord, error) {
+	var rec ReleaseRecord
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return rec, err
+	}
+	if err := json.Unmarshal(data, &rec); err != nil || rec.Handle != handle {
+		return rec, fmt.Errorf("release record file %s: not a release record of %s", path, handle)
+	}
+	return rec, nil
+}
+
+// ReadReleaseRecords returns every record in dir (none when dir does not
 // exist). A file that does not decode is reported in the error and
 // skipped, so one bad file does not hold up the others.
-func ReadTombstones(dir string) ([]Tombstone, error) {
+func ReadReleaseRecords(dir string) ([]ReleaseRecord, error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -179,24 +194,22 @@ func ReadTombstones(dir string) ([]Tombstone, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []Tombstone
+	var out []ReleaseRecord
 	var errs []error
 	for _, e := range ents {
 		name := e.Name()
 		if !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(dir, name))
+		rec, err := readRecord(filepath.Join(dir, name), strings.TrimSuffix(name, ".json"))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // dropped by an ADD since the listing
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		var ts Tombstone
-		if err := json.Unmarshal(data, &ts); err != nil || ts.Handle+".json" != name {
-			errs = append(errs, fmt.Errorf("release file %s: not a release record", filepath.Join(dir, name)))
-			continue
-		}
-		out = append(out, ts)
+		out = append(out, rec)
 	}
 	return out, errors.Join(errs...)
 }
@@ -215,9 +228,9 @@ func UnclaimAll(dir string) error {
 	return errors.Join(errs...)
 }
 
-// tombstoneFor is the record of a release at for req that failed now.
-func tombstoneFor(req *Request, at PodInterface, now time.Time) Tombstone {
-	return Tombstone{Node: req.Config.Node, Handle: Handle(req.Network, at.ContainerID), Prefix: req.Config.Prefix, Time: now.UTC()}
+// releaseRecordFor is the record of a release at for req that failed now.
+func releaseRecordFor(req *Request, at PodInterface, now time.Time) ReleaseRecord {
+	return ReleaseRecord{Node: req.Config.Node, Handle: Handle(req.Network, at.ContainerID), Prefix: req.Config.Prefix, Time: now.UTC()}
 }
 
 // remoteStore reports whether req's store is one a node agent serves
@@ -228,7 +241,7 @@ func remoteStore(req *Request) bool {
 	return !strings.HasPrefix(req.Config.Store, "bolt:")
 }
 
-// releaseDir is where req's tombstones go.
+// releaseDir is where req's release records go.
 func releaseDir(req *Request) string {
 	if req.Config.ReleaseDir != "" {
 		return req.Config.ReleaseDir
