@@ -449,9 +449,6 @@ func (a *Agent) gcLoop(ctx context.Context) {
 	c := &collector{alloc: ipam.New(a.cfg.Store, ipam.Config{Keys: a.keys, Logger: a.log}), store: a.cfg.Store, keys: a.keys,
 		node: a.cfg.Node, releaseDir: a.cfg.ReleaseDir,
 		cacheDir: a.cfg.CacheDir, grace: a.cfg.GCGrace, now: time.Now, suspects: map[string]time.Time{}}
-	if err := ipamcni.UnclaimAll(c.releaseDir); err != nil {
-		a.log.Warn("release records claimed before a restart", "dir", c.releaseDir, "err", err)
-	}
 	a.finishReleases(ctx, c)
 	t := time.NewTicker(a.cfg.GCInterval)
 	defer t.Stop()

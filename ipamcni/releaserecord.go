@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/podnet/podnet/internal/flock"
 )
 
 // DefaultReleaseDir is where a DEL leaves the releases it could not make
@@ -97,77 +99,142 @@ func syncDir(dir string) error {
 	return err
 }
 
-// ErrReleasing means the agent is releasing the handle's addresses now:
-// an ADD of the handle must wait for it (code 11, the runtime retries).
-var ErrReleasing = errors.New("the node agent is releasing this handle's addresses")
+// Who owns a release record, and when:
+//
+//   - A DEL of the handle creates it (WriteReleaseRecord). The runtime
+//     never runs a DEL and an ADD of one container at once.
+//   - The node's agent finishes it (FinishRelease) holding the lock of the
+//     release dir (flock(2) on <dir>/.lock) for the whole of one release:
+//     it reads the record, releases the handle, and removes the record
+//     only once the release succeeded; a failed release leaves it in
+//     place for the next pass.
+//   - An ADD that reuses the handle (ClearReleaseRecord) supersedes the
+//     release: if the record is there, it takes the same lock, without
+//     waiting, and removes the record. While the agent holds the lock the
+//     ADD gets ErrReleasing: the release may still succeed, and the
+//     handle's addresses must not be handed to the pod before it has.
+//
+// The record never moves, so an ADD's look cannot miss it: it appears
+// only by a DEL, and goes only under the lock. (The rename by which an
+// agent used to claim it, and put it back after a failed release, let an
+// ADD look between the two and find it in neither place, then reuse
+// addresses the next pass released: TestReleaseRecordRace.) The kernel
+// lets go of the lock when its holder dies, so an agent or a plugin
+// killed at any point leaves the record as it was, for the next pass or
+// the next ADD, and nobody waiting for a dead process.
 
-// claimedPath is where the agent moves a record while it releases it.
-func claimedPath(path string) string {
-	return filepath.Join(filepath.Dir(path), ".claimed-"+filepath.Base(path))
+// lockName is the release dir's lock file.
+const lockName = ".lock"
+
+// legacyClaimedPrefix names the record of a handle that an agent of an
+// earlier version claimed (renamed to .claimed-<handle>.json) and was
+// killed before it put it back: it is read, released and dropped like
+// the record itself.
+const legacyClaimedPrefix = ".claimed-"
+
+// finishLockTimeout bounds the agent's wait for the release dir's lock,
+// which an ADD holds for one unlink.
+const finishLockTimeout = 5 * time.Second
+
+// ErrReleasing means the node agent is finishing a release DELs recorded
+// (this handle's, or one before it): an ADD of a handle with a recorded
+// release must wait for it (code 11, the runtime retries).
+var ErrReleasing = errors.New("the node agent is releasing addresses DELs recorded, and this handle has a recorded release")
+
+// recordPaths returns where the record of handle can be: its own path,
+// and the path of an earlier agent's claim.
+func recordPaths(dir, handle string) ([]string, error) {
+	path, err := recordPath(dir, handle)
+	if err != nil {
+		return nil, err
+	}
+	return []string{path, filepath.Join(dir, legacyClaimedPrefix+filepath.Base(path))}, nil
 }
 
 // ClearReleaseRecord is what an ADD of handle does first: a record of the
-// handle is dropped (the ADD takes the handle's addresses over); if the
-// agent has claimed it, the ADD gets ErrReleasing. Ordering makes it
-// race-free against the agent's claim: the remove comes first, and a
-// record that vanished under it was renamed by the agent, whose claim
-// file is then still there until the release is done.
+// handle is dropped (the ADD takes the handle's addresses over), unless
+// the agent is releasing, when the ADD gets ErrReleasing.
 func ClearReleaseRecord(dir, handle string) error {
 	return clearReleaseRecord(dir, handle, func() {})
 }
 
 // clearReleaseRecord is ClearReleaseRecord calling between() between its
-// steps, for tests that interleave an agent with them.
+// steps, for tests that interleave the agent with them.
 func clearReleaseRecord(dir, handle string, between func()) error {
-	path, err := recordPath(dir, handle)
+	paths, err := recordPaths(dir, handle)
 	if err != nil {
 		return err
 	}
-	err = os.Remove(path)
-	if err == nil {
-		return nil
+	found := false
+	for _, p := range paths {
+		_, err := os.Lstat(p)
+		if err == nil {
+			found = true
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return err
+	if !found {
+		return nil // the common case: no lock taken
 	}
 	between()
-	if _, err := os.Lstat(claimedPath(path)); err == nil {
+	l, err := flock.TryAcquire(filepath.Join(dir, lockName))
+	if errors.Is(err, flock.ErrBusy) {
 		return ErrReleasing
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	}
+	if err != nil {
 		return err
 	}
-	return nil
+	defer l.Release()
+	between()
+	return removeRecord(paths)
 }
 
-// FinishRelease is the node agent's side: it claims the record of handle
-// in dir (done is false, with no error, when an ADD dropped it first),
-// calls release with it, and drops the record once release succeeds; a
-// failed release puts the record back for the next pass. No ADD can
-// replace a claimed record meanwhile (ADDs of a claimed handle wait).
+// FinishRelease is the node agent's side: under the release dir's lock it
+// reads the record of handle, calls release with it, and drops the record
+// once release succeeds. done is false, with no error, when there is no
+// record (an ADD dropped it); a failed release leaves the record for the
+// next pass.
 func FinishRelease(ctx context.Context, dir, handle string, release func(ReleaseRecord) error) (done bool, err error) {
-	path, err := recordPath(dir, handle)
+	paths, err := recordPaths(dir, handle)
 	if err != nil {
 		return false, err
 	}
-	claimed := claimedPath(path)
-	err = os.Rename(path, claimed)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
+	l, err := flock.Acquire(ctx, filepath.Join(dir, lockName), finishLockTimeout)
 	if err != nil {
 		return false, err
 	}
-	rec, err := readRecord(claimed, handle)
-	if err == nil {
-		err = release(rec)
+	defer l.Release()
+	for _, p := range paths {
+		rec, err := readRecord(p, handle)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		if err := release(rec); err != nil {
+			return false, err
+		}
+		// A DEL may have rewritten the record meanwhile; it asked for the
+		// release just made: no ADD of the handle went ahead since the
+		// lock was taken.
+		return true, removeRecord(paths)
 	}
-	if err != nil {
-		return false, errors.Join(err, os.Rename(claimed, path))
+	return false, nil
+}
+
+// removeRecord removes the record at each of paths that has one.
+func removeRecord(paths []string) error {
+	var errs []error
+	for _, p := range paths {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
 	}
-	if err := os.Remove(claimed); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return true, err
-	}
-	return true, nil
+	return errors.Join(errs...)
 }
 
 // readRecord reads the record of handle at path.
@@ -183,9 +250,9 @@ func readRecord(path, handle string) (ReleaseRecord, error) {
 	return rec, nil
 }
 
-// ReadReleaseRecords returns every record in dir (none when dir does not
-// exist). A file that does not decode is reported in the error and
-// skipped, so one bad file does not hold up the others.
+// ReadReleaseRecords returns every record in dir, one per handle (none
+// when dir does not exist). A file that does not decode is reported in
+// the error and skipped, so one bad file does not hold up the others.
 func ReadReleaseRecords(dir string) ([]ReleaseRecord, error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -196,36 +263,32 @@ func ReadReleaseRecords(dir string) ([]ReleaseRecord, error) {
 	}
 	var out []ReleaseRecord
 	var errs []error
+	seen := map[string]bool{}
 	for _, e := range ents {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {
+		handle, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok {
 			continue
 		}
-		rec, err := readRecord(filepath.Join(dir, name), strings.TrimSuffix(name, ".json"))
+		if h, legacy := strings.CutPrefix(handle, legacyClaimedPrefix); legacy {
+			handle = h
+		} else if strings.HasPrefix(handle, ".") {
+			continue
+		}
+		if seen[handle] {
+			continue
+		}
+		rec, err := readRecord(filepath.Join(dir, e.Name()), handle)
 		if errors.Is(err, fs.ErrNotExist) {
-			continue // dropped by an ADD since the listing
+			continue // dropped since the listing
 		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		seen[handle] = true
 		out = append(out, rec)
 	}
 	return out, errors.Join(errs...)
-}
-
-// UnclaimAll puts back every claimed record in dir.
-func UnclaimAll(dir string) error {
-	claimed, err := filepath.Glob(filepath.Join(dir, ".claimed-*.json"))
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, c := range claimed {
-		orig := filepath.Join(dir, strings.TrimPrefix(filepath.Base(c), ".claimed-"))
-		errs = append(errs, os.Rename(c, orig))
-	}
-	return errors.Join(errs...)
 }
 
 // releaseRecordFor is the record of a release at for req that failed now.

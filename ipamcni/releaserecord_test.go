@@ -3,7 +3,11 @@ package ipamcni
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
+
+	"github.com/podnet/podnet/internal/flock"
 )
 
 // TestReleaseRecordOrdering: an ADD of a handle the agent is releasing
@@ -65,5 +69,73 @@ func TestReleaseRecordOrdering(t *testing.T) {
 	}
 	if err := WriteReleaseRecord(dir, ReleaseRecord{Handle: "../x"}); err == nil {
 		t.Fatal("a handle with a path separator named a file")
+	}
+}
+
+// TestReleaseRecordHolderKilled: a holder of the release dir's lock that
+// dies (the agent mid-release, a plugin mid-ADD) leaves the record as it
+// was, and nobody waiting: the kernel drops a dead process's flock, which
+// closing the lock's descriptor stands for here.
+func TestReleaseRecordHolderKilled(t *testing.T) {
+	dir := t.TempDir()
+	rec := ReleaseRecord{Node: "self", Handle: "n.c1"}
+	if err := WriteReleaseRecord(dir, rec); err != nil {
+		t.Fatal(err)
+	}
+	held, err := flock.TryAcquire(filepath.Join(dir, lockName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ClearReleaseRecord(dir, "n.c1"); !errors.Is(err, ErrReleasing) {
+		t.Fatalf("ADD while the agent holds the lock: %v, want ErrReleasing", err)
+	}
+	held.Release() // the agent is killed
+	if recs, err := ReadReleaseRecords(dir); err != nil || len(recs) != 1 {
+		t.Fatalf("records after the agent died: %+v, %v; want the one it held", recs, err)
+	}
+	if err := ClearReleaseRecord(dir, "n.c1"); err != nil {
+		t.Fatalf("ADD after the agent died: %v", err)
+	}
+	if recs, err := ReadReleaseRecords(dir); err != nil || len(recs) != 0 {
+		t.Fatalf("records after the ADD: %+v, %v", recs, err)
+	}
+}
+
+// TestReleaseRecordLegacyClaim: the claim an agent of an earlier version
+// left when it was killed (the record renamed to .claimed-<handle>.json)
+// is a record like any other: listed, released and dropped by the agent,
+// or dropped by an ADD.
+func TestReleaseRecordLegacyClaim(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	claim := func(handle string) {
+		t.Helper()
+		if err := WriteReleaseRecord(dir, ReleaseRecord{Node: "self", Handle: handle}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, handle+".json"), filepath.Join(dir, ".claimed-"+handle+".json")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim("n.c1")
+	claim("n.c2")
+	if recs, err := ReadReleaseRecords(dir); err != nil || len(recs) != 2 || recs[0].Handle != "n.c1" || recs[1].Handle != "n.c2" {
+		t.Fatalf("records: %+v, %v; want n.c1 and n.c2", recs, err)
+	}
+	released := 0
+	if done, err := FinishRelease(ctx, dir, "n.c1", func(ReleaseRecord) error { released++; return nil }); !done || err != nil || released != 1 {
+		t.Fatalf("FinishRelease of a legacy claim: %v, %v, %d releases", done, err, released)
+	}
+	if err := ClearReleaseRecord(dir, "n.c2"); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name() != lockName {
+			t.Errorf("left in the release dir: %s", e.Name())
+		}
 	}
 }
