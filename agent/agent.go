@@ -423,9 +423,9 @@ func (a *Agent) logInstalled(path string, f confFile, args ...any) {
 	}
 }
 
-// releaseRecorded runs c.releaseTombstones and reports what it did.
-func (a *Agent) releaseRecorded(ctx context.Context, c *collector) {
-	n, err := c.releaseTombstones(ctx)
+// finishReleases runs c.finishReleases and reports what it did.
+func (a *Agent) finishReleases(ctx context.Context, c *collector) {
+	n, err := c.finishReleases(ctx)
 	a.m.gcReleased.Add(float64(n))
 	if err != nil {
 		a.m.gcErrors.Inc()
@@ -446,13 +446,10 @@ func (a *Agent) markReady() {
 // gcLoop runs IPAM GC every GCInterval: the releases DELs recorded, at
 // start and then every pass, and the addresses whose attachment is gone.
 func (a *Agent) gcLoop(ctx context.Context) {
-	c := &collector{alloc: ipam.New(a.cfg.Store, ipam.Config{Keys: a.keys}), store: a.cfg.Store, keys: a.keys,
+	c := &collector{alloc: ipam.New(a.cfg.Store, ipam.Config{Keys: a.keys, Logger: a.log}), store: a.cfg.Store, keys: a.keys,
 		node: a.cfg.Node, releaseDir: a.cfg.ReleaseDir,
 		cacheDir: a.cfg.CacheDir, grace: a.cfg.GCGrace, now: time.Now, suspects: map[string]time.Time{}}
-	if err := ipamcni.UnclaimAll(c.releaseDir); err != nil {
-		a.log.Warn("release records claimed before a restart", "dir", c.releaseDir, "err", err)
-	}
-	a.releaseRecorded(ctx, c)
+	a.finishReleases(ctx, c)
 	t := time.NewTicker(a.cfg.GCInterval)
 	defer t.Stop()
 	for {
@@ -461,7 +458,7 @@ func (a *Agent) gcLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		a.releaseRecorded(ctx, c)
+		a.finishReleases(ctx, c)
 		n, err := c.pass(ctx)
 		a.m.gcReleased.Add(float64(n))
 		if err != nil {

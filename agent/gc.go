@@ -27,7 +27,7 @@ type collector struct {
 	keys  ipam.Keys
 	node  string
 	// releaseDir holds the releases DELs left for the agent
-	// (ipamcni.Tombstone); empty: none are looked for.
+	// (ipamcni.ReleaseRecord); empty: none are looked for.
 	releaseDir string
 	cacheDir   string
 	grace      time.Duration

@@ -154,7 +154,7 @@ func (a *Agent) runKube(ctx context.Context, registered func()) {
 	a.watchSynced.Store(true)
 	a.kick()
 	if len(informers) == 2 && a.cfg.Store != nil {
-		alloc := ipam.New(a.cfg.Store, ipam.Config{Keys: a.keys})
+		alloc := ipam.New(a.cfg.Store, ipam.Config{Keys: a.keys, Logger: a.log})
 		wg.Go(func() { a.sweepDeletedNodes(ctx, inf.GetStore(), informers[1].GetStore(), alloc) })
 	}
 	r := &kubeRegistrar{

@@ -194,15 +194,18 @@ func (a *Agent) serveStore(ctx context.Context, path string) error {
 	return nil
 }
 
-// seedPools creates the pools the API does not have yet.
+// seedPools creates the pools the API does not have yet. An invalid one
+// is left for an admin to mend (the allocator logs it): the API is the
+// truth, the conflist only a seed.
 func (a *Agent) seedPools(ctx context.Context, pools []ipam.Pool) error {
-	alloc := ipam.New(a.cfg.Store, ipam.Config{Keys: a.keys})
-	have, err := alloc.Pools(ctx)
+	alloc := ipam.New(a.cfg.Store, ipam.Config{Keys: a.keys, Logger: a.log})
+	have, invalid, err := alloc.Pools(ctx)
 	if err != nil {
 		return fmt.Errorf("pools: %w", err)
 	}
 	for _, p := range pools {
-		if slices.ContainsFunc(have, func(h ipam.Pool) bool { return h.Name == p.Name }) {
+		if slices.ContainsFunc(have, func(h ipam.Pool) bool { return h.Name == p.Name }) ||
+			slices.ContainsFunc(invalid, func(h *ipam.InvalidPoolError) bool { return h.Name == p.Name }) {
 			continue
 		}
 		if err := alloc.PutPool(ctx, p); err != nil {

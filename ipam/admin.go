@@ -35,9 +35,9 @@ func (a *Allocator) Blocks(ctx context.Context) ([]BlockInfo, error) {
 				return err
 			}
 			info := BlockInfo{CIDR: b.CIDR, Node: strings.TrimPrefix(b.Affinity, "host:"), Size: b.Size(), Allocated: b.Size() - b.NumFree()}
-			for _, p := range pools {
+			for _, p := range pools.cut() {
 				if p.pool.CIDR.Contains(b.CIDR.Addr()) {
-					info.Pool = p.pool.Name
+					info.Pool = p.name
 				}
 			}
 			out = append(out, info)
@@ -83,7 +83,11 @@ func (a *Allocator) disablePool(ctx context.Context, name string) (poolRev, erro
 	if err != nil {
 		return poolRev{}, err
 	}
-	for _, p := range pools {
+	if bad := pools.invalidNamed(name); bad != nil {
+		// Disabling it would mean rewriting a value that holds no pool.
+		return poolRev{}, &Error{Kind: KindInvalid, Msg: "cannot delete: " + bad.Error() + "; replace it with a valid pool first", Err: bad}
+	}
+	for _, p := range pools.valid {
 		if p.pool.Name != name {
 			continue
 		}

@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"context"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"sync/atomic"
@@ -45,6 +46,11 @@ type Config struct {
 	MigrateV1 bool
 	// Now is the clock for index and block timestamps.
 	Now func() time.Time
+	// Logger, when set, is told what the allocator skips that an
+	// operator must mend: a pool whose stored value is invalid, each
+	// time the pools are read. Nil logs nothing (the plugins: their
+	// errors say it).
+	Logger *slog.Logger
 }
 
 // Allocator hands out addresses from pools kept in a Store. It holds no
@@ -108,9 +114,10 @@ type AutoAssignArgs struct {
 	Num4, Num6 int
 	// Attrs are stored with each address (pod, namespace, container...).
 	Attrs map[string]string
-	// Pools4 and Pools6 name the pools to use, in order of preference;
-	// empty means every enabled pool of the family whose node selector
-	// matches, by name.
+	// Pools4 and Pools6 name the pools to use, in order of preference
+	// (one the store holds an invalid value for fails the request with
+	// an InvalidPoolError); empty means every enabled pool of the family
+	// whose node selector matches, by name (invalid ones left out).
 	Pools4, Pools6 []string
 	// Ranges, when it has entries of a family, restricts that family's
 	// addresses to them.

@@ -30,7 +30,9 @@ type Report struct {
 	// claim or a block's release has been in flight for longer than
 	// ClaimTimeout.
 	AffinityMismatches []AffinityMismatch
-	// Corrupt: values that do not decode or fail validation.
+	// Corrupt: values that do not decode or fail validation, among them
+	// the pools skipped as invalid (InvalidPoolError; Check only, not
+	// CheckNode).
 	Corrupt []string
 }
 
@@ -71,8 +73,9 @@ type CheckOptions struct {
 	Endpoints bool
 }
 
-// Check reads every pool-independent IPAM object (indexes, then blocks)
-// and reports inconsistencies. There is no single revision across the
+// Check reads every IPAM object (pools, indexes, then blocks) and reports
+// inconsistencies, and the pools that do not serve because their value
+// is invalid. There is no single revision across the
 // two lists, so a finding between an index and a block is reported only
 // if a second read shows it too, and claims or releases younger than
 // ClaimTimeout are not findings. It changes nothing; GC acts on leaks.
@@ -167,6 +170,13 @@ func (a *Allocator) readSnapshot(ctx context.Context, s *snapshot) error {
 			s.blocks[b.CIDR] = b
 		}
 		return nil
+	}
+	pools, err := a.listPools(ctx)
+	if err != nil {
+		return err
+	}
+	for _, bad := range pools.invalid {
+		s.corrupt = append(s.corrupt, bad.Error())
 	}
 	kvs, err := a.store.List(ctx, a.keys.Nodes())
 	if err != nil {

@@ -13,7 +13,8 @@ import (
 
 // PutPool creates or replaces a pool. A pool may not overlap another, and
 // an existing pool's CIDR and block size may not change, since blocks were
-// cut by them.
+// cut by them. It also replaces a pool whose stored value is invalid
+// (InvalidPoolError): that is how one is mended.
 func (a *Allocator) PutPool(ctx context.Context, p Pool) error {
 	p, err := p.Normalize()
 	if err != nil {
@@ -29,8 +30,8 @@ func (a *Allocator) PutPool(ctx context.Context, p Pool) error {
 			return err
 		}
 		var rev int64
-		for _, x := range pools {
-			if x.pool.Name == p.Name {
+		for _, x := range pools.cut() {
+			if x.name == p.Name {
 				rev = x.rev
 				if x.pool.CIDR != p.CIDR || x.pool.BlockSize != p.BlockSize {
 					return errorf(KindInvalid, "pool %q: cidr %s/blockSize %d cannot change to %s/%d",
@@ -39,7 +40,12 @@ func (a *Allocator) PutPool(ctx context.Context, p Pool) error {
 				continue
 			}
 			if x.pool.CIDR.Overlaps(p.CIDR) {
-				return errorf(KindInvalid, "pool %q: cidr %s overlaps pool %q (%s)", p.Name, p.CIDR, x.pool.Name, x.pool.CIDR)
+				return errorf(KindInvalid, "pool %q: cidr %s overlaps pool %q (%s)", p.Name, p.CIDR, x.name, x.pool.CIDR)
+			}
+		}
+		for _, x := range pools.invalid {
+			if x.Name == p.Name {
+				rev = x.rev // cut() checked its geometry, if it has one
 			}
 		}
 		v, err := json.Marshal(p)
@@ -54,20 +60,55 @@ func (a *Allocator) PutPool(ctx context.Context, p Pool) error {
 	})
 }
 
-// Pools returns every pool, by name, as the store holds them now (not
-// from a cache), since admins and the agent decide on the answer.
-func (a *Allocator) Pools(ctx context.Context) ([]Pool, error) {
+// Pools returns every pool that serves, by name, and the pools skipped
+// because their stored value is invalid, by key, as the store holds them
+// now (not from a cache), since admins and the agent decide on the
+// answer.
+func (a *Allocator) Pools(ctx context.Context) ([]Pool, []*InvalidPoolError, error) {
 	ctx = FreshRead(ctx)
 	var out []Pool
+	var invalid []*InvalidPoolError
 	err := a.retry(ctx, "list pools", func(ctx context.Context) error {
 		ps, err := a.listPools(ctx)
 		out = out[:0]
-		for _, p := range ps {
+		for _, p := range ps.valid {
 			out = append(out, p.pool)
 		}
+		invalid = ps.invalid
 		return err
 	})
-	return out, err
+	return out, invalid, err
+}
+
+// InvalidPoolError is a pool whose stored value does not decode or does
+// not normalize (Pool.Normalize): a nodeSelector written past the CRD's
+// validation, a value edited by hand in etcd. One such pool must not stop
+// the others, so it is skipped: it hands out no address, while an
+// allocation that names it, or asks for an address in its CIDR, gets
+// this error (KindInvalid). Check reports it, and the allocator logs it
+// (Config.Logger). PutPool replaces it.
+type InvalidPoolError struct {
+	// Name is the pool's name, from its key: the value may not say.
+	Name string
+	Key  string
+	// Err is what is wrong with the value.
+	Err error
+
+	rev int64
+	// geom is the pool's CIDR and block size when those are valid and
+	// only the rest is not: its blocks are still found (to release an
+	// address, to list them), and cannot be cut another way.
+	geom *Pool
+}
+
+func (e *InvalidPoolError) Error() string {
+	return fmt.Sprintf("pool %q (key %s) is invalid and skipped: %v", e.Name, e.Key, e.Err)
+}
+
+// Unwrap gives the error its kind, for KindOf and errors.As, and its
+// cause.
+func (e *InvalidPoolError) Unwrap() error {
+	return &Error{Kind: KindInvalid, Msg: e.Error(), Err: e.Err}
 }
 
 type poolRev struct {
@@ -75,23 +116,86 @@ type poolRev struct {
 	rev  int64
 }
 
-func (a *Allocator) listPools(ctx context.Context) ([]poolRev, error) {
+// poolList is the pools the store holds: those that serve, and those
+// skipped as invalid.
+type poolList struct {
+	valid   []poolRev
+	invalid []*InvalidPoolError
+}
+
+// cutPool is a pool by the name its blocks go by, with the geometry they
+// were cut by.
+type cutPool struct {
+	name string
+	pool Pool
+	rev  int64
+}
+
+// cut returns every pool whose geometry is known: the valid ones, and
+// the invalid ones whose CIDR and block size are valid. It is for
+// finding the blocks that exist, never for choosing where to allocate.
+func (l poolList) cut() []cutPool {
+	out := make([]cutPool, 0, len(l.valid)+len(l.invalid))
+	for _, x := range l.valid {
+		out = append(out, cutPool{x.pool.Name, x.pool, x.rev})
+	}
+	for _, x := range l.invalid {
+		if x.geom != nil {
+			out = append(out, cutPool{x.Name, *x.geom, x.rev})
+		}
+	}
+	return out
+}
+
+// invalidNamed returns the invalid pool called name, if there is one.
+func (l poolList) invalidNamed(name string) *InvalidPoolError {
+	for _, x := range l.invalid {
+		if x.Name == name {
+			return x
+		}
+	}
+	return nil
+}
+
+func (a *Allocator) listPools(ctx context.Context) (poolList, error) {
 	kvs, err := a.store.List(ctx, a.keys.Pools())
 	if err != nil {
-		return nil, err
+		return poolList{}, err
 	}
-	out := make([]poolRev, 0, len(kvs))
+	out := poolList{valid: make([]poolRev, 0, len(kvs))}
 	for _, kv := range kvs {
-		var p Pool
-		if err := json.Unmarshal(kv.Value, &p); err != nil {
-			return nil, errorf(KindInternal, "pool %s: %v", kv.Key, err)
+		p, bad := decodePool(kv, strings.TrimPrefix(kv.Key, a.keys.Pools()))
+		if bad != nil {
+			out.invalid = append(out.invalid, bad)
+			if l := a.cfg.Logger; l != nil {
+				l.Warn("IPAM pool skipped: its stored value is invalid; no address comes from it until it is mended",
+					"pool", bad.Name, "key", bad.Key, "err", bad.Err)
+			}
+			continue
 		}
-		if p, err = p.Normalize(); err != nil {
-			return nil, err
-		}
-		out = append(out, poolRev{p, kv.ModRevision})
+		out.valid = append(out.valid, poolRev{p, kv.ModRevision})
 	}
 	return out, nil
+}
+
+// decodePool decodes and normalizes the pool kv holds, or says what is
+// wrong with it.
+func decodePool(kv KV, name string) (Pool, *InvalidPoolError) {
+	bad := &InvalidPoolError{Name: name, Key: kv.Key, rev: kv.ModRevision}
+	var p Pool
+	if err := json.Unmarshal(kv.Value, &p); err != nil {
+		bad.Err = fmt.Errorf("value does not decode: %w", err)
+		return Pool{}, bad
+	}
+	n, err := p.normalize()
+	if err == nil {
+		return n, nil
+	}
+	bad.Err = err
+	if g, err := p.geometry(); err == nil {
+		bad.geom = &g
+	}
+	return Pool{}, bad
 }
 
 // eligiblePools returns the enabled pools of one family that node may use:
@@ -99,10 +203,12 @@ func (a *Allocator) listPools(ctx context.Context) ([]poolRev, error) {
 func (a *Allocator) eligiblePools(ctx context.Context, node string, bits int, names []string, ranges []Range) ([]Pool, error) {
 	out, err := a.eligiblePoolsIn(ctx, node, bits, names, ranges)
 	var missing *NoSuchPoolError
-	if (len(out) == 0 || errors.As(err, &missing)) && !IsFreshRead(ctx) {
+	var invalid *InvalidPoolError
+	if (len(out) == 0 || errors.As(err, &missing) || errors.As(err, &invalid)) && !IsFreshRead(ctx) {
 		// The pool list may come from a cache a moment old; a pool
-		// created just before this allocation must not be missed, so an
-		// answer of none is checked against the store's present state.
+		// created (or mended) just before this allocation must not be
+		// missed, so an answer of none is checked against the store's
+		// present state.
 		return a.eligiblePoolsIn(FreshRead(ctx), node, bits, names, ranges)
 	}
 	return out, err
@@ -116,15 +222,21 @@ func (a *Allocator) eligiblePoolsIn(ctx context.Context, node string, bits int, 
 	var labels map[string]string
 	haveLabels := false
 	byName := map[string]Pool{}
-	for _, x := range all {
+	for _, x := range all.valid {
 		byName[x.pool.Name] = x.pool
 	}
 	if len(names) == 0 {
+		// Invalid pools are left out (listPools logged them).
 		names = slices.Sorted(maps.Keys(byName))
 	}
 	var out []Pool
 	for _, n := range names {
 		p, ok := byName[n]
+		if bad := all.invalidNamed(n); !ok && bad != nil {
+			// Named, so wanted: say why it cannot serve rather than
+			// take addresses from a pool the request did not ask for.
+			return nil, bad
+		}
 		if !ok {
 			return nil, &NoSuchPoolError{Name: n}
 		}
@@ -163,13 +275,14 @@ func (e *NoSuchPoolError) Unwrap() error {
 	return &Error{Kind: KindInvalid, Msg: e.Error()}
 }
 
-// poolFor returns the pool holding addr.
+// poolFor returns the valid pool holding addr: an address in an invalid
+// pool is not handed out.
 func (a *Allocator) poolFor(ctx context.Context, addr netip.Addr) (Pool, error) {
 	pools, err := a.listPools(ctx)
 	if err != nil {
 		return Pool{}, err
 	}
-	for _, x := range pools {
+	for _, x := range pools.valid {
 		if x.pool.CIDR.Contains(addr) {
 			return x.pool, nil
 		}
@@ -177,6 +290,11 @@ func (a *Allocator) poolFor(ctx context.Context, addr netip.Addr) (Pool, error) 
 	if !IsFreshRead(ctx) {
 		// A cached list may predate the pool; ask the store itself.
 		return a.poolFor(FreshRead(ctx), addr)
+	}
+	for _, x := range pools.invalid {
+		if x.geom != nil && x.geom.CIDR.Contains(addr) {
+			return Pool{}, x
+		}
 	}
 	return Pool{}, errorf(KindInvalid, "address %s: in no pool", addr)
 }

@@ -236,7 +236,8 @@ func (a *Allocator) release(ctx context.Context, addrs []netip.Addr, owners map[
 		w := a.newWriteSet()
 		for _, addr := range addrs {
 			var cidr netip.Prefix
-			for _, p := range pools {
+			for _, p := range pools.cut() {
+				// An invalid pool's blocks, too: releasing is safe.
 				if p.pool.CIDR.Contains(addr) {
 					cidr = p.pool.BlockFor(addr)
 				}

@@ -35,14 +35,40 @@ type Pool struct {
 // Normalize returns p with defaults applied and the CIDR masked, or a
 // KindInvalid error naming the value at fault.
 func (p Pool) Normalize() (Pool, error) {
-	if p.Name == "" || strings.Contains(p.Name, "/") {
-		return p, errorf(KindInvalid, "pool %q: invalid name", p.Name)
+	n, err := p.normalize()
+	if err != nil {
+		return p, errorf(KindInvalid, "pool %q: %w", p.Name, err)
 	}
+	return n, nil
+}
+
+// normalize is Normalize with errors that do not name the pool, for
+// callers that name it their own way (an invalid pool in the store is
+// named by its key).
+func (p Pool) normalize() (Pool, error) {
+	if p.Name == "" || strings.Contains(p.Name, "/") {
+		return p, errorf(KindInvalid, "invalid name")
+	}
+	g, err := p.geometry()
+	if err != nil {
+		return p, err
+	}
+	p.CIDR, p.BlockSize = g.CIDR, g.BlockSize
+	if _, err := ParseSelector(p.NodeSelector); err != nil {
+		return p, errorf(KindInvalid, "nodeSelector %q: %v", p.NodeSelector, err)
+	}
+	return p, nil
+}
+
+// geometry returns p's CIDR masked and its block size with the family
+// default applied: how the pool cuts its blocks, the part of a pool that
+// can never change.
+func (p Pool) geometry() (Pool, error) {
 	if !p.CIDR.IsValid() {
-		return p, errorf(KindInvalid, "pool %q: cidr %q: invalid prefix", p.Name, p.CIDR)
+		return p, errorf(KindInvalid, "cidr %q: invalid prefix", p.CIDR)
 	}
 	if p.CIDR.Addr().Is4In6() {
-		return p, errorf(KindInvalid, "pool %q: cidr %q: IPv4-mapped IPv6 is not allowed", p.Name, p.CIDR)
+		return p, errorf(KindInvalid, "cidr %q: IPv4-mapped IPv6 is not allowed", p.CIDR)
 	}
 	p.CIDR = p.CIDR.Masked()
 	bits := p.CIDR.Addr().BitLen()
@@ -53,12 +79,8 @@ func (p Pool) Normalize() (Pool, error) {
 		}
 	}
 	if p.BlockSize < p.CIDR.Bits() || p.BlockSize > bits || bits-p.BlockSize > maxBlockHostBits {
-		return p, errorf(KindInvalid,
-			"pool %q: blockSize %d: must be between /%d and /%d for cidr %q",
-			p.Name, p.BlockSize, max(p.CIDR.Bits(), bits-maxBlockHostBits), bits, p.CIDR)
-	}
-	if _, err := ParseSelector(p.NodeSelector); err != nil {
-		return p, errorf(KindInvalid, "pool %q: nodeSelector %q: %v", p.Name, p.NodeSelector, err)
+		return p, errorf(KindInvalid, "blockSize %d: must be between /%d and /%d for cidr %q",
+			p.BlockSize, max(p.CIDR.Bits(), bits-maxBlockHostBits), bits, p.CIDR)
 	}
 	return p, nil
 }

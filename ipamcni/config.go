@@ -41,7 +41,7 @@ type Config struct {
 	MaxBlocksPerHost int          `json:"maxBlocksPerHost,omitempty"`
 	// ReleaseDir is where a DEL that cannot reach an etcd or Kubernetes
 	// store records the release for the node's agent (default
-	// DefaultReleaseDir; see Tombstone).
+	// DefaultReleaseDir; see ReleaseRecord).
 	ReleaseDir string `json:"releaseDir,omitempty"`
 	// NodeLock is the file this node's plugins lock around each IPAM
 	// operation on the Kubernetes API (default DefaultNodeLock).

@@ -78,15 +78,17 @@ func (p *IPAM) Sync(ctx context.Context) error {
 }
 
 // ensurePools creates the configured pools the store does not have yet.
-// Pools the store has are left as they are: after the first node, the
-// store is the truth and the config only a seed.
+// Pools the store has are left as they are, invalid ones too (an
+// allocation naming one says what is wrong with it): after the first
+// node, the store is the truth and the config only a seed.
 func (p *IPAM) ensurePools(ctx context.Context) error {
-	have, err := p.alloc.Pools(ctx)
+	have, invalid, err := p.alloc.Pools(ctx)
 	if err != nil {
 		return err
 	}
 	for _, want := range p.req.Pools {
-		if slices.ContainsFunc(have, func(h ipam.Pool) bool { return h.Name == want.Name }) {
+		if slices.ContainsFunc(have, func(h ipam.Pool) bool { return h.Name == want.Name }) ||
+			slices.ContainsFunc(invalid, func(h *ipam.InvalidPoolError) bool { return h.Name == want.Name }) {
 			continue
 		}
 		if err := p.alloc.PutPool(ctx, want); err != nil {
@@ -140,7 +142,7 @@ func (p *IPAM) addAttachment(ctx context.Context, at PodInterface) (*cni.Result,
 		// A container ID used again after a DEL that left a release
 		// for the agent: the handle's addresses are this ADD's now
 		// (AutoAssign returns them), and the agent must not free them.
-		switch err := ClearTombstone(releaseDir(p.req), handle); {
+		switch err := ClearReleaseRecord(releaseDir(p.req), handle); {
 		case errors.Is(err, ErrReleasing):
 			return nil, cni.Errorf(cni.CodeTryAgainLater, "podnet-ipam: %s: %v", handle, err)
 		case err != nil:
@@ -272,7 +274,10 @@ func (p *IPAM) Check(ctx context.Context, containerID string, prev *cni.Result) 
 // Status says whether ADD can succeed: the store answers and a pool can
 // hand out addresses.
 func (p *IPAM) Status(ctx context.Context) error {
-	pools, err := p.alloc.Pools(ctx)
+	// Invalid pools are not counted: they serve nothing, an ADD that
+	// names one says so, and a failed STATUS would take the node's
+	// network out of service for every pool.
+	pools, _, err := p.alloc.Pools(ctx)
 	if err != nil {
 		return cni.Errorf(cni.CodePluginNotAvailable, "podnet-ipam: store %s: %v", p.req.Config.Store, err)
 	}

@@ -227,7 +227,7 @@ func TestUnreachableStoreIsTryAgainLater(t *testing.T) {
 }
 
 // TestAgentStoreAbsent: with the agent's socket absent, ADD is code 11
-// and DEL succeeds by leaving a tombstone for the agent's GC.
+// and DEL succeeds by leaving a release record for the agent's GC.
 func TestAgentStoreAbsent(t *testing.T) {
 	dir := t.TempDir()
 	conf := fmt.Sprintf(`{"name":"n","ipam":{"type":"podnet-ipam","store":"agent:%s/ipam.sock","releaseDir":%q,"nodeLock":%q,"node":"n1","pools":[{"cidr":"10.107.0.0/16"}]}}`, dir, dir+"/releases", dir+"/ipam.lock")
@@ -252,7 +252,7 @@ func TestAgentStoreAbsent(t *testing.T) {
 	if err := Release(ctx, rreq, PodInterface{ContainerID: "c", IfName: "eth0"}); err != nil {
 		t.Fatalf("DEL with the agent absent: %v", err)
 	}
-	if ts, err := ReadTombstones(dir + "/releases"); err != nil || len(ts) != 1 || ts[0].Handle != Handle("n", "c") {
-		t.Fatalf("tombstones %+v, %v; want the one of c", ts, err)
+	if recs, err := ReadReleaseRecords(dir + "/releases"); err != nil || len(recs) != 1 || recs[0].Handle != Handle("n", "c") {
+		t.Fatalf("release records %+v, %v; want the one of c", recs, err)
 	}
 }

@@ -58,8 +58,8 @@ func ParseReleaseRequest(stdin []byte) (*Request, error) {
 // for a DEL. A bbolt store that does not exist has allocated nothing: the
 // release succeeds without creating it, as a DEL on a fresh host, or
 // after the store was removed, must. When an etcd or Kubernetes store
-// cannot be reached (code 11), the release is recorded as a Tombstone for
-// the node's agent and the DEL succeeds; only if that record cannot be
+// cannot be reached (code 11), the release is recorded as a ReleaseRecord
+// for the node's agent and the DEL succeeds; only if that record cannot be
 // written does the DEL fail, and the runtime retries it.
 func Release(ctx context.Context, req *Request, at PodInterface) error {
 	if path, ok := strings.CutPrefix(req.Config.Store, "bolt:"); ok && path != "" {
@@ -71,7 +71,7 @@ func Release(ctx context.Context, req *Request, at PodInterface) error {
 	if err == nil || CodeOf(err) != cni.CodeTryAgainLater || !remoteStore(req) {
 		return err
 	}
-	if terr := WriteTombstone(releaseDir(req), tombstoneFor(req, at, time.Now())); terr != nil {
+	if terr := WriteReleaseRecord(releaseDir(req), releaseRecordFor(req, at, time.Now())); terr != nil {
 		return cni.Errorf(cni.CodeIOFailure, "podnet-ipam: %v; and the release could not be recorded for later: %v", err, terr)
 	}
 	return nil

@@ -60,7 +60,9 @@ func newIPAMCommand(opts *globalOptions) *cobra.Command {
 
 // ipamSummary is `ipam show -o json`.
 type ipamSummary struct {
-	Pools     []poolSummary    `json:"pools"`
+	Pools []poolSummary `json:"pools"`
+	// Invalid: the pools skipped because their stored value is invalid.
+	Invalid   []string         `json:"invalid,omitempty"`
 	Blocks    []ipam.BlockInfo `json:"blocks,omitempty"`
 	Allocated int              `json:"allocated"`
 }
@@ -81,7 +83,7 @@ func (o *ipamOptions) showCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.with(cmd, func(a *ipam.Allocator) error {
-				pools, err := a.Pools(cmd.Context())
+				pools, invalid, err := a.Pools(cmd.Context())
 				if err != nil {
 					return err
 				}
@@ -90,6 +92,9 @@ func (o *ipamOptions) showCommand() *cobra.Command {
 					return err
 				}
 				sum := summarize(pools, bs)
+				for _, bad := range invalid {
+					sum.Invalid = append(sum.Invalid, bad.Error())
+				}
 				if blocks {
 					sum.Blocks = bs
 				}
@@ -134,6 +139,9 @@ func printSummary(out io.Writer, sum ipamSummary, blocks bool) error {
 		}
 		fmt.Fprintf(w, "%s\t%s\t/%d\t%d\t%d\t%d\t%s\t%s\n", p.Name, p.CIDR, p.BlockSize, p.Blocks, p.Allocated, p.Capacity, orDash(p.NodeSelector), state)
 	}
+	for _, bad := range sum.Invalid {
+		fmt.Fprintf(w, "invalid: %s\n", bad)
+	}
 	if blocks {
 		fmt.Fprintln(w, "\nBLOCK\tNODE\tPOOL\tALLOCATED\tSIZE")
 		for _, b := range sum.Blocks {
@@ -151,7 +159,8 @@ func (o *ipamOptions) checkCommand(opts *globalOptions) *cobra.Command {
 		Long: `check reads every node index and block and reports addresses owned twice,
 addresses their node's index does not name (unindexed) or, borrowed, does
 not publish for routes (unpublished), index entries that disagree with their
-block or have been in flight too long, and undecodable values. Addresses
+block or have been in flight too long, undecodable values, and pools
+skipped because their stored value is invalid. Addresses
 allocated for a workload endpoint that a newer sandbox of the pod took over
 are reported as leaked. With --node, only that node's index and blocks are
 read, and its addresses whose attachment is not in this machine's CNI result
@@ -334,7 +343,7 @@ func (o *ipamOptions) poolCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.with(cmd, func(a *ipam.Allocator) error {
-				pools, err := a.Pools(cmd.Context())
+				pools, invalid, err := a.Pools(cmd.Context())
 				if err != nil {
 					return err
 				}
@@ -343,6 +352,9 @@ func (o *ipamOptions) poolCommand() *cobra.Command {
 				fmt.Fprintln(w, "NAME\tCIDR\tBLOCK SIZE\tSELECTOR\tDISABLED")
 				for _, p := range pools {
 					fmt.Fprintf(w, "%s\t%s\t/%d\t%s\t%v\n", p.Name, p.CIDR, p.BlockSize, orDash(p.NodeSelector), p.Disabled)
+				}
+				for _, bad := range invalid {
+					fmt.Fprintf(w, "invalid: %s\n", bad)
 				}
 				return w.Flush()
 			})

@@ -59,6 +59,30 @@ func Acquire(ctx context.Context, path string, timeout time.Duration) (*Lock, er
 	}
 }
 
+// TryAcquire takes the lock on path if it is free now, and fails with
+// ErrBusy at once if another holds it: for a caller whose answer to a
+// held lock is "try again later", not a wait.
+func TryAcquire(path string) (*Lock, error) {
+	f, err := open(path)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		switch err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err {
+		case nil:
+			return &Lock{f: f}, nil
+		case syscall.EINTR:
+			continue
+		case syscall.EWOULDBLOCK:
+			f.Close()
+			return nil, fmt.Errorf("lock %s: held by another process: %w", path, ErrBusy)
+		default:
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+	}
+}
+
 // AcquireLong is Acquire for a lock whose holders keep it for tens of
 // milliseconds or more (the node's IPAM lock, held across API round
 // trips): after a first try it waits in the kernel, which wakes the

@@ -93,3 +93,28 @@ func testTimeoutAndCancel(t *testing.T, acquire func(context.Context, string, ti
 	}
 	l.Release()
 }
+
+// TestTryAcquire: a held lock is ErrBusy at once; a released one is taken.
+func TestTryAcquire(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lock")
+	held, err := TryAcquire(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if l, err := TryAcquire(path); !errors.Is(err, ErrBusy) {
+		if l != nil {
+			l.Release()
+		}
+		t.Fatalf("TryAcquire of a held lock: %v, want ErrBusy", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("TryAcquire of a held lock took %v", d)
+	}
+	held.Release()
+	l, err := TryAcquire(path)
+	if err != nil {
+		t.Fatalf("TryAcquire after the release: %v", err)
+	}
+	l.Release()
+}

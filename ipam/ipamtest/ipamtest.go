@@ -22,6 +22,10 @@ type Options struct {
 	// NoV1 says the store cannot hold layout v1's keys (the Kubernetes
 	// store, which never held them): MigrateV1 does not apply.
 	NoV1 bool
+	// RefusesInvalidPools says the store validates pools as the
+	// allocator does (the Kubernetes store, by the IPPool CRD's schema):
+	// the invalid-pool tests check that it refuses theirs.
+	RefusesInvalidPools bool
 }
 
 type env struct {
@@ -78,6 +82,8 @@ func Run(t *testing.T, newStore func(t *testing.T) ipam.Store, opts Options) {
 		{"ReleaseIPs", testReleaseIPs},
 		{"Ranges", testRanges},
 		{"PoolValidation", testPoolValidation},
+		{"InvalidPoolSkipped", func(e env) { testInvalidPoolSkipped(e, opts) }},
+		{"InvalidPoolReported", func(e env) { testInvalidPoolReported(e, opts) }},
 		{"DeadlineIsTryAgain", testDeadline},
 		{"CheckAndGC", testCheckGC},
 		{"RemoveNodeAndReclaim", testRemoveNode},

@@ -17,11 +17,13 @@ import (
 // TestKubeIPAM: the allocator suite, the one every store passes, against
 // ipam/store/kube on a real kube-apiserver with the shipped CRDs. Each
 // subtest has a key prefix of its own, so a set of objects of its own.
+// The IPPool CRD refuses the invalid pools the suite would write behind
+// the allocator's back.
 func TestKubeIPAM(t *testing.T) {
 	c, kc := kubeStoreCluster(t)
 	ipamtest.Run(t, func(t *testing.T) ipam.Store {
 		return openKubeStore(t, c, kc, "/ipamtest/"+t.Name()+"/")
-	}, ipamtest.Options{NoV1: true})
+	}, ipamtest.Options{NoV1: true, RefusesInvalidPools: true})
 }
 
 // countingStore counts a store's writes and the conflicts among them.

@@ -167,6 +167,11 @@ func testKubeStoreValidation(t *testing.T, c *cluster.Cluster, kc string, dc dyn
 	}{
 		{"pool with 12 host bits", keys.Pool("p12"), "leave at most 10 host bits",
 			[]byte(`{"name":"p12","cidr":"10.251.0.0/16","blockSize":20}`)},
+		// A Kubernetes set-based term: ipam.ParseSelector does not take it.
+		{"pool with a set-based node selector", keys.Pool("psel"), "nodeSelector must be",
+			[]byte(`{"name":"psel","cidr":"10.251.0.0/16","nodeSelector":"zone in (a,b)"}`)},
+		{"pool smaller than the default block", keys.Pool("p28"), "needs a blockSize",
+			[]byte(`{"name":"p28","cidr":"10.251.0.0/28"}`)},
 		// The schema's maxItems refuses it before the CEL rule runs.
 		{"block of 1025 owners", keys.Block(netip.MustParsePrefix("10.251.0.0/26")), "spec.owners: Too many: 1025",
 			blockValue(t, "10.251.0.0/26", "n", func(b *ipam.Block) { b.Owners = make([]int, 1025) })},

@@ -35,7 +35,7 @@ type allocBench struct {
 	c      *cluster.Cluster
 	plugin string // the binary
 	podNS  string // CNI_NETNS: a namespace of the bench's own, untouched by an IPAM plugin
-	relDir string // ipam.releaseDir: a DEL that cannot release leaves a tombstone here
+	relDir string // ipam.releaseDir: a DEL that cannot release leaves a release record here
 	// lockDir holds each node's ipam.nodeLock: the nodes are one machine
 	// here, and must not share the default /run/podnet/ipam.lock.
 	lockDir string
@@ -168,8 +168,8 @@ func (a *allocBench) wave(ctx context.Context, b *testing.B, n int) waveResult {
 		}
 		seen[s] = true
 	}
-	if stones, _ := os.ReadDir(a.relDir); len(stones) != 0 {
-		b.Fatalf("wave %d: %d DELs left a tombstone: they could not release", n, len(stones))
+	if recs, _ := os.ReadDir(a.relDir); len(recs) != 0 {
+		b.Fatalf("wave %d: %d DELs left a release record: they could not release", n, len(recs))
 	}
 	return waveResult{addWall: wall, addLat: addLat, delLat: delLat, addReqs: r1.sub(r0), delReqs: r2.sub(r1), addresses: len(addrs)}
 }

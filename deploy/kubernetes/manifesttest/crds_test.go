@@ -287,3 +287,80 @@ func TestCRDValidationRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestIPPoolValidationIsTheAllocators: the IPPool CRD refuses exactly the
+// pools the allocator refuses (ipam.Pool.Normalize: name, cidr,
+// blockSize, nodeSelector), so that kubectl cannot write a pool every
+// allocator would skip, and cannot be refused one the allocator takes.
+// Node selectors are compared over every string of up to 4 characters
+// from an alphabet of the characters the grammar turns on, and a list of
+// real ones.
+func TestIPPoolValidationIsTheAllocators(t *testing.T) {
+	v := newValidator(t, "ippools")
+	check := func(spec map[string]any) {
+		t.Helper()
+		data, err := json.Marshal(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p ipam.Pool
+		allocErr := json.Unmarshal(data, &p)
+		if allocErr == nil {
+			_, allocErr = p.Normalize()
+		}
+		crdErrs := v.validate(t, resource("IPPool", "p", spec))
+		if (allocErr == nil) != (len(crdErrs) == 0) {
+			t.Errorf("pool %s: the allocator says %v, the CRD %v", data, allocErr, crdErrs.ToAggregate())
+		}
+	}
+	for _, c := range []struct {
+		cidr string
+		bs   []int
+	}{
+		{"10.244.0.0/16", []int{-1, 0, 15, 16, 20, 21, 22, 26, 32, 33}},
+		{"10.244.1.0/16", []int{0, 26}}, // masked by the allocator
+		{"10.0.0.0/30", []int{0, 22, 29, 30, 31, 32}},
+		{"fd00:10::/64", []int{0, 64, 117, 118, 122, 128, 129}},
+		{"fd00:10::/120", []int{0, 120, 128}},
+		{"0.0.0.0/0", []int{0, 22, 26}},
+		{"::/0", []int{0, 118, 122}},
+		{"::ffff:10.0.0.0/104", []int{0, 122}}, // IPv4-mapped
+		{"10.244.0.0", []int{26}},
+		{"10.244.0.0/33", []int{26}},
+		{"010.244.0.0/16", []int{26}},
+		{"10.244.0.0/016", []int{26}},
+		{" 10.244.0.0/16", []int{26}},
+		{"fe80::%eth0/64", []int{122}},
+		{"", []int{26}},
+	} {
+		for _, bs := range c.bs {
+			check(map[string]any{"name": "p", "cidr": c.cidr, "blockSize": bs})
+		}
+	}
+	for _, name := range []string{"", "p", "a/b", "/", "default-ipv4"} {
+		check(map[string]any{"name": name, "cidr": "10.244.0.0/16"})
+	}
+	check(map[string]any{"cidr": "10.244.0.0/16"})
+	check(map[string]any{"name": "p"})
+
+	selectors := []string{
+		"all()", " all() ", "all(),zone=a", "kubernetes.io/os=linux", "node-role.kubernetes.io/worker",
+		"zone==a, rack!=r1 ,!gpu,ssd", "zone in (a,b)", "a=b=c", "a!=b=c", "!a=b", "a,,b", "a,", ",a",
+		"zone=\u00a0a", "zone\u2028=a", "a\u3000b=c", "a\tb=c",
+	}
+	alphabet := []string{"a", " ", "\t", "!", "=", ",", "\u00a0", "(", "/"}
+	var gen func(s string, n int)
+	gen = func(s string, n int) {
+		selectors = append(selectors, s)
+		if n == 0 {
+			return
+		}
+		for _, c := range alphabet {
+			gen(s+c, n-1)
+		}
+	}
+	gen("", 4)
+	for _, sel := range selectors {
+		check(map[string]any{"name": "p", "cidr": "10.244.0.0/16", "nodeSelector": sel})
+	}
+}

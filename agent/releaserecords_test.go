@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -63,9 +62,9 @@ func TestDelWithStoreDownLeavesReleaseForGC(t *testing.T) {
 			t.Fatalf("DEL of %s with etcd down: %v, want success and a record", id, err)
 		}
 	}
-	stones, err := ipamcni.ReadTombstones(dir)
-	if err != nil || len(stones) != 2 {
-		t.Fatalf("records after two DELs: %+v, %v", stones, err)
+	recs, err := ipamcni.ReadReleaseRecords(dir)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("records after two DELs: %+v, %v", recs, err)
 	}
 	ec.Restart(0)
 	// The container "back" is added again before the agent gets to it:
@@ -81,7 +80,7 @@ func TestDelWithStoreDownLeavesReleaseForGC(t *testing.T) {
 	defer store.Close()
 	alloc := ipam.New(store, ipam.Config{})
 	c := &collector{alloc: alloc, store: store, node: "self", releaseDir: dir}
-	n, err := c.releaseTombstones(ctx)
+	n, err := c.finishReleases(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("GC of the records: released %d, %v; want 1", n, err)
 	}
@@ -91,59 +90,11 @@ func TestDelWithStoreDownLeavesReleaseForGC(t *testing.T) {
 			t.Errorf("%s holds %v (%v), want %d addresses", id, ips, err, want)
 		}
 	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
-		t.Errorf("release dir keeps %v", ents)
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 || ents[0].Name() != ".lock" {
+		t.Errorf("release dir keeps %v, want its lock file alone", ents)
 	}
 	// Clean up the store as a DEL would.
 	if err := del(ctx, "back"); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestTombstoneClaimOrdering: an ADD of a handle the agent is releasing
-// waits (ErrReleasing) until the release is done; one that comes first
-// drops the record, and the agent's claim then finds nothing.
-func TestTombstoneClaimOrdering(t *testing.T) {
-	dir := t.TempDir()
-	ts := ipamcni.Tombstone{Node: "self", Handle: "n.c1"}
-	if err := ipamcni.WriteTombstone(dir, ts); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := ipamcni.ClaimTombstone(dir, "n.c1"); !ok || err != nil {
-		t.Fatalf("claim: %v %v", ok, err)
-	}
-	if err := ipamcni.ClearTombstone(dir, "n.c1"); !errors.Is(err, ipamcni.ErrReleasing) {
-		t.Fatalf("ADD during the release: %v, want ErrReleasing", err)
-	}
-	if err := ipamcni.DoneTombstone(dir, "n.c1"); err != nil {
-		t.Fatal(err)
-	}
-	if err := ipamcni.ClearTombstone(dir, "n.c1"); err != nil {
-		t.Fatalf("ADD after the release: %v", err)
-	}
-	if err := ipamcni.WriteTombstone(dir, ts); err != nil {
-		t.Fatal(err)
-	}
-	if err := ipamcni.ClearTombstone(dir, "n.c1"); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := ipamcni.ClaimTombstone(dir, "n.c1"); ok || err != nil {
-		t.Fatalf("claim after the ADD dropped the record: %v %v", ok, err)
-	}
-	// A claim a crash left is put back at the agent's start.
-	if err := ipamcni.WriteTombstone(dir, ts); err != nil {
-		t.Fatal(err)
-	}
-	if ok, _ := ipamcni.ClaimTombstone(dir, "n.c1"); !ok {
-		t.Fatal("claim failed")
-	}
-	if err := ipamcni.UnclaimAll(dir); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := ipamcni.ReadTombstones(dir); err != nil || len(got) != 1 || got[0].Handle != "n.c1" {
-		t.Fatalf("after UnclaimAll: %+v %v", got, err)
-	}
-	if err := ipamcni.WriteTombstone(dir, ipamcni.Tombstone{Handle: "../x"}); err == nil {
-		t.Fatal("a handle with a path separator named a file")
 	}
 }
