@@ -26,6 +26,10 @@ type Options struct {
 	// allocator does (the Kubernetes store, by the IPPool CRD's schema):
 	// the invalid-pool tests check that it refuses theirs.
 	RefusesInvalidPools bool
+	// DecodesPools says the store decodes pool values into a typed form
+	// of its own (the Kubernetes store, against an API server without
+	// the CRD's schema): it refuses a value that does not decode.
+	DecodesPools bool
 }
 
 type env struct {

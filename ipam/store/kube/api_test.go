@@ -27,7 +27,7 @@ func TestAllocatorSuiteOpaqueResourceVersions(t *testing.T) {
 	f := newFakeAPI(t)
 	ipamtest.Run(t, func(t *testing.T) ipam.Store {
 		return f.open(t, "/ipamtest/"+t.Name()+"/")
-	}, ipamtest.Options{NoV1: true, Nodes: 4, PerNode: 5})
+	}, ipamtest.Options{NoV1: true, Nodes: 4, PerNode: 5, DecodesPools: true})
 }
 
 var testPool = []byte(`{"name":"p","cidr":"10.9.0.0/16","blockSize":26}`)
