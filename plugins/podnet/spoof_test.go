@@ -52,7 +52,10 @@ func TestSpoofedSources(t *testing.T) {
 				dstMAC = podMAC(t, victim)
 			}
 			for _, v4 := range []bool{true, false} {
-				forged := []netip.Addr{victim.addr(v4), other.addr(v4).Next().Next(), netip.MustParseAddr("10.200.0.9")}
+				// Another pod's address (not the victim's own: the victim's
+				// kernel drops a packet from its own IPv4 address anyway),
+				// an unused one of the pool, one outside it.
+				forged := []netip.Addr{other.addr(v4), other.addr(v4).Next().Next(), netip.MustParseAddr("10.200.0.9")}
 				if !v4 {
 					forged[2] = netip.MustParseAddr("fd00:200::9")
 				}
