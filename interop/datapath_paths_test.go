@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/install"
 	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/test/e2e/e2eetcd"
@@ -25,6 +26,8 @@ type dpPath struct {
 	base           string
 	client, server string // namespace paths
 	addr           netip.Addr
+	// node is the name of the node namespace of a same-node path.
+	node string
 }
 
 // dpPathDef is a path the benchmark knows, and how to build it.
@@ -40,6 +43,7 @@ type dpPathDef struct {
 var dpPaths = []dpPathDef{
 	{key: "veth", name: "veth floor", group: "veth"},
 	{key: "routed", name: "podnet routed, same node", base: "veth", group: "routed"},
+	{key: "routed-noguard", name: "podnet routed, same node, source guard removed", base: "veth", group: "routed-noguard"},
 	{key: "bridge", name: "podnet bridge, same node", base: "veth", group: "bridge"},
 	{key: "ref-ptp", name: "reference ptp + host-local, same node", base: "veth", group: "ref-ptp"},
 	{key: "ref-bridge", name: "reference bridge + host-local, same node", base: "veth", group: "ref-bridge"},
@@ -82,6 +86,13 @@ func buildPaths(t testing.TB, want map[string]bool) []*dpPath {
 			built["veth"] = vethFloor(t)
 		case "routed", "bridge":
 			built[g] = sameNode(t, podnetConf(t, g))
+		case "routed-noguard":
+			// The source guard's cost: the same pods with the guard's
+			// table deleted after their ADDs (their DELs must still
+			// succeed without it).
+			p := sameNode(t, podnetConf(t, "routed"))
+			run(t, "ip", "netns", "exec", p.node, "nft", "delete", "table", "netdev", dataplane.GuardTableName)
+			built[g] = p
 		case "ref-ptp":
 			built[g] = sameNode(t, fillConf(refPtpConf, "", "", t.TempDir()))
 		case "ref-bridge":
@@ -170,7 +181,7 @@ func sameNode(t testing.TB, conf []byte) *dpPath {
 		})
 		addrs[i] = netip.MustParseAddr(podAddr(t, res))
 	}
-	return &dpPath{client: pods[0].Path, server: pods[1].Path, addr: addrs[1]}
+	return &dpPath{client: pods[0].Path, server: pods[1].Path, addr: addrs[1], node: name}
 }
 
 // agentDefaults are the agent's own GC settings, which the DaemonSet
