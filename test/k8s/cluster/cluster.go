@@ -150,6 +150,7 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	// The namespaces are made first so that they are removed last, after
 	// every process in them has stopped (and the switch's before the
 	// nodes' underlay links, which end on it, are gone).
+	t.Logf("cluster: directory %s, component logs in %s (%s=1 keeps it all after the test)", dir, c.logDir, keepEnv)
 	nsT := unlessKept{TB: t, c: c}
 	c.OutsideNetNS, _ = testutil.NewNetNS(nsT)
 	for i := 1; i <= o.nodes; i++ {
