@@ -149,10 +149,9 @@ func apiserverRequests(ctx context.Context, t testing.TB, c *cluster.Cluster) ma
 // code", read from the agent's /metrics on the node's port 9603.
 func agentRequests(t *testing.T, c *cluster.Cluster) map[string]map[string]float64 {
 	t.Helper()
-	hc := c.HTTPClient(10 * time.Second)
 	out := map[string]map[string]float64{}
 	for _, n := range c.Nodes {
-		resp, err := hc.Get("http://" + n.IP + ":9603/metrics")
+		resp, err := n.HTTPClient(10 * time.Second).Get("http://" + n.IP + ":9603/metrics")
 		if err != nil {
 			t.Fatalf("agent metrics on %s: %v", n.Name, err)
 		}

@@ -76,7 +76,7 @@ func benchChain(b *testing.B, ch burstChain) []burstResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	ch.install(ctx, b, c)
-	waitNodeReady(ctx, b, c, cluster.NodeName, 3*time.Minute)
+	waitNodeReady(ctx, b, c, c.Nodes[0].Name, 3*time.Minute)
 	// One pod first, not measured: the first sandbox of a node pays for
 	// what the next ones find ready (the pause image's snapshot, the
 	// runtime's first CNI load, the network's bridge or tables).
@@ -200,7 +200,7 @@ func burstPod(name, id string) *corev1.Pod {
 
 // scrape reads containerd's histograms.
 func scrape(ctx context.Context, b *testing.B, c *cluster.Cluster) cluster.Histograms {
-	hs, err := c.ContainerdHistograms(ctx)
+	hs, err := c.Nodes[0].ContainerdHistograms(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}

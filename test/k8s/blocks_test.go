@@ -104,11 +104,11 @@ func TestBlocksTwoNodes(t *testing.T) {
 // routing to the block.
 func ipamNodeRemovalWithdrawsRoutes(ctx context.Context, t *testing.T, c *cluster.Cluster, n, gone *cluster.Node, block netip.Prefix) {
 	t.Helper()
-	store, err := c.IPAMStoreSpec()
+	store, err := n.IPAMStoreSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := c.Podnet(ctx, "ipam", "node", "rm", gone.Name, "--store", store); err != nil {
+	if out, err := n.Podnet(ctx, "ipam", "node", "rm", gone.Name, "--store", store); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	if blocks := affineBlocks(ctx, t, c); len(blocks[gone.Name]) > 0 {
@@ -157,7 +157,7 @@ func checkBlocksNode(ctx context.Context, t *testing.T, c *cluster.Cluster, n *c
 // shipped pool.
 func affineBlocks(ctx context.Context, t *testing.T, c *cluster.Cluster) map[string][]netip.Prefix {
 	t.Helper()
-	st, err := c.OpenIPAMStore(ctx)
+	st, err := c.Nodes[0].OpenIPAMStore(ctx) // the API: one store for every node
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,14 +202,14 @@ func inBlockOf(blocks []netip.Prefix, ip string) bool {
 // Check, counting every allocation as a leak, finds nothing.
 func ipamHoldsNothing(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	t.Helper()
-	rec, err := c.IPAMRecords(ctx)
+	rec, err := c.Nodes[0].IPAMRecords(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rec.Handles) > 0 || len(rec.Endpoints) > 0 {
 		t.Errorf("IPAM still holds handles %v, endpoints %v", rec.Handles, rec.Endpoints)
 	}
-	st, err := c.OpenIPAMStore(ctx)
+	st, err := c.Nodes[0].OpenIPAMStore(ctx) // the API: one store for every node
 	if err != nil {
 		t.Fatal(err)
 	}

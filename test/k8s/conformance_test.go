@@ -108,7 +108,7 @@ func TestConformance(t *testing.T) {
 		sel.Focus = conformance.MakeTestFocus
 	}
 	run := conformance.Run{Bin: bin, Kubectl: filepath.Join(kubeBin, "kubectl"), Kubeconfig: kubeconfig,
-		NetNS: c.NetNS, Dir: results, Procs: procs, Selection: sel, Timeout: 150 * time.Minute}
+		NetNS: c.Nodes[0].NetNS, Dir: results, Procs: procs, Selection: sel, Timeout: 150 * time.Minute}
 	t.Logf("conformance: %s", strings.Join(run.Args(), " "))
 	runStart := time.Now()
 	err = run.Exec(ctx)

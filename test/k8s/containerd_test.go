@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -46,9 +45,9 @@ func checkContainerd(t *testing.T, cd cluster.Containerd) {
 	if err := c.Deploy(ctx, cluster.Default, func(m *cluster.Manifests) { shipped = m.ConfigMap.Data["10-podnet.conflist"] }); err != nil {
 		t.Fatal(err)
 	}
-	waitNodeReady(ctx, t, c, cluster.NodeName, 3*time.Minute)
+	waitNodeReady(ctx, t, c, c.Nodes[0].Name, 3*time.Minute)
 
-	want := checkInstalledConflist(t, c, shipped, cni.KnownReaders[libcniReader[cd.Name]])
+	want := checkInstalledConflist(t, c.Nodes[0], shipped, cni.KnownReaders[libcniReader[cd.Name]])
 	info, err := c.Nodes[0].RuntimeInfo(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -81,10 +80,10 @@ func checkContainerd(t *testing.T, cd cluster.Containerd) {
 	}
 	// The result of the server's ADD, which libcni caches: the version
 	// the runtime asked the plugins for.
-	if got := cachedResultVersion(t, c, sandboxes[a.Name][0]); got != want {
+	if got := cachedResultVersion(t, c.Nodes[0], sandboxes[a.Name][0]); got != want {
 		t.Errorf("pod %s: the cached CNI result is version %s, want %s", a.Name, got, want)
 	}
-	deletedSandboxesLeaveNothing(ctx, t, c, pods, sandboxes)
+	deletedSandboxesLeaveNothing(ctx, t, c, c.Nodes[0], pods, sandboxes)
 }
 
 // waitNodeReady waits until the node called name reports Ready.
@@ -109,12 +108,12 @@ func waitNodeReady(ctx context.Context, t testing.TB, c *cluster.Cluster, name s
 	t.Fatalf("node %s not Ready after %s: %s", name, timeout, last)
 }
 
-// checkInstalledConflist checks that the conflist the agent installed
-// offers the versions the ConfigMap's does (cniVersion 1.0.0 and
+// checkInstalledConflist checks that the conflist the agent installed on
+// n offers the versions the ConfigMap's does (cniVersion 1.0.0 and
 // cniVersions), and returns the version reader runs it at.
-func checkInstalledConflist(t *testing.T, c *cluster.Cluster, shipped string, reader cni.Reader) string {
+func checkInstalledConflist(t *testing.T, n *cluster.Node, shipped string, reader cni.Reader) string {
 	t.Helper()
-	path := filepath.Join(c.CNIConfDir, "10-podnet.conflist")
+	path := filepath.Join(n.CNIConfDir, "10-podnet.conflist")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("the agent installed no config: %v", err)
@@ -172,10 +171,10 @@ func serverAndClient(ctx context.Context, t *testing.T, c *cluster.Cluster) (ser
 }
 
 // cachedResultVersion returns the cniVersion of the result libcni cached
-// for the sandbox.
-func cachedResultVersion(t *testing.T, c *cluster.Cluster, sandbox string) string {
+// on n for the sandbox.
+func cachedResultVersion(t *testing.T, n *cluster.Node, sandbox string) string {
 	t.Helper()
-	data, err := os.ReadFile(cniCacheEntry(c, sandbox))
+	data, err := os.ReadFile(cniCacheEntry(n, sandbox))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,18 +189,18 @@ func cachedResultVersion(t *testing.T, c *cluster.Cluster, sandbox string) strin
 	return entry.Result.CNIVersion
 }
 
-// cniCacheEntry is libcni's cache file of the sandbox's podnet network
+// cniCacheEntry is n's libcni cache file of the sandbox's podnet network
 // (results/<network>-<container ID>-<interface>).
-func cniCacheEntry(c *cluster.Cluster, sandbox string) string {
-	return filepath.Join(c.CNICacheDir, "results", "podnet-"+sandbox+"-eth0")
+func cniCacheEntry(n *cluster.Node, sandbox string) string {
+	return filepath.Join(n.CNICacheDir, "results", "podnet-"+sandbox+"-eth0")
 }
 
-// deletedSandboxesLeaveNothing deletes the pods and checks that the node
+// deletedSandboxesLeaveNothing deletes the pods (n's) and checks that n
 // keeps no veth, no route to their addresses, and no libcni cache entry
 // of their sandboxes. Unlike deletedPodsLeaveNothing it finds cache
 // entries by sandbox ID: the cache is the machine's, and another cluster
 // running at the same time may have pods at the same addresses.
-func deletedSandboxesLeaveNothing(ctx context.Context, t *testing.T, c *cluster.Cluster, pods []*corev1.Pod, sandboxes map[string][]string) {
+func deletedSandboxesLeaveNothing(ctx context.Context, t *testing.T, c *cluster.Cluster, n *cluster.Node, pods []*corev1.Pod, sandboxes map[string][]string) {
 	t.Helper()
 	for _, p := range pods {
 		if err := c.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
@@ -216,7 +215,7 @@ func deletedSandboxesLeaveNothing(ctx context.Context, t *testing.T, c *cluster.
 	var left []string
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		left = podLeftovers(t, c, pods, sandboxes)
+		left = podLeftovers(t, n, pods, sandboxes)
 		if len(left) == 0 || time.Now().After(deadline) {
 			break
 		}
@@ -227,17 +226,17 @@ func deletedSandboxesLeaveNothing(ctx context.Context, t *testing.T, c *cluster.
 	}
 }
 
-// podLeftovers lists what the deleted pods left: veths, routes to their
+// podLeftovers lists what the deleted pods left on n: veths, routes to their
 // addresses, libcni cache entries of their sandboxes.
-func podLeftovers(t *testing.T, c *cluster.Cluster, pods []*corev1.Pod, sandboxes map[string][]string) []string {
+func podLeftovers(t *testing.T, n *cluster.Node, pods []*corev1.Pod, sandboxes map[string][]string) []string {
 	t.Helper()
 	var left []string
-	for _, l := range nodeLines(t, c, "-o", "link", "show", "type", "veth") {
+	for _, l := range nodeLines(t, n, "-o", "link", "show", "type", "veth") {
 		if !strings.Contains(l, " underlay0@") {
 			left = append(left, "veth left on the node: "+l)
 		}
 	}
-	for _, l := range nodeLines(t, c, "-4", "route", "show") {
+	for _, l := range nodeLines(t, n, "-4", "route", "show") {
 		for _, p := range pods {
 			if strings.HasPrefix(l, p.Status.PodIP+" ") {
 				left = append(left, fmt.Sprintf("route to deleted pod %s left: %s", p.Name, l))
@@ -246,22 +245,22 @@ func podLeftovers(t *testing.T, c *cluster.Cluster, pods []*corev1.Pod, sandboxe
 	}
 	for name, ids := range sandboxes {
 		for _, id := range ids {
-			if _, err := os.Stat(cniCacheEntry(c, id)); err == nil {
-				left = append(left, fmt.Sprintf("CNI cache entry of deleted pod %s left: %s", name, cniCacheEntry(c, id)))
+			if _, err := os.Stat(cniCacheEntry(n, id)); err == nil {
+				left = append(left, fmt.Sprintf("CNI cache entry of deleted pod %s left: %s", name, cniCacheEntry(n, id)))
 			}
 		}
 	}
 	return left
 }
 
-// nodeLines returns the lines `ip ARGS` prints on stdout in the node's
-// namespace. Its stderr is no part of the answer: `ip link` complains
-// there ("Peer netns reference is invalid") of every file in /run/netns,
-// the machine's, that is no namespace mount, whoever left it.
-func nodeLines(t *testing.T, c *cluster.Cluster, args ...string) []string {
+// nodeLines returns the lines `ip ARGS` prints on stdout in n's
+// namespaces. Its stderr is no part of the answer: `ip link` complains
+// there ("Peer netns reference is invalid") of every file in /run/netns
+// that is no namespace mount, whoever left it.
+func nodeLines(t *testing.T, n *cluster.Node, args ...string) []string {
 	t.Helper()
 	var stderr strings.Builder
-	cmd := exec.Command("nsenter", append([]string{"--net=" + c.NetNS, "ip"}, args...)...)
+	cmd := n.Command(context.Background(), "ip", args...)
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {

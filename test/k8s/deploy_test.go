@@ -21,7 +21,7 @@ const agentSelector = "app.kubernetes.io/name=podnet"
 
 // deployPodnet applies the variant of deploy/kubernetes, after edit (if
 // not nil) has changed the DaemonSet as a user tuning it would, and waits
-// until the node is Ready and the agent pod ready.
+// until every node is Ready and an agent pod ready.
 func deployPodnet(ctx context.Context, t *testing.T, c *cluster.Cluster, v cluster.Variant, edit func(*appsv1.DaemonSet)) {
 	t.Helper()
 	err := c.Deploy(ctx, v, func(m *cluster.Manifests) {
@@ -32,16 +32,18 @@ func deployPodnet(ctx context.Context, t *testing.T, c *cluster.Cluster, v clust
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(ctx, t, "node Ready after podnet was applied", 3*time.Minute, func() error {
-		n, err := c.Node(ctx)
-		if err != nil {
-			return err
-		}
-		if r := readyCondition(n); r == nil || r.Status != corev1.ConditionTrue {
-			return fmt.Errorf("node not ready: %v", r)
-		}
-		return nil
-	})
+	for _, n := range c.Nodes {
+		waitUntil(ctx, t, n.Name+" Ready after podnet was applied", 3*time.Minute, func() error {
+			obj, err := n.Object(ctx)
+			if err != nil {
+				return err
+			}
+			if r := readyCondition(obj); r == nil || r.Status != corev1.ConditionTrue {
+				return fmt.Errorf("node not ready: %v", r)
+			}
+			return nil
+		})
+	}
 	waitAgentReady(ctx, t, c, "")
 }
 
@@ -110,9 +112,9 @@ func startServers(ctx context.Context, t *testing.T, c *cluster.Cluster, names .
 	return pods
 }
 
-// nodeToPod fetches the server pod's page from the node's namespace.
-func nodeToPod(c *cluster.Cluster, p *corev1.Pod) error {
-	resp, err := c.HTTPClient(10 * time.Second).Get(fmt.Sprintf("http://%s:%d/", p.Status.PodIP, diagPort))
+// nodeToPod fetches the server pod's page from n's network namespace.
+func nodeToPod(n *cluster.Node, p *corev1.Pod) error {
+	resp, err := n.HTTPClient(10 * time.Second).Get(fmt.Sprintf("http://%s:%d/", p.Status.PodIP, diagPort))
 	if err != nil {
 		return fmt.Errorf("node to pod %s (%s): %w", p.Name, p.Status.PodIP, err)
 	}
@@ -124,11 +126,12 @@ func nodeToPod(c *cluster.Cluster, p *corev1.Pod) error {
 	return nil
 }
 
-// podToPod fetches to's page from inside from (exec through CRI) and
-// checks that to saw from's own address: pod to pod is not NATed.
-func podToPod(ctx context.Context, c *cluster.Cluster, from, to *corev1.Pod) error {
+// podToPod fetches to's page from inside from, which runs on n (exec
+// through n's CRI), and checks that to saw from's own address: pod to pod
+// is not NATed.
+func podToPod(ctx context.Context, n *cluster.Node, from, to *corev1.Pod) error {
 	url := fmt.Sprintf("http://%s:%d/", to.Status.PodIP, diagPort)
-	out, err := c.Exec(ctx, from.Namespace, from.Name, "diag", 30*time.Second,
+	out, err := n.Exec(ctx, from.Namespace, from.Name, "diag", 30*time.Second,
 		"/opt/podnet/bin/podnet", "diag", "get", "--timeout", "10s", url)
 	if err != nil {
 		return fmt.Errorf("pod %s to pod %s: %w", from.Name, to.Name, err)

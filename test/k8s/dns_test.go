@@ -53,7 +53,7 @@ func TestDNS(t *testing.T) {
 	if err := c.Deploy(ctx, cluster.Default, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitNodeReady(ctx, t, c, cluster.NodeName, 3*time.Minute)
+	waitNodeReady(ctx, t, c, c.Nodes[0].Name, 3*time.Minute)
 	leaving := countDNSLeaving(t, c.Nodes[0])
 	if err := c.DeployDNS(ctx); err != nil {
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func TestDNS(t *testing.T) {
 		// endpoints turn ready, and rejects its packets until then.
 		waitUntil(ctx, t, "kube-proxy serving the kube-dns Service", 30*time.Second, func() error {
 			for _, network := range []string{"udp", "tcp"} {
-				if res := lookup(ctx, nodeResolver(c, cluster.DNSServiceIP, network), want[0].query); res.Error != "" {
+				if res := lookup(ctx, nodeResolver(c.Nodes[0], cluster.DNSServiceIP, network), want[0].query); res.Error != "" {
 					return errors.New(res.Error)
 				}
 			}
@@ -86,7 +86,7 @@ func TestDNS(t *testing.T) {
 		})
 		for _, server := range append([]string{cluster.DNSServiceIP}, servers...) {
 			for _, network := range []string{"udp", "tcp"} {
-				r := nodeResolver(c, server, network)
+				r := nodeResolver(c.Nodes[0], server, network)
 				for _, w := range want {
 					checkAnswer(t, server+" over "+network, w, lookup(ctx, r, w.query))
 				}
@@ -147,14 +147,14 @@ type dnsResult struct {
 	NotFound bool     `json:"notFound"`
 }
 
-// nodeResolver resolves from the first node's network namespace, asking
-// server over network (udp or tcp: the resolver frames its queries for
-// whichever connection it gets).
-func nodeResolver(c *cluster.Cluster, server, network string) *net.Resolver {
+// nodeResolver resolves from n's network namespace, asking server over
+// network (udp or tcp: the resolver frames its queries for whichever
+// connection it gets).
+func nodeResolver(n *cluster.Node, server, network string) *net.Resolver {
 	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		// The address the resolver asks for is the machine's
 		// nameserver; this one is the cluster's.
-		return c.DialContext(ctx, network, net.JoinHostPort(server, "53"))
+		return n.DialContext(ctx, network, net.JoinHostPort(server, "53"))
 	}}
 }
 

@@ -149,7 +149,7 @@ func serveAPI(t *testing.T, c *cluster.Cluster, u *e2enet.Underlay) string {
 			track(conn, true)
 			wg.Go(func() {
 				defer track(conn, false)
-				forward(conn, func(ctx context.Context) (net.Conn, error) { return c.DialContext(ctx, "tcp", target.Host) }, track)
+				forward(conn, func(ctx context.Context) (net.Conn, error) { return c.Nodes[0].DialContext(ctx, "tcp", target.Host) }, track)
 			})
 		}
 	})

@@ -30,6 +30,7 @@ const burstPods = 30
 // cluster's pool.
 func TestContainerdKilledDuringBurst(t *testing.T) {
 	c := cluster.Start(t)
+	n := c.Nodes[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	// GC every 15 s instead of every 5 min, as a user may choose; the
@@ -45,34 +46,34 @@ func TestContainerdKilledDuringBurst(t *testing.T) {
 	})
 	seen := sandboxLog{}
 	pods := createBurst(ctx, t, c)
-	killContainerdMidBurst(ctx, t, c, seen)
+	killContainerdMidBurst(ctx, t, n, seen)
 
 	start := time.Now()
 	var running []*corev1.Pod
 	waitUntil(ctx, t, "every burst pod Running after containerd came back", 15*time.Minute, func() error {
-		seen.record(ctx, t, c)
+		seen.record(ctx, t, n)
 		var err error
 		running, err = burstRunning(ctx, c, pods)
 		return err
 	})
 	t.Logf("all %d pods Running %s after containerd came back", burstPods, time.Since(start).Round(time.Second))
-	distinctWorkingAddresses(t, c, running)
+	distinctWorkingAddresses(t, n, running)
 
-	seen.record(ctx, t, c)
+	seen.record(ctx, t, n)
 	deletePods(ctx, t, c, running, 5*time.Minute)
-	forgottenByContainerd(ctx, t, c, seen)
+	forgottenByContainerd(ctx, t, n, seen)
 	start = time.Now()
-	waitNoLeftovers(ctx, t, c, seen, running, 5*time.Minute)
+	waitNoLeftovers(ctx, t, c, n, seen, running, 5*time.Minute)
 	t.Logf("node and store clean %s after the pods were deleted (%d sandboxes seen for %d pods)",
 		time.Since(start).Round(time.Second), len(seen), burstPods)
 	// Let the agent's GC run on the empty node (every 15 s): it must find
 	// nothing to fail on, and release nothing that makes check unclean.
 	time.Sleep(20 * time.Second)
-	released, failed := agentGCMetrics(t, c)
+	released, failed := agentGCMetrics(t, n)
 	if failed != 0 {
 		t.Errorf("agent: podnet_agent_gc_errors_total %v: %s", failed, agentGCLog(ctx, c))
 	}
-	if left := leftovers(ctx, t, c, seen, running); len(left) > 0 {
+	if left := leftovers(ctx, t, c, n, seen, running); len(left) > 0 {
 		t.Errorf("after the agent's GC:\n  %s", strings.Join(left, "\n  "))
 	}
 	t.Logf("agent GC released %v addresses in the whole test; its log: %s", released, agentGCLog(ctx, c))
@@ -94,8 +95,8 @@ func createBurst(ctx context.Context, t *testing.T, c *cluster.Cluster) []*corev
 }
 
 // distinctWorkingAddresses checks that every pod has an address of its
-// own from the pool, which the node reaches.
-func distinctWorkingAddresses(t *testing.T, c *cluster.Cluster, pods []*corev1.Pod) {
+// own from the pool, which n reaches.
+func distinctWorkingAddresses(t *testing.T, n *cluster.Node, pods []*corev1.Pod) {
 	t.Helper()
 	addrs := map[netip.Addr]string{}
 	for _, p := range pods {
@@ -107,19 +108,19 @@ func distinctWorkingAddresses(t *testing.T, c *cluster.Cluster, pods []*corev1.P
 			t.Errorf("pods %s and %s both have %s", other, p.Name, ip)
 		}
 		addrs[ip] = p.Name
-		if err := nodeToPod(c, p); err != nil {
+		if err := nodeToPod(n, p); err != nil {
 			t.Error(err)
 		}
 	}
 }
 
-// waitNoLeftovers polls leftovers until there are none, failing t with
-// the last list after timeout.
-func waitNoLeftovers(ctx context.Context, t *testing.T, c *cluster.Cluster, seen sandboxLog, pods []*corev1.Pod, timeout time.Duration) {
+// waitNoLeftovers polls leftovers on n until there are none, failing t
+// with the last list after timeout.
+func waitNoLeftovers(ctx context.Context, t *testing.T, c *cluster.Cluster, n *cluster.Node, seen sandboxLog, pods []*corev1.Pod, timeout time.Duration) {
 	t.Helper()
 	start := time.Now()
 	for {
-		left := leftovers(ctx, t, c, seen, pods)
+		left := leftovers(ctx, t, c, n, seen, pods)
 		if len(left) == 0 {
 			return
 		}
@@ -137,12 +138,12 @@ func waitNoLeftovers(ctx context.Context, t *testing.T, c *cluster.Cluster, seen
 // restart neither is any sandbox's. Namespaces that hold an interface
 // are left to the leak check: they would be podnet's. Shims go too, as
 // teardown counts every shim left as an error.
-func forgottenByContainerd(ctx context.Context, t *testing.T, c *cluster.Cluster, seen sandboxLog) {
+func forgottenByContainerd(ctx context.Context, t *testing.T, n *cluster.Node, seen sandboxLog) {
 	t.Helper()
 	// Once kubelet has removed the deleted pods' sandboxes, their shims
 	// exit; those whose task containerd had forgotten do not.
 	waitUntil(ctx, t, "kubelet removes the deleted pods' sandboxes", 3*time.Minute, func() error {
-		sbs, err := c.Sandboxes(ctx)
+		sbs, err := n.Sandboxes(ctx)
 		if err != nil {
 			return err
 		}
@@ -157,7 +158,7 @@ func forgottenByContainerd(ctx context.Context, t *testing.T, c *cluster.Cluster
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var err error
-		if orphans, err = c.OrphanShims(ctx); err != nil {
+		if orphans, err = n.OrphanShims(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if len(orphans) == 0 || time.Now().After(deadline) {
@@ -167,57 +168,57 @@ func forgottenByContainerd(ctx context.Context, t *testing.T, c *cluster.Cluster
 	}
 	for pid, id := range orphans {
 		t.Logf("containerd forgot the task %s of its shim %d when it was killed; killing the shim", id, pid)
-		if err := c.KillShim(pid); err != nil {
+		if err := n.KillShim(pid); err != nil {
 			t.Error(err)
 		}
 	}
-	seen.record(ctx, t, c)
-	for _, tr := range netnsTraces(t, c, seen) {
+	seen.record(ctx, t, n)
+	for _, tr := range netnsTraces(t, n, seen) {
 		if tr.owner != "" {
 			continue // a sandbox's: for the leak check
 		}
 		t.Logf("containerd forgot the %s it made for a sandbox when it was killed; removing it", tr.what)
-		if err := c.RemoveEmptyNetNSPin(tr.path); err != nil {
+		if err := n.RemoveEmptyNetNSPin(tr.path); err != nil {
 			t.Error(err)
 		}
 	}
 }
 
-// killContainerdMidBurst waits until containerd has made a few of the
+// killContainerdMidBurst waits until n's containerd has made a few of the
 // burst's sandboxes, so that others are being made, kills it and starts
 // it again.
-func killContainerdMidBurst(ctx context.Context, t *testing.T, c *cluster.Cluster, seen sandboxLog) {
+func killContainerdMidBurst(ctx context.Context, t *testing.T, n *cluster.Node, seen sandboxLog) {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
-	n := 0
+	made := 0
 	for time.Now().Before(deadline) {
-		sbs, err := c.Sandboxes(ctx)
+		sbs, err := n.Sandboxes(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		n = 0
+		made = 0
 		for _, s := range sbs {
 			if s.Namespace == "default" {
-				n++
+				made++
 			}
 		}
-		if n >= 3 {
+		if made >= 3 {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	seen.record(ctx, t, c)
-	pid := c.PIDs()["containerd"]
-	if err := c.KillComponent("containerd"); err != nil {
+	seen.record(ctx, t, n)
+	pid := n.PID("containerd")
+	if err := n.KillComponent("containerd"); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("containerd (pid %d) killed with %d of %d sandboxes made", pid, n, burstPods)
+	t.Logf("containerd (pid %d) killed with %d of %d sandboxes made", pid, made, burstPods)
 	time.Sleep(2 * time.Second)
 	start := time.Now()
-	if err := c.StartComponent("containerd"); err != nil {
+	if err := n.StartComponent("containerd"); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("containerd started again (pid %d), up in %s", c.PIDs()["containerd"], time.Since(start).Round(100*time.Millisecond))
+	t.Logf("containerd started again (pid %d), up in %s", n.PID("containerd"), time.Since(start).Round(100*time.Millisecond))
 }
 
 // burstRunning returns the pods, fresh from the API, once every one is
@@ -263,11 +264,11 @@ func agentGCLog(ctx context.Context, c *cluster.Cluster) string {
 	return strings.Join(lines, "; ")
 }
 
-// agentGCMetrics reads the agent's GC counters from its metrics endpoint
-// (host network: the node's port 9603).
-func agentGCMetrics(t *testing.T, c *cluster.Cluster) (released, failed float64) {
+// agentGCMetrics reads the GC counters of n's agent from its metrics
+// endpoint (host network: the node's port 9603).
+func agentGCMetrics(t *testing.T, n *cluster.Node) (released, failed float64) {
 	t.Helper()
-	resp, err := c.HTTPClient(10 * time.Second).Get("http://127.0.0.1:9603/metrics")
+	resp, err := n.HTTPClient(10 * time.Second).Get("http://127.0.0.1:9603/metrics")
 	if err != nil {
 		t.Fatalf("agent metrics: %v", err)
 	}

@@ -23,7 +23,8 @@ const diagHostPort = 18080
 // podnet as the portMappings capability.
 func hostPort(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	// On the first node, whose address and nftables the checks use.
-	p := onNode(c.Nodes[0], diagPod("diag-hp", "serve", "--listen", fmt.Sprintf(":%d", diagPort)))
+	n := c.Nodes[0]
+	p := onNode(n, diagPod("diag-hp", "serve", "--listen", fmt.Sprintf(":%d", diagPort)))
 	p.Spec.Containers[0].Ports = []corev1.ContainerPort{{
 		Name: "http", ContainerPort: diagPort, HostPort: diagHostPort, Protocol: corev1.ProtocolTCP,
 	}}
@@ -31,7 +32,7 @@ func hostPort(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		t.Fatal(err)
 	}
 	waitPod(ctx, t, c, "diag-hp", corev1.PodRunning)
-	elems, err := c.PodNFTElements()
+	elems, err := n.PodNFTElements()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +46,8 @@ func hostPort(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		t.Fatalf("no element in table %s for diag-hp's hostPort", portmap.TableName)
 	}
 	t.Logf("host port elements: %s", strings.Join(published, "; "))
-	hc := c.HTTPClient(10 * time.Second)
-	for _, host := range []string{cluster.NodeIP, "127.0.0.1"} {
+	hc := n.HTTPClient(10 * time.Second)
+	for _, host := range []string{n.IP, "127.0.0.1"} {
 		// Running is not listening: a loaded node may start the server
 		// a moment after kubelet reports the container started.
 		url := fmt.Sprintf("http://%s:%d/", host, diagHostPort)
@@ -59,7 +60,7 @@ func hostPort(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		}
 		t.Logf("node to %s: %s", url, body)
 	}
-	url := fmt.Sprintf("http://%s:%d/", cluster.NodeIP, diagHostPort)
+	url := fmt.Sprintf("http://%s:%d/", n.IP, diagHostPort)
 	body := podFetch(ctx, t, c, diagPod("diag-hp-client", "get", "--timeout", "10s", url))
 	if !strings.Contains(body, "hello from diag-hp ") {
 		t.Fatalf("pod to hostPort %s: %q, want diag-hp's answer", url, body)

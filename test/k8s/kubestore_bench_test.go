@@ -35,7 +35,7 @@ func BenchmarkKubeStoreOpen(b *testing.B) {
 	}
 	b.Run("open+TLS+GET", func(b *testing.B) {
 		for b.Loop() {
-			s, err := kube.Open(kube.Options{Kubeconfig: kc, Dial: c.DialContext})
+			s, err := kube.Open(kube.Options{Kubeconfig: kc, Dial: c.Nodes[0].DialContext})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -47,7 +47,7 @@ func BenchmarkKubeStoreOpen(b *testing.B) {
 	})
 	b.Run("open-only", func(b *testing.B) {
 		for b.Loop() {
-			s, err := kube.Open(kube.Options{Kubeconfig: kc, Dial: c.DialContext})
+			s, err := kube.Open(kube.Options{Kubeconfig: kc, Dial: c.Nodes[0].DialContext})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -63,7 +63,7 @@ func BenchmarkKubeStoreOpen(b *testing.B) {
 	})
 	b.Run("harness-dial", func(b *testing.B) {
 		for b.Loop() {
-			conn, err := c.DialContext(ctx, "tcp", "198.18.0.1:6443")
+			conn, err := c.Nodes[0].DialContext(ctx, "tcp", "198.18.0.1:6443")
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -41,7 +41,7 @@ func kubeStoreCluster(t testing.TB) (*cluster.Cluster, string) {
 
 func openKubeStore(t testing.TB, c *cluster.Cluster, kc, prefix string) *kube.Store {
 	t.Helper()
-	s, err := kube.Open(kube.Options{Kubeconfig: kc, Prefix: prefix, Dial: c.DialContext})
+	s, err := kube.Open(kube.Options{Kubeconfig: kc, Prefix: prefix, Dial: c.Nodes[0].DialContext})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,10 +24,10 @@ import (
 // endpoints) is found by their IDs.
 type sandboxLog map[string]cluster.Sandbox
 
-// record adds the sandboxes containerd has now.
-func (l sandboxLog) record(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+// record adds the sandboxes n's containerd has now.
+func (l sandboxLog) record(ctx context.Context, t *testing.T, n *cluster.Node) {
 	t.Helper()
-	sbs, err := c.Sandboxes(ctx)
+	sbs, err := n.Sandboxes(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,15 +62,15 @@ type trace struct {
 	path  string // of a netns trace: the namespace's pin
 }
 
-// deletedPodsLeaveNothing deletes the pods and checks that the node and
+// deletedPodsLeaveNothing deletes the pods, n's, and checks that n and
 // the store keep nothing of theirs. It first checks that it sees each
 // kind of trace of the pods that are running, so that a check that finds
 // nothing cannot pass by looking in the wrong place.
-func deletedPodsLeaveNothing(ctx context.Context, t *testing.T, c *cluster.Cluster, seen sandboxLog, pods []*corev1.Pod) {
+func deletedPodsLeaveNothing(ctx context.Context, t *testing.T, c *cluster.Cluster, n *cluster.Node, seen sandboxLog, pods []*corev1.Pod) {
 	t.Helper()
-	seen.record(ctx, t, c)
+	seen.record(ctx, t, n)
 	have := map[string]map[string]bool{}
-	for _, tr := range traces(ctx, t, c, seen) {
+	for _, tr := range traces(ctx, t, n, seen) {
 		if have[tr.owner] == nil {
 			have[tr.owner] = map[string]bool{}
 		}
@@ -89,7 +89,7 @@ func deletedPodsLeaveNothing(ctx context.Context, t *testing.T, c *cluster.Clust
 	deletePods(ctx, t, c, pods, 2*time.Minute)
 	// kubelet confirms a deletion once the sandbox is stopped (CNI DEL
 	// done), so nothing may remain by now.
-	if left := leftovers(ctx, t, c, seen, pods); len(left) > 0 {
+	if left := leftovers(ctx, t, c, n, seen, pods); len(left) > 0 {
 		t.Errorf("deleted pods left:\n  %s", strings.Join(left, "\n  "))
 	}
 }
@@ -121,15 +121,15 @@ func deletePods(ctx context.Context, t *testing.T, c *cluster.Cluster, pods []*c
 	}
 }
 
-// traces lists what the node and the store keep per sandbox: veths (by
+// traces lists what n and the store its plugins write keep per sandbox: veths (by
 // their alias), podnet's nftables elements (by their comments), IPAM
 // handles and workload endpoints, and for the sandboxes in seen their
 // CNI cache entries and network namespaces (the machine's, shared with
 // other clusters, so looked up by ID only).
-func traces(ctx context.Context, t *testing.T, c *cluster.Cluster, seen sandboxLog) []trace {
+func traces(ctx context.Context, t *testing.T, n *cluster.Node, seen sandboxLog) []trace {
 	t.Helper()
 	var out []trace
-	veths, err := c.Veths()
+	veths, err := n.Veths()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func traces(ctx context.Context, t *testing.T, c *cluster.Cluster, seen sandboxL
 		o, _ := tag.ParseAlias(v.Alias)
 		out = append(out, trace{owner: o.ContainerID, kind: "veth", what: fmt.Sprintf("veth %s (alias %q)", v.Name, v.Alias)})
 	}
-	elems, err := c.PodNFTElements()
+	elems, err := n.PodNFTElements()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func traces(ctx context.Context, t *testing.T, c *cluster.Cluster, seen sandboxL
 		}
 		out = append(out, trace{owner: owner, kind: "nft", what: "nftables element " + e.String()})
 	}
-	rec, err := c.IPAMRecords(ctx)
+	rec, err := n.IPAMRecords(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,19 +168,19 @@ func traces(ctx context.Context, t *testing.T, c *cluster.Cluster, seen sandboxL
 		out = append(out, trace{owner: e.ContainerID, kind: "endpoint", what: fmt.Sprintf("workload endpoint %s (container %s, %v)", e.ID(), e.ContainerID, e.IPs)})
 	}
 	for id, s := range seen {
-		for _, f := range c.CNICacheEntries(id) {
+		for _, f := range n.CNICacheEntries(id) {
 			out = append(out, trace{owner: id, kind: "cache", what: fmt.Sprintf("CNI cache entry %s (%s/%s)", f, s.Namespace, s.Name)})
 		}
 	}
-	return append(out, netnsTraces(t, c, seen)...)
+	return append(out, netnsTraces(t, n, seen)...)
 }
 
 // netnsTraces lists the pods' network namespaces that are still pinned:
-// every pin of the cluster's containerd, and the namespaces of the
+// every pin of n's containerd, and the namespaces of the
 // sandboxes in seen, wherever they are.
-func netnsTraces(t *testing.T, c *cluster.Cluster, seen sandboxLog) []trace {
+func netnsTraces(t *testing.T, n *cluster.Node, seen sandboxLog) []trace {
 	t.Helper()
-	pins, err := c.NetNSPins()
+	pins, err := n.NetNSPins()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,15 +205,15 @@ func netnsTraces(t *testing.T, c *cluster.Cluster, seen sandboxLog) []trace {
 	return out
 }
 
-// leftovers lists what the deleted pods left: the traces of their
+// leftovers lists what the deleted pods left on n and in its store: the traces of their
 // sandboxes, workload endpoints under their names, routes to their
 // addresses (unless a live pod has the address now), and whatever
 // `podnet ipam check` reports. When no pod with a pod network is left at
 // all, every trace is a leftover, whoever it belonged to.
-func leftovers(ctx context.Context, t *testing.T, c *cluster.Cluster, seen sandboxLog, pods []*corev1.Pod) []string {
+func leftovers(ctx context.Context, t *testing.T, c *cluster.Cluster, n *cluster.Node, seen sandboxLog, pods []*corev1.Pod) []string {
 	t.Helper()
 	gone := seen.ofPods(pods)
-	live, liveIPs := livePodNetwork(ctx, t, c)
+	live, liveIPs := livePodNetwork(ctx, t, c, n)
 	for id, s := range gone {
 		if live[id] {
 			t.Fatalf("sandbox %s of deleted pod %s is still ready", id, s.Name)
@@ -225,7 +225,7 @@ func leftovers(ctx context.Context, t *testing.T, c *cluster.Cluster, seen sandb
 		deleted[p.Namespace+"/"+p.Name] = true
 	}
 	var left []string
-	for _, tr := range traces(ctx, t, c, seen) {
+	for _, tr := range traces(ctx, t, n, seen) {
 		_, owned := gone[tr.owner]
 		byName := tr.kind == "endpoint" && slices.ContainsFunc(pods, func(p *corev1.Pod) bool {
 			return strings.Contains(tr.what, "/"+p.Namespace+"/"+p.Name+"/")
@@ -234,12 +234,12 @@ func leftovers(ctx context.Context, t *testing.T, c *cluster.Cluster, seen sandb
 			left = append(left, tr.what)
 		}
 	}
-	left = append(left, routeLeftovers(t, c, pods, liveIPs)...)
-	store, err := c.IPAMStoreSpec()
+	left = append(left, routeLeftovers(t, n, pods, liveIPs)...)
+	store, err := n.IPAMStoreSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := c.Podnet(ctx, "ipam", "check", "--store", store); err != nil {
+	if out, err := n.Podnet(ctx, "ipam", "check", "--store", store); err != nil {
 		left = append(left, fmt.Sprintf("podnet ipam check: %v", err))
 	} else if !strings.Contains(string(out), "ipam: clean") {
 		left = append(left, fmt.Sprintf("podnet ipam check: %s", out))
@@ -247,11 +247,11 @@ func leftovers(ctx context.Context, t *testing.T, c *cluster.Cluster, seen sandb
 	return left
 }
 
-// livePodNetwork returns the ready sandboxes and the addresses of the
+// livePodNetwork returns n's ready sandboxes and the addresses of the
 // pods that have a pod network (not the agent's host network).
-func livePodNetwork(ctx context.Context, t *testing.T, c *cluster.Cluster) (map[string]bool, map[string]bool) {
+func livePodNetwork(ctx context.Context, t *testing.T, c *cluster.Cluster, n *cluster.Node) (map[string]bool, map[string]bool) {
 	t.Helper()
-	sbs, err := c.Sandboxes(ctx)
+	sbs, err := n.Sandboxes(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,11 +274,11 @@ func livePodNetwork(ctx context.Context, t *testing.T, c *cluster.Cluster) (map[
 	return ready, ips
 }
 
-// routeLeftovers lists the node's routes to the deleted pods' addresses
-// that no live pod has taken since.
-func routeLeftovers(t *testing.T, c *cluster.Cluster, pods []*corev1.Pod, liveIPs map[string]bool) []string {
+// routeLeftovers lists n's routes to the deleted pods' addresses that no
+// live pod has taken since.
+func routeLeftovers(t *testing.T, n *cluster.Node, pods []*corev1.Pod, liveIPs map[string]bool) []string {
 	t.Helper()
-	routes, err := exec.Command("nsenter", "--net="+c.NetNS, "ip", "-4", "route", "show").CombinedOutput()
+	routes, err := exec.Command("nsenter", "--net="+n.NetNS, "ip", "-4", "route", "show").CombinedOutput()
 	if err != nil {
 		t.Fatalf("ip route: %v: %s", err, routes)
 	}

@@ -84,7 +84,7 @@ func (a *allocBench) exec(verb string, i int, id string) (time.Duration, []byte,
 	// Started from a thread in the control plane's namespace, the plugin
 	// runs there; the namespace switch is the harness's, not the
 	// plugin's, and is not timed apart (tens of microseconds).
-	if err := netns.Do(a.c.NetNS, cmd.Start); err != nil {
+	if err := netns.Do(a.c.Nodes[0].NetNS, cmd.Start); err != nil {
 		return 0, nil, err
 	}
 	err := cmd.Wait()

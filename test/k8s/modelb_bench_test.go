@@ -159,7 +159,7 @@ func BenchmarkModelBStore(b *testing.B) {
 		open func() (ipam.Store, error)
 	}{
 		{"option1-kube", func() (ipam.Store, error) {
-			return kube.Open(kube.Options{Kubeconfig: kc, Dial: c.DialContext})
+			return kube.Open(kube.Options{Kubeconfig: kc, Dial: c.Nodes[0].DialContext})
 		}},
 		{"option2-agent", func() (ipam.Store, error) { return agentsock.Open(sock, agentsock.ClientOptions{}) }},
 	}
@@ -256,7 +256,7 @@ func BenchmarkModelBStore(b *testing.B) {
 	})
 	b.Run("harness-dial", func(b *testing.B) {
 		for b.Loop() {
-			conn, err := c.DialContext(ctx, "tcp", "198.18.0.1:6443")
+			conn, err := c.Nodes[0].DialContext(ctx, "tcp", "198.18.0.1:6443")
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -38,6 +38,7 @@ const diagPort = 8080
 // and run in order; the first that fails ends the test.
 func TestNode(t *testing.T) {
 	c := cluster.Start(t)
+	node := c.Nodes[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	step := steps(t)
@@ -48,7 +49,7 @@ func TestNode(t *testing.T) {
 		var last string
 		deadline := time.Now().Add(30 * time.Second)
 		for time.Now().Before(deadline) {
-			n, err := c.Node(ctx)
+			n, err := node.Object(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,7 +79,7 @@ func TestNode(t *testing.T) {
 		pids := c.PIDs()
 		var last string
 		for {
-			n, err := c.Node(ctx)
+			n, err := node.Object(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +100,7 @@ func TestNode(t *testing.T) {
 				t.Errorf("%s restarted (pid %d, was %d)", name, pid, pids[name])
 			}
 		}
-		if _, err := os.Stat(c.CNIConfDir + "/10-podnet.conflist"); err != nil {
+		if _, err := os.Stat(node.CNIConfDir + "/10-podnet.conflist"); err != nil {
 			t.Errorf("the agent installed no config: %v", err)
 		}
 	})
@@ -108,7 +109,7 @@ func TestNode(t *testing.T) {
 	// config that says so only once it was known.
 	pool := shippedPool
 	step("ConfigFromPodCIDR", func(t *testing.T) {
-		pool = checkNodeCIDRNode(ctx, t, c, c.Nodes[0])[0]
+		pool = checkNodeCIDRNode(ctx, t, c, node)[0]
 	})
 
 	var a, b *corev1.Pod
@@ -156,7 +157,7 @@ func TestNode(t *testing.T) {
 	})
 
 	step("NodeToPod", func(t *testing.T) {
-		hc := c.HTTPClient(5 * time.Second)
+		hc := node.HTTPClient(5 * time.Second)
 		for _, p := range []*corev1.Pod{a, b} {
 			resp, err := hc.Get(fmt.Sprintf("http://%s:%d/", p.Status.PodIP, diagPort))
 			if err != nil {
@@ -194,7 +195,7 @@ func TestNode(t *testing.T) {
 			}
 			pods = append(pods, p)
 		}
-		deletedPodsLeaveNothing(ctx, t, c, sandboxLog{}, pods)
+		deletedPodsLeaveNothing(ctx, t, c, node, sandboxLog{}, pods)
 	})
 }
 
@@ -303,8 +304,8 @@ func egressMasqueraded(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	}
 	waitPod(ctx, t, c, "diag-egress", corev1.PodSucceeded)
 	got := <-from
-	if host, _, _ := net.SplitHostPort(got); host != cluster.NodeIP {
-		t.Fatalf("outside server saw %s; want the node's address %s (masquerade)", got, cluster.NodeIP)
+	if host, _, _ := net.SplitHostPort(got); host != c.Nodes[0].IP {
+		t.Fatalf("outside server saw %s; want the node's address %s (masquerade)", got, c.Nodes[0].IP)
 	}
 	t.Logf("outside server saw %s", got)
 }

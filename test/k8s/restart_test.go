@@ -23,12 +23,13 @@ import (
 // must leave consistent.
 func TestRestarts(t *testing.T) {
 	c := cluster.Start(t)
+	n := c.Nodes[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	deployPodnet(ctx, t, c, cluster.Etcd, nil)
 	seen := sandboxLog{}
 	servers := startServers(ctx, t, c, "srv-a", "srv-b")
-	seen.record(ctx, t, c)
+	seen.record(ctx, t, n)
 	sandboxOf := map[string]string{} // pod UID -> ready sandbox ID
 	for id, s := range seen {
 		if s.Ready {
@@ -40,15 +41,15 @@ func TestRestarts(t *testing.T) {
 		name    string
 		restart func(t *testing.T)
 	}{
-		{"containerd", func(t *testing.T) { restartComponent(t, c, "containerd") }},
-		{"kubelet", func(t *testing.T) { restartComponent(t, c, "kubelet") }},
+		{"containerd", func(t *testing.T) { restartComponent(t, n, "containerd") }},
+		{"kubelet", func(t *testing.T) { restartComponent(t, n, "kubelet") }},
 		{"agent", func(t *testing.T) { restartAgent(ctx, t, c) }},
 	}
 	for _, r := range restarts {
 		ok := t.Run(r.name, func(t *testing.T) {
 			r.restart(t)
-			seen.record(ctx, t, c)
-			serversKept(ctx, t, c, servers, sandboxOf)
+			seen.record(ctx, t, n)
+			serversKept(ctx, t, c, n, servers, sandboxOf)
 			all = append(all, newPodWorks(ctx, t, c, "after-"+r.name, servers[0]))
 		})
 		if !ok {
@@ -56,17 +57,17 @@ func TestRestarts(t *testing.T) {
 		}
 	}
 	t.Run("DeletedPodsLeaveNothing", func(t *testing.T) {
-		deletedPodsLeaveNothing(ctx, t, c, seen, all)
+		deletedPodsLeaveNothing(ctx, t, c, n, seen, all)
 	})
 }
 
-func restartComponent(t *testing.T, c *cluster.Cluster, name string) {
-	old := c.PIDs()[name]
+func restartComponent(t *testing.T, n *cluster.Node, name string) {
+	old := n.PID(name)
 	start := time.Now()
-	if err := c.RestartComponent(name); err != nil {
+	if err := n.RestartComponent(name); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s restarted (pid %d, was %d) and up in %s", name, c.PIDs()[name], old, time.Since(start).Round(100*time.Millisecond))
+	t.Logf("%s restarted (pid %d, was %d) and up in %s", name, n.PID(name), old, time.Since(start).Round(100*time.Millisecond))
 }
 
 // restartAgent deletes the agent pod; the DaemonSet makes a new one.
@@ -87,12 +88,12 @@ func restartAgent(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	t.Logf("agent pod %s replaced by %s, ready in %s", old.Name, p.Name, time.Since(start).Round(100*time.Millisecond))
 }
 
-// serversKept checks that the server pods are still Running in the same
-// sandbox with the same address, and reachable from the node and from
-// each other.
-func serversKept(ctx context.Context, t *testing.T, c *cluster.Cluster, servers []*corev1.Pod, sandboxOf map[string]string) {
+// serversKept checks that the server pods, n's, are still Running in the
+// same sandbox with the same address, and reachable from n and from each
+// other.
+func serversKept(ctx context.Context, t *testing.T, c *cluster.Cluster, n *cluster.Node, servers []*corev1.Pod, sandboxOf map[string]string) {
 	t.Helper()
-	sbs, err := c.Sandboxes(ctx)
+	sbs, err := n.Sandboxes(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,14 +122,14 @@ func serversKept(ctx context.Context, t *testing.T, c *cluster.Cluster, servers 
 	// itself never went away, so this is about the exec path.
 	waitUntil(ctx, t, "connectivity of the running pods", time.Minute, func() error {
 		for _, s := range servers {
-			if err := nodeToPod(c, s); err != nil {
+			if err := nodeToPod(n, s); err != nil {
 				return err
 			}
 		}
-		if err := podToPod(ctx, c, servers[0], servers[1]); err != nil {
+		if err := podToPod(ctx, n, servers[0], servers[1]); err != nil {
 			return err
 		}
-		return podToPod(ctx, c, servers[1], servers[0])
+		return podToPod(ctx, n, servers[1], servers[0])
 	})
 }
 

@@ -41,7 +41,7 @@ func BenchmarkAgent5000NodesBlocks(b *testing.B) {
 	if err := c.WriteJSONKubeconfig(kc); err != nil {
 		b.Fatal(err)
 	}
-	store, err := kube.Open(kube.Options{Kubeconfig: kc, Dial: c.DialContext})
+	store, err := kube.Open(kube.Options{Kubeconfig: kc, Dial: c.Nodes[0].DialContext})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func services(t *testing.T, mode cluster.ProxyMode) {
 	step("NodeToClusterIP", func(t *testing.T) {
 		// The first node's host network: kube-proxy's output path.
 		url := fmt.Sprintf("http://%s/", net.JoinHostPort(svc.Spec.ClusterIP, "80"))
-		if body, err := retryGet(c.HTTPClient(3*time.Second), url, time.Minute); err != nil || !strings.Contains(body, "hello from svc-backend ") {
+		if body, err := retryGet(c.Nodes[0].HTTPClient(3*time.Second), url, time.Minute); err != nil || !strings.Contains(body, "hello from svc-backend ") {
 			t.Fatalf("node to ClusterIP %s: %q, %v", url, body, err)
 		}
 	})

@@ -2,12 +2,7 @@ package cluster
 
 import (
 	"bytes"
-	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,22 +10,19 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/podnet/podnet/internal/testutil"
-	"github.com/podnet/podnet/netns"
 )
 
 const (
-	// NodeName is the name the first node's kubelet registers.
-	NodeName = "podnet-node-1"
 	// NodeIP is the first node's underlay address, on the link that holds
 	// its default route (so the agent finds an underlay); the link ends
 	// on a switch in a namespace of the harness's, so nothing sent there
-	// leaves the machine. The control plane runs on the first node.
+	// leaves the machine. The control plane runs on the first node and
+	// listens here; a test that means a node's address says which node
+	// (Node.IP).
 	NodeIP = "198.18.0.1"
 	// OutsideIP is the switch's own address: the outside network, outside
 	// every pod pool.
@@ -53,13 +45,11 @@ type Cluster struct {
 	t testing.TB
 	// Dir holds every file of the cluster; removed at the end.
 	Dir string
-	// Nodes are the cluster's nodes, the first one first.
+	// Nodes are the cluster's nodes, the first one first. The control
+	// plane runs in the first one's network namespace. Whatever looks at
+	// one node's state (links, nftables, sandboxes, files, components) is
+	// a method of Node: a test names the node it means.
 	Nodes []*Node
-	// NetNS, CNIBinDir, CNIConfDir, CNICacheDir and PodLogsDir are the
-	// first node's (see Node).
-	NetNS                              string
-	CNIBinDir, CNIConfDir, CNICacheDir string
-	PodLogsDir                         string
 	// OutsideNetNS (a name) is the switch's namespace, the outside
 	// network.
 	OutsideNetNS string
@@ -86,6 +76,10 @@ type Cluster struct {
 	// deployed is the IPAM store of the podnet variant applied (Apply),
 	// as its agent names it on a node; "" before.
 	deployed string
+	// keep is PODNET_K8S_KEEP (keep.go); kept is set once the teardown
+	// has kept the cluster.
+	keep string
+	kept bool
 }
 
 // Option changes what Start brings up.
@@ -138,6 +132,10 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	keep, err := keepMode()
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir, err := os.MkdirTemp("", "podnet-k8s-")
 	if err != nil {
 		t.Fatal(err)
@@ -148,18 +146,18 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	}
 	c := &Cluster{hostDirsLock: lock, newHostDirs: absentHostDirs(), t: t, Dir: dir, kubeBin: kubeBin, byName: map[string]*proc{},
 		ModuleRoot: filepath.Dir(filepath.Dir(mod)), logDir: filepath.Join(dir, "logs"),
-		containerd: cd, containerdBin: cdBin, controlPlaneOnly: o.controlPlane, proxyMode: mode}
+		containerd: cd, containerdBin: cdBin, controlPlaneOnly: o.controlPlane, proxyMode: mode, keep: keep}
 	// The namespaces are made first so that they are removed last, after
 	// every process in them has stopped (and the switch's before the
 	// nodes' underlay links, which end on it, are gone).
-	c.OutsideNetNS, _ = testutil.NewNetNS(t)
+	t.Logf("cluster: directory %s, component logs in %s (%s=1 keeps it all after the test)", dir, c.logDir, keepEnv)
+	nsT := unlessKept{TB: t, c: c}
+	c.OutsideNetNS, _ = testutil.NewNetNS(nsT)
 	for i := 1; i <= o.nodes; i++ {
 		n := c.newNode(i)
-		n.netnsName, n.NetNS = testutil.NewNodeNetNS(t)
+		n.netnsName, n.NetNS = testutil.NewNodeNetNS(nsT)
 		c.Nodes = append(c.Nodes, n)
 	}
-	first := c.Nodes[0]
-	c.NetNS, c.CNIBinDir, c.CNIConfDir, c.CNICacheDir, c.PodLogsDir = first.NetNS, first.CNIBinDir, first.CNIConfDir, first.CNICacheDir, first.PodLogsDir
 	t.Cleanup(c.stop)
 	if c.reaper, err = startReaper(); err != nil {
 		t.Fatal(err)
@@ -216,7 +214,7 @@ func (c *Cluster) bringUp() {
 
 // controlPlane is where etcd, kube-apiserver and the controllers run:
 // the first node's network namespace, the machine's mount namespace.
-func (c *Cluster) controlPlane() place { return place{netNS: c.NetNS} }
+func (c *Cluster) controlPlane() place { return place{netNS: c.Nodes[0].NetNS} }
 
 func (c *Cluster) start(name string, where place, env []string, bin string, args ...string) error {
 	p, err := startProc(where, c.logDir, name, env, bin, args...)
@@ -253,33 +251,6 @@ func run(name string, args ...string) error {
 		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out))
 	}
 	return nil
-}
-
-// DialContext dials from the node's network namespace: the API server,
-// etcd, kubelet and pods are reachable only from there.
-func (c *Cluster) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	var conn net.Conn
-	err := netns.Do(c.NetNS, func() error {
-		var err error
-		conn, err = (&net.Dialer{}).DialContext(ctx, network, addr)
-		return err
-	})
-	return conn, err
-}
-
-// HTTPClient returns a client whose connections start in the node's
-// namespace: the node's view of the pod network.
-func (c *Cluster) HTTPClient(timeout time.Duration) *http.Client {
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(c.pki.caPEM)
-	return &http.Client{Timeout: timeout, Transport: &http.Transport{
-		DialContext: c.DialContext, TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true,
-	}}
-}
-
-// Node returns the first node's object.
-func (c *Cluster) Node(ctx context.Context) (*corev1.Node, error) {
-	return c.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
 }
 
 // PIDs returns the PID of each component still running, by name.

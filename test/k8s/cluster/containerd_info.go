@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -32,12 +30,11 @@ type CNINetwork struct {
 // RuntimeInfo asks the node's containerd through CRI (Version, and Status
 // with verbose info).
 func (n *Node) RuntimeInfo(ctx context.Context) (*RuntimeInfo, error) {
-	conn, err := grpc.NewClient("unix://"+n.containerdSock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, rs, err := n.criConn()
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	rs := runtimeapi.NewRuntimeServiceClient(conn)
 	v, err := rs.Version(ctx, &runtimeapi.VersionRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("CRI Version: %w", err)
@@ -71,12 +68,12 @@ func (n *Node) RuntimeInfo(ctx context.Context) (*RuntimeInfo, error) {
 // the keys of libcni's cache entries (pod addresses are no key: another
 // cluster on the machine may hand out the same ones).
 func (n *Node) SandboxIDs(ctx context.Context, podUID string) ([]string, error) {
-	conn, err := grpc.NewClient("unix://"+n.containerdSock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, rs, err := n.criConn()
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	list, err := runtimeapi.NewRuntimeServiceClient(conn).ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{
+	list, err := rs.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{
 		Filter: &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"io.kubernetes.pod.uid": podUID}},
 	})
 	if err != nil {

@@ -50,7 +50,7 @@ func (c *Cluster) setupPKI() error {
 	c.Config = &rest.Config{
 		Host:            "https://" + apiserverAddr(),
 		TLSClientConfig: rest.TLSClientConfig{CAData: p.caPEM, CertData: cert, KeyData: key},
-		Dial:            c.DialContext,
+		Dial:            c.Nodes[0].DialContext, // the API server listens in the first node's namespace
 		QPS:             100,
 		Burst:           200,
 	}
@@ -101,7 +101,7 @@ func (c *Cluster) startEtcd() error {
 	if err := c.start("etcd", c.controlPlane(), []string{etcdRoleEnv + "=" + filepath.Join(c.Dir, "etcd")}, self); err != nil {
 		return err
 	}
-	hc := c.HTTPClient(2 * time.Second)
+	hc := c.Nodes[0].HTTPClient(2 * time.Second)
 	return c.waitFor("etcd", time.Minute, func() error {
 		resp, err := hc.Get("http://" + EtcdEndpoint + "/health")
 		if err != nil {

@@ -29,19 +29,19 @@ type Sandbox struct {
 	NetNS string
 }
 
-// criConn opens a CRI connection to the first node's containerd.
-func (c *Cluster) criConn() (*grpc.ClientConn, runtimeapi.RuntimeServiceClient, error) {
-	conn, err := grpc.NewClient("unix://"+c.Nodes[0].containerdSock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// criConn opens a CRI connection to the node's containerd.
+func (n *Node) criConn() (*grpc.ClientConn, runtimeapi.RuntimeServiceClient, error) {
+	conn, err := grpc.NewClient("unix://"+n.containerdSock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, nil, err
 	}
 	return conn, runtimeapi.NewRuntimeServiceClient(conn), nil
 }
 
-// Sandboxes returns every pod sandbox the first node's containerd has,
-// ready or not.
-func (c *Cluster) Sandboxes(ctx context.Context) ([]Sandbox, error) {
-	conn, rs, err := c.criConn()
+// Sandboxes returns every pod sandbox the node's containerd has, ready or
+// not.
+func (n *Node) Sandboxes(ctx context.Context) ([]Sandbox, error) {
+	conn, rs, err := n.criConn()
 	if err != nil {
 		return nil, err
 	}
@@ -90,10 +90,11 @@ func sandboxNetNS(info string) string {
 }
 
 // Exec runs cmd in the running container called container of pod
-// namespace/pod, through CRI as kubelet's exec would, and returns its
-// output (stdout then stderr). A non-zero exit is an error.
-func (c *Cluster) Exec(ctx context.Context, namespace, pod, container string, timeout time.Duration, cmd ...string) ([]byte, error) {
-	conn, rs, err := c.criConn()
+// namespace/pod, which must run on this node, through the node's CRI as
+// kubelet's exec would, and returns its output (stdout then stderr). A
+// non-zero exit is an error.
+func (n *Node) Exec(ctx context.Context, namespace, pod, container string, timeout time.Duration, cmd ...string) ([]byte, error) {
+	conn, rs, err := n.criConn()
 	if err != nil {
 		return nil, err
 	}
@@ -125,10 +126,11 @@ func (c *Cluster) Exec(ctx context.Context, namespace, pod, container string, ti
 
 // Podnet runs podnet's CLI (the binary of the image the cluster runs) in
 // the node's network namespace, as a user on the node would, and returns
-// its combined output.
-func (c *Cluster) Podnet(ctx context.Context, args ...string) ([]byte, error) {
-	bin := filepath.Join(c.Dir, "podnet-bin", "podnet")
-	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + c.NetNS, "--", bin}, args...)...)
+// its combined output. It sees the machine's files, not the node's own
+// (a bbolt store is named by its HostPath, as IPAMStoreSpec does).
+func (n *Node) Podnet(ctx context.Context, args ...string) ([]byte, error) {
+	bin := filepath.Join(n.c.Dir, "podnet-bin", "podnet")
+	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + n.NetNS, "--", bin}, args...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return out, fmt.Errorf("podnet %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
@@ -136,11 +138,11 @@ func (c *Cluster) Podnet(ctx context.Context, args ...string) ([]byte, error) {
 	return out, nil
 }
 
-// CNICacheEntries returns the files of the first node's CNI result cache
-// (its /var/lib/cni) that belong to the container (sandbox) id:
+// CNICacheEntries returns the files of the node's CNI result cache (its
+// /var/lib/cni) that belong to the container (sandbox) id:
 // results/<network>-<id>-<ifname>.
-func (c *Cluster) CNICacheEntries(id string) []string {
-	files, _ := filepath.Glob(filepath.Join(c.CNICacheDir, "results", "*-"+id+"-*"))
+func (n *Node) CNICacheEntries(id string) []string {
+	files, _ := filepath.Glob(filepath.Join(n.CNICacheDir, "results", "*-"+id+"-*"))
 	var out []string
 	for _, f := range files {
 		if _, err := os.Stat(f); err == nil {
@@ -151,12 +153,12 @@ func (c *Cluster) CNICacheEntries(id string) []string {
 }
 
 // NetNSPins returns the files pinning pods' network namespaces on the
-// first node: the harness's containerd keeps them under its state
+// node: the harness's containerd keeps them under its state
 // directory (netns_mounts_under_state_dir), so every one is this
 // cluster's. The pins are mounts in the node's mount namespace; the
 // files stand for them here.
-func (c *Cluster) NetNSPins() ([]string, error) {
-	ents, err := os.ReadDir(c.netnsPinDir())
+func (n *Node) NetNSPins() ([]string, error) {
+	ents, err := os.ReadDir(n.netnsPinDir())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -165,13 +167,13 @@ func (c *Cluster) NetNSPins() ([]string, error) {
 	}
 	var out []string
 	for _, e := range ents {
-		out = append(out, filepath.Join(c.netnsPinDir(), e.Name()))
+		out = append(out, filepath.Join(n.netnsPinDir(), e.Name()))
 	}
 	return out, nil
 }
 
-func (c *Cluster) netnsPinDir() string {
-	return filepath.Join(c.Nodes[0].Root, "containerd/state/io.containerd.grpc.v1.cri/netns")
+func (n *Node) netnsPinDir() string {
+	return filepath.Join(n.Root, "containerd/state/io.containerd.grpc.v1.cri/netns")
 }
 
 // RemoveEmptyNetNSPin removes a pin NetNSPins returned whose namespace
@@ -180,13 +182,13 @@ func (c *Cluster) netnsPinDir() string {
 // and then forgot (it was killed before the sandbox was recorded). A namespace
 // with an interface is refused, as removing it would destroy the
 // interface and hide whatever left it there.
-func (c *Cluster) RemoveEmptyNetNSPin(pin string) error {
-	if filepath.Dir(pin) != c.netnsPinDir() {
-		return fmt.Errorf("%s is not a pin of this cluster's containerd", pin)
+func (n *Node) RemoveEmptyNetNSPin(pin string) error {
+	if filepath.Dir(pin) != n.netnsPinDir() {
+		return fmt.Errorf("%s is not a pin of %s's containerd", pin, n.Name)
 	}
 	// The pin is a mount in the node's mount namespace: it is looked into
 	// and unmounted there.
-	mnt := "--mount=" + c.Nodes[0].mountNS
+	mnt := "--mount=" + n.mountNS
 	// containerd makes the file, then mounts the namespace on it; killed
 	// in between, it leaves a file that pins nothing.
 	if exec.Command("nsenter", mnt, "--", "mountpoint", "-q", pin).Run() != nil {

@@ -60,16 +60,18 @@ func envValue(cm *corev1.ConfigMap, e corev1.EnvVar) string {
 }
 
 // IPAMStoreSpec is the IPAM store the deployed variant's plugins on the
-// first node write, as podnet's --store names it from the machine: the
-// cluster's etcd (reached from the first node's network namespace, see
-// Podnet), the first node's own bbolt file, or the Kubernetes API with
-// the admin's credentials (a JSON kubeconfig beside the cluster's PKI).
-func (c *Cluster) IPAMStoreSpec() (string, error) {
+// node write, as podnet's --store names it from the machine: the
+// cluster's etcd (reached from the node's network namespace, see
+// Podnet), the node's own bbolt file (the default variant: every node
+// has its own), or the Kubernetes API with the admin's credentials (a
+// JSON kubeconfig beside the cluster's PKI).
+func (n *Node) IPAMStoreSpec() (string, error) {
+	c := n.c
 	switch {
 	case c.deployed == "":
 		return "", errors.New("no podnet deployed (Deploy or Apply) on this cluster")
 	case strings.HasPrefix(c.deployed, "bolt:"):
-		return "bolt:" + c.Nodes[0].HostPath(strings.TrimPrefix(c.deployed, "bolt:")), nil
+		return "bolt:" + n.HostPath(strings.TrimPrefix(c.deployed, "bolt:")), nil
 	case c.deployed == kubeStore:
 		path := c.pki.path("admin-kubeconfig.json")
 		if err := c.WriteJSONKubeconfig(path); err != nil {
@@ -83,8 +85,8 @@ func (c *Cluster) IPAMStoreSpec() (string, error) {
 // OpenIPAMStore opens the store IPAMStoreSpec names. A bbolt file is
 // locked only for each call, as the plugins lock it, so they wait for
 // the test at most that long.
-func (c *Cluster) OpenIPAMStore(ctx context.Context) (ipam.Store, error) {
-	spec, err := c.IPAMStoreSpec()
+func (n *Node) OpenIPAMStore(ctx context.Context) (ipam.Store, error) {
+	spec, err := n.IPAMStoreSpec()
 	if err != nil {
 		return nil, err
 	}
@@ -92,13 +94,13 @@ func (c *Cluster) OpenIPAMStore(ctx context.Context) (ipam.Store, error) {
 		return bolt.Open(ctx, bolt.Options{Path: path})
 	}
 	if path, ok := strings.CutPrefix(spec, kubeStore); ok {
-		// The API server listens in the first node's network namespace.
-		return kube.Open(kube.Options{Kubeconfig: path, Dial: c.DialContext})
+		// The API server listens on the underlay, reached from every node.
+		return kube.Open(kube.Options{Kubeconfig: path, Dial: n.DialContext})
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: strings.Split(strings.TrimPrefix(spec, "etcd://"), ","), DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return c.DialContext(ctx, "tcp", addr)
+			return n.DialContext(ctx, "tcp", addr)
 		})},
 	})
 	if err != nil {

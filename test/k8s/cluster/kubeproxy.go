@@ -81,7 +81,7 @@ func (c *Cluster) startKubeProxy(n *Node) error {
 	if err := c.start(name, n.place(), nil, filepath.Join(c.kubeBin, "kube-proxy"), "--config="+conf, "-v=2"); err != nil {
 		return err
 	}
-	hc := c.HTTPClient(2 * time.Second)
+	hc := n.HTTPClient(2 * time.Second)
 	return c.waitFor(name, 2*time.Minute, func() error {
 		resp, err := hc.Get("http://" + net.JoinHostPort(n.IP, kubeProxyHealthzPort) + "/healthz")
 		if err != nil {

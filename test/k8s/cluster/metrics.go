@@ -138,9 +138,9 @@ func (h Histogram) Overflows(q float64) bool {
 	return h.Count > 0 && q*h.Count > finite
 }
 
-// ContainerdHistograms scrapes containerd's metrics endpoint.
-func (c *Cluster) ContainerdHistograms(ctx context.Context) (Histograms, error) {
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: c.DialContext, DisableKeepAlives: true}}
+// ContainerdHistograms scrapes the node's containerd's metrics endpoint.
+func (n *Node) ContainerdHistograms(ctx context.Context) (Histograms, error) {
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: n.DialContext, DisableKeepAlives: true}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ContainerdMetricsAddr+"/v1/metrics", nil)
 	if err != nil {
 		return nil, err

@@ -3,20 +3,30 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podnet/podnet/netns"
 )
 
-// Node is one machine of the cluster: a kubelet and a containerd in a
-// network namespace of their own on the shared underlay, and a mount
-// namespace of their own (see nodeHostPaths).
+// Node is one machine of the cluster: a kubelet, a containerd and a
+// kube-proxy in a network namespace of their own on the shared underlay,
+// and a mount namespace of their own (see nodeHostPaths). Its methods
+// look at or act on this node alone: its links and nftables (nodestate.go),
+// its sandboxes, CNI cache and pinned namespaces (inspect.go), its
+// components (restart.go), the IPAM store its plugins write
+// (ipamstore.go), commands in its namespaces (Command, Podnet).
 type Node struct {
 	// Name is the name kubelet registers; IP its underlay address.
 	Name, IP string
@@ -33,6 +43,7 @@ type Node struct {
 	// PodLogsDir is kubelet's podLogsDir.
 	PodLogsDir string
 
+	c              *Cluster
 	index          int // 1 for the first node
 	mountNS        string
 	utsNS          string // its hostname is the node's name (utsns.go)
@@ -45,7 +56,7 @@ type Node struct {
 // 198.18.0.i.
 func (c *Cluster) newNode(i int) *Node {
 	root := filepath.Join(c.Dir, "nodes", fmt.Sprintf("node-%d", i))
-	n := &Node{Name: fmt.Sprintf("podnet-node-%d", i), IP: fmt.Sprintf("198.18.0.%d", i), Root: root, index: i,
+	n := &Node{Name: fmt.Sprintf("podnet-node-%d", i), IP: fmt.Sprintf("198.18.0.%d", i), Root: root, c: c, index: i,
 		PodLogsDir: filepath.Join(root, "pod-logs"), containerdSock: filepath.Join(root, "containerd.sock")}
 	n.CNIBinDir, n.CNIConfDir, n.CNICacheDir = n.HostPath("/opt/cni/bin"), n.HostPath("/etc/cni/net.d"), n.HostPath("/var/lib/cni")
 	return n
@@ -61,6 +72,52 @@ func (n *Node) procName(component string) string {
 }
 
 func (n *Node) place() place { return place{netNS: n.NetNS, mountNS: n.mountNS, utsNS: n.utsNS} }
+
+// Object returns the node's Node object from the API.
+func (n *Node) Object(ctx context.Context) (*corev1.Node, error) {
+	return n.c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+}
+
+// DialContext dials from the node's network namespace: the API server,
+// etcd, kubelet and pods are reachable only from a node's namespace (the
+// control plane listens in the first node's).
+func (n *Node) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	var conn net.Conn
+	err := netns.Do(n.NetNS, func() error {
+		var err error
+		conn, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+		return err
+	})
+	return conn, err
+}
+
+// HTTPClient returns a client whose connections start in the node's
+// network namespace, the node's view of the pod network, and which trusts
+// the cluster's CA.
+func (n *Node) HTTPClient(timeout time.Duration) *http.Client {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(n.c.pki.caPEM)
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{
+		DialContext: n.DialContext, TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true,
+	}}
+}
+
+// Command returns cmd to run in the node's network, mount and UTS
+// namespaces, where its kubelet and containerd run: the node's links,
+// routes and nftables, and its own /opt/cni/bin, /etc/cni/net.d,
+// /var/lib/cni, /run/netns... (HostPath).
+func (n *Node) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "nsenter", append(append(n.place().nsenterArgs(), "--", name), args...)...)
+}
+
+// PID returns the PID of the node's component (containerd, kubelet,
+// kube-proxy), 0 when it is not running.
+func (n *Node) PID(component string) int {
+	if p := n.c.byName[n.procName(component)]; p != nil && !p.exited() {
+		return p.cmd.Process.Pid
+	}
+	return 0
+}
 
 // setupSwitch makes the underlay: a bridge in a namespace of its own
 // standing for the outside network (198.18.0.254), where whatever a node

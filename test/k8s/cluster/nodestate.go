@@ -26,10 +26,10 @@ import (
 // Veth is a veth on the node with its alias (podnet's owner tag).
 type Veth struct{ Name, Alias string }
 
-// Veths returns the veths in the node's namespace.
-func (c *Cluster) Veths() ([]Veth, error) {
+// Veths returns the veths in the node's network namespace.
+func (n *Node) Veths() ([]Veth, error) {
 	var out []Veth
-	err := netns.Do(c.NetNS, func() error {
+	err := netns.Do(n.NetNS, func() error {
 		links, err := netlink.LinkList()
 		if err != nil {
 			return err
@@ -63,8 +63,8 @@ func (e NFTElement) String() string {
 // are "<container ID> <ifname>", and every map and set of the host port
 // table, whose comments are "<network> <container ID> <ifname>". The
 // exclusion sets hold network-wide prefixes and are left out.
-func (c *Cluster) PodNFTElements() ([]NFTElement, error) {
-	f, err := os.Open(c.NetNS)
+func (n *Node) PodNFTElements() ([]NFTElement, error) {
+	f, err := os.Open(n.NetNS)
 	if err != nil {
 		return nil, err
 	}
@@ -111,10 +111,10 @@ type IPAMRecords struct {
 }
 
 // IPAMRecords reads the handles and workload endpoints from the IPAM
-// store of the deployed variant (OpenIPAMStore), under podnet's default
+// store the node's plugins write (OpenIPAMStore), under podnet's default
 // prefix (the one the shipped manifests use).
-func (c *Cluster) IPAMRecords(ctx context.Context) (*IPAMRecords, error) {
-	st, err := c.OpenIPAMStore(ctx)
+func (n *Node) IPAMRecords(ctx context.Context) (*IPAMRecords, error) {
+	st, err := n.OpenIPAMStore(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,9 @@ import (
 // containerds, everything in its cgroup roots), then the mounts under the
 // directory (the nodes' mount namespaces, and with them the pods'
 // network namespaces and the nodes' CNI state), the directory, the
-// cgroup roots, the sysctls, and last the namespaces.
+// cgroup roots, the sysctls, the machine directories made as mount
+// points (as restoreHost does: empty ones, when no other cluster runs),
+// and last the namespaces.
 func (plan *reaperMsg) reap() error {
 	var errs []error
 	for i := len(plan.Procs) - 1; i >= 0; i-- {
@@ -48,6 +50,16 @@ func (plan *reaperMsg) reap() error {
 	}
 	if plan.Sysctls != nil {
 		errs = append(errs, restoreSysctls(plan.Sysctls))
+	}
+	if len(plan.HostDirs) > 0 {
+		if lock, err := lockHostDirs(); err == nil {
+			if soleCluster(lock) {
+				for i := len(plan.HostDirs) - 1; i >= 0; i-- {
+					_ = removeEmptyTree(plan.HostDirs[i])
+				}
+			}
+			lock.Close()
+		}
 	}
 	for _, name := range plan.NetNS {
 		errs = append(errs, netns.DeleteNamed(name))

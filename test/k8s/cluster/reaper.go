@@ -42,6 +42,7 @@ type reaperMsg struct {
 	ContainerdSocks []string          `json:"containerdSocks,omitempty"`
 	CgroupRoots     []string          `json:"cgroupRoots,omitempty"`
 	NetNS           []string          `json:"netns,omitempty"` // names
+	HostDirs        []string          `json:"hostDirs,omitempty"`
 	Sysctls         map[string]string `json:"sysctls,omitempty"`
 	Procs           []procID          `json:"procs,omitempty"`
 	Done            bool              `json:"done,omitempty"`
@@ -139,10 +140,10 @@ func (r *reaper) done() error {
 
 // reaperPlan is what the cluster has made so far that a teardown would
 // undo: its directory (with the nodes' mount namespaces and CNI state),
-// namespaces, containerd sockets, cgroup roots and the sysctls to
-// restore.
+// namespaces, containerd sockets, cgroup roots, the sysctls to restore
+// and the machine directories made as mount points.
 func (c *Cluster) reaperPlan() reaperMsg {
-	m := reaperMsg{Dir: c.Dir, Sysctls: c.sysctls}
+	m := reaperMsg{Dir: c.Dir, Sysctls: c.sysctls, HostDirs: c.newHostDirs}
 	for _, n := range c.Nodes {
 		m.NetNS = append(m.NetNS, n.netnsName)
 		m.ContainerdSocks = append(m.ContainerdSocks, n.containerdSock)
@@ -216,6 +217,9 @@ func readPlan(in io.Reader) (*reaperMsg, bool) {
 		}
 		if m.Sysctls != nil {
 			plan.Sysctls = m.Sysctls
+		}
+		if m.HostDirs != nil {
+			plan.HostDirs = m.HostDirs
 		}
 	}
 	return plan, false

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -27,28 +26,28 @@ import (
 // every pod before it reports healthy.
 const upTimeout = 3 * time.Minute
 
-// RestartComponent stops the first node's component called name
-// (containerd or kubelet) with SIGTERM, starts it again and waits until it is up.
-func (c *Cluster) RestartComponent(name string) error {
-	p, err := c.component(name)
+// RestartComponent stops the node's component called name (containerd
+// or kubelet) with SIGTERM, starts it again and waits until it is up.
+func (n *Node) RestartComponent(name string) error {
+	p, err := n.component(name)
 	if err != nil {
 		return err
 	}
 	if err := p.stop(30 * time.Second); err != nil {
 		return err
 	}
-	return c.StartComponent(name)
+	return n.StartComponent(name)
 }
 
-// KillComponent sends SIGKILL to the component called name and waits for
-// it to exit: a crash, with no chance to clean up.
-func (c *Cluster) KillComponent(name string) error {
-	p, err := c.component(name)
+// KillComponent sends SIGKILL to the node's component called name and
+// waits for it to exit: a crash, with no chance to clean up.
+func (n *Node) KillComponent(name string) error {
+	p, err := n.component(name)
 	if err != nil {
 		return err
 	}
 	if p.exited() {
-		return fmt.Errorf("%s (pid %d) had already exited: %v", name, p.cmd.Process.Pid, p.err)
+		return fmt.Errorf("%s (pid %d) had already exited: %v", p.name, p.cmd.Process.Pid, p.err)
 	}
 	if err := p.cmd.Process.Kill(); err != nil {
 		return err
@@ -57,21 +56,21 @@ func (c *Cluster) KillComponent(name string) error {
 	case <-p.done:
 		return nil
 	case <-time.After(30 * time.Second):
-		return fmt.Errorf("%s (pid %d) survived SIGKILL", name, p.cmd.Process.Pid)
+		return fmt.Errorf("%s (pid %d) survived SIGKILL", p.name, p.cmd.Process.Pid)
 	}
 }
 
-// StartComponent starts the component called name again after it has
-// exited, with its former command line, and waits until it is up.
-func (c *Cluster) StartComponent(name string) error {
-	old, err := c.component(name)
+// StartComponent starts the node's component called name again after it
+// has exited, with its former command line, and waits until it is up.
+func (n *Node) StartComponent(name string) error {
+	old, err := n.component(name)
 	if err != nil {
 		return err
 	}
 	if !old.exited() {
-		return fmt.Errorf("%s (pid %d) is still running", name, old.cmd.Process.Pid)
+		return fmt.Errorf("%s (pid %d) is still running", old.name, old.cmd.Process.Pid)
 	}
-	up, err := c.upCheck(name)
+	up, err := n.upCheck(name)
 	if err != nil {
 		return err
 	}
@@ -79,6 +78,7 @@ func (c *Cluster) StartComponent(name string) error {
 	if err != nil {
 		return err
 	}
+	c := n.c
 	c.noteProc(p)
 	// Same place in the start order: teardown stops it where it stopped
 	// the old one.
@@ -87,26 +87,27 @@ func (c *Cluster) StartComponent(name string) error {
 			c.procs[i] = p
 		}
 	}
-	c.byName[name] = p
-	return c.waitFor(name, upTimeout, up)
+	c.byName[p.name] = p
+	return c.waitFor(p.name, upTimeout, up)
 }
 
-func (c *Cluster) component(name string) (*proc, error) {
-	p := c.byName[name]
+// component is the node's process of the component called name.
+func (n *Node) component(name string) (*proc, error) {
+	p := n.c.byName[n.procName(name)]
 	if p == nil {
-		return nil, fmt.Errorf("no component %q", name)
+		return nil, fmt.Errorf("no component %q on %s", name, n.Name)
 	}
 	return p, nil
 }
 
 // upCheck returns the condition that says the component is up again.
-func (c *Cluster) upCheck(name string) (func() error, error) {
+func (n *Node) upCheck(name string) (func() error, error) {
 	switch name {
 	case "containerd":
 		// CRI answers, and its runtime and network are ready (it has read
 		// the CNI config podnet installed).
 		return func() error {
-			conds, err := runtimeStatus(c.Nodes[0].containerdSock)
+			conds, err := runtimeStatus(n.containerdSock)
 			if err != nil {
 				return err
 			}
@@ -118,15 +119,15 @@ func (c *Cluster) upCheck(name string) (func() error, error) {
 			return nil
 		}, nil
 	case "kubelet":
-		return c.kubeletUp, nil
+		return n.kubeletUp, nil
 	}
 	return nil, fmt.Errorf("restarting %s is not supported", name)
 }
 
-// kubeletUp holds once kubelet's health endpoint answers and the node is
-// Ready in a status kubelet posted after it started.
-func (c *Cluster) kubeletUp() error {
-	resp, err := c.HTTPClient(5 * time.Second).Get("http://127.0.0.1:10248/healthz")
+// kubeletUp holds once the node's kubelet's health endpoint answers and
+// the node is Ready in a status kubelet posted after it started.
+func (n *Node) kubeletUp() error {
+	resp, err := n.HTTPClient(5 * time.Second).Get("http://127.0.0.1:10248/healthz")
 	if err != nil {
 		return err
 	}
@@ -137,12 +138,12 @@ func (c *Cluster) kubeletUp() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	n, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+	obj, err := n.Object(ctx)
 	if err != nil {
 		return err
 	}
-	started := c.byName["kubelet"].started
-	for _, cond := range n.Status.Conditions {
+	started := n.c.byName[n.procName("kubelet")].started
+	for _, cond := range obj.Status.Conditions {
 		if cond.Type != corev1.NodeReady {
 			continue
 		}
@@ -157,12 +158,12 @@ func (c *Cluster) kubeletUp() error {
 	return errors.New("node has no Ready condition")
 }
 
-// OrphanShims returns the shims of this cluster's containerd (PID -> task
+// OrphanShims returns the shims of the node's containerd (PID -> task
 // ID) whose task containerd no longer knows of as a container or a
 // sandbox. containerd 1.6 killed while it creates a sandbox forgets the
 // sandbox's task after its restart, but the shim it had started runs on.
-func (c *Cluster) OrphanShims(ctx context.Context) (map[int]string, error) {
-	conn, rs, err := c.criConn()
+func (n *Node) OrphanShims(ctx context.Context) (map[int]string, error) {
+	conn, rs, err := n.criConn()
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +184,7 @@ func (c *Cluster) OrphanShims(ctx context.Context) (map[int]string, error) {
 		known[ct.Id] = true
 	}
 	out := map[int]string{}
-	for _, pid := range shimPIDs(c.Nodes[0].containerdSock) {
+	for _, pid := range shimPIDs(n.containerdSock) {
 		if id := shimTask(pid); id != "" && !known[id] {
 			out[pid] = id
 		}
@@ -191,10 +192,10 @@ func (c *Cluster) OrphanShims(ctx context.Context) (map[int]string, error) {
 	return out, nil
 }
 
-// KillShim kills a shim of this cluster's containerd by its PID.
-func (c *Cluster) KillShim(pid int) error {
-	if !slices.Contains(shimPIDs(c.Nodes[0].containerdSock), pid) {
-		return fmt.Errorf("pid %d is not a shim of this cluster's containerd", pid)
+// KillShim kills a shim of the node's containerd by its PID.
+func (n *Node) KillShim(pid int) error {
+	if !slices.Contains(shimPIDs(n.containerdSock), pid) {
+		return fmt.Errorf("pid %d is not a shim of %s's containerd", pid, n.Name)
 	}
 	return syscall.Kill(pid, syscall.SIGKILL)
 }

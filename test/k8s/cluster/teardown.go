@@ -13,10 +13,17 @@ import (
 
 // stop tears the cluster down: pods first, through the API, so that
 // kubelet runs every CNI DEL; then what is left through CRI; then the
-// processes in reverse order of start; then the machine's state.
+// processes in reverse order of start; then the machine's state. A
+// cluster PODNET_K8S_KEEP keeps is left running instead (keep.go).
 func (c *Cluster) stop() {
 	if c.t.Failed() {
 		c.t.Logf("cluster logs:\n%s", c.LogTails(40))
+	}
+	if c.keeping() {
+		if err := c.hold(); err != nil {
+			c.t.Errorf("cluster: keeping it: %v", err)
+		}
+		return
 	}
 	start := time.Now()
 	errs := c.drainNodes()
