@@ -43,7 +43,7 @@ func checkSeed(t *testing.T, seed uint64) {
 	probes := []struct {
 		proto Protocol
 		port  uint16
-	}{{TCP, 80}, {TCP, 81}, {TCP, 85}, {TCP, 8080}, {UDP, 53}, {TCP, 53}, {SCTP, 80}, {TCP, 9090}, {1, 0}}
+	}{{TCP, 80}, {TCP, 81}, {TCP, 85}, {TCP, 8080}, {UDP, 53}, {TCP, 53}, {SCTP, 80}, {TCP, 9090}, {UDP, 0}, {1, 0}}
 	checked, allowed := 0, 0
 	for _, src := range eps {
 		for _, dst := range eps {
@@ -168,6 +168,10 @@ func randomSnapshot(r *rand.Rand) *Snapshot {
 		switch r.IntN(10) {
 		case 0:
 			p.HostNetwork = true
+			if r.IntN(2) == 0 { // a caller that kept them: the node's
+				p.IPs = slices.Clone(s.Nodes[0].IPs)
+				p.Node = "n1"
+			}
 		case 1: // no address yet
 		default:
 			p.IPs = append(p.IPs, netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}))
@@ -307,7 +311,7 @@ func randomPorts(r *rand.Rand) []networkingv1.NetworkPolicyPort {
 				p.EndPort = ptr(int32(90))
 			}
 		case 1, 2:
-			n := pick(r, []int32{53, 80, 81, 8080, 9090})
+			n := pick(r, []int32{53, 80, 81, 82, 8080, 9090})
 			p.Port = ptr(intstr.FromInt32(n))
 			if r.IntN(3) == 0 {
 				p.EndPort = ptr(n + pick(r, []int32{0, 1, 10, -1}))
