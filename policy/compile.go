@@ -63,8 +63,20 @@ func Compile(s *Snapshot, opts Options) *IR {
 		}
 	}
 	ir := &IR{Problems: c.problems}
-	for i, pb := range rules {
-		p := &s.Pods[i]
+	// Sort pod indices, not the PodRules: they are large to move.
+	order := make([]int, 0, len(rules))
+	for i := range rules {
+		order = append(order, i)
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		pa, pb := &s.Pods[a], &s.Pods[b]
+		return cmp.Or(cmp.Compare(pa.Namespace, pb.Namespace), cmp.Compare(pa.Name, pb.Name))
+	})
+	if len(order) > 0 {
+		ir.Pods = make([]PodRules, 0, len(order))
+	}
+	for _, i := range order {
+		p, pb := &s.Pods[i], rules[i]
 		// "ns/name" strings sort apart from (ns, name) pairs; IsolatedBy
 		// is sorted as strings, like Decision's.
 		for _, d := range []*Direction{&pb.ingress, &pb.egress} {
@@ -76,9 +88,6 @@ func Compile(s *Snapshot, opts Options) *IR {
 			Ingress: pb.ingress, Egress: pb.egress,
 		})
 	}
-	slices.SortFunc(ir.Pods, func(a, b PodRules) int {
-		return cmp.Or(cmp.Compare(a.Pod.Namespace, b.Pod.Namespace), cmp.Compare(a.Pod.Name, b.Pod.Name))
-	})
 	for _, ps := range c.peerSets {
 		ir.PeerSets = append(ir.PeerSets, ps.set)
 	}
