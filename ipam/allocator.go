@@ -344,7 +344,7 @@ func (f *famAssign) fromOwnBlocks(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if f.done() || r == nil || r.b == nil || r.b.Affinity != HostAffinity(f.req.node) {
+		if f.done() || r == nil || r.b == nil || r.b.Affinity != HostAffinity(f.req.node) || r.b.releasing() {
 			continue // Check reports a confirmed claim without its block
 		}
 		f.take(r)
@@ -387,7 +387,7 @@ func (f *famAssign) borrow(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if r.b == nil || r.b.NumFree() == 0 || r.b.Affinity == HostAffinity(f.req.node) {
+		if r.b == nil || r.b.NumFree() == 0 || r.b.Affinity == HostAffinity(f.req.node) || r.b.releasing() {
 			continue
 		}
 		if err := f.w.writeIndex(ctx, f.ix, func(x *NodeIndex) bool { return x.addBorrowed(cidr) }); err != nil {

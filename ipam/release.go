@@ -110,6 +110,8 @@ func (a *Allocator) blockForAssign(ctx context.Context, w *writeSet, ix *indexRe
 			return nil, ErrConflict // being let go: wait for it
 		}
 		return a.claimBlock(ctx, w, ix, cidr)
+	case r.b.releasing():
+		return nil, ErrConflict // being let go: wait for it
 	case r.b.Affinity == HostAffinity(ix.node):
 		return r, nil
 	}
