@@ -93,6 +93,7 @@ func Run(t *testing.T, newStore func(t *testing.T) ipam.Store, opts Options) {
 		{"RemoveNodeAndReclaim", testRemoveNode},
 		{"ReclaimRace", testReclaimRace},
 		{"ReclaimScaleDown", testReclaimScaleDown},
+		{"FreshDecisions", testFreshDecisions},
 		{"OneWritePerAllocation", testWritesPerAlloc},
 		{"Endpoints", testEndpoints},
 		{"ClaimKilledBeforeConfirm", testClaimKilled},
