@@ -125,7 +125,7 @@ func (a *Allocator) dropPoolBlocks(ctx context.Context, p Pool) error {
 				p.Name, b.CIDR, b.Size()-b.NumFree())
 		}
 		if node, ok := strings.CutPrefix(b.Affinity, "host:"); ok {
-			released, err := a.releaseBlockOnce(ctx, node, b.CIDR, 0)
+			released, err := a.releaseBlockOnce(ctx, node, b.CIDR, nil)
 			if err != nil {
 				return err
 			}

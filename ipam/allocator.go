@@ -137,8 +137,10 @@ type Assignment struct {
 // AutoAssign gives the handle Num4 IPv4 and Num6 IPv6 addresses. It is
 // idempotent: a handle that already holds addresses gets them back, topped
 // up to the counts asked for, so a repeated ADD never takes a second
-// address. In steady state it reads the pools, the node's index and the
-// node's blocks, and makes one store write: the block's.
+// address (it writes nothing, and reads the index and blocks a second
+// time through any store cache: FreshRead). In steady state it reads the
+// pools, the node's index and the node's blocks, and makes one store
+// write: the block's.
 func (a *Allocator) AutoAssign(ctx context.Context, args AutoAssignArgs) (Assignment, error) {
 	if err := validName("handle", args.Handle); err != nil {
 		return Assignment{}, err
@@ -193,6 +195,11 @@ func (a *Allocator) autoAssignOnce(ctx context.Context, args AutoAssignArgs) (As
 			return Assignment{}, err
 		}
 		held = append(held, got...)
+	}
+	if w.idle() && !IsFreshRead(ctx) {
+		// The handle holds what it asks for, or so a cache may say of
+		// an address released since: decide on fresh reads.
+		return a.autoAssignOnce(FreshRead(ctx), args)
 	}
 	if err := w.commit(ctx); err != nil {
 		return Assignment{}, err
@@ -344,7 +351,7 @@ func (f *famAssign) fromOwnBlocks(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if f.done() || r == nil || r.b == nil || r.b.Affinity != HostAffinity(f.req.node) {
+		if f.done() || r == nil || r.b == nil || r.b.Affinity != HostAffinity(f.req.node) || r.b.releasing() {
 			continue // Check reports a confirmed claim without its block
 		}
 		f.take(r)
@@ -387,7 +394,7 @@ func (f *famAssign) borrow(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if r.b == nil || r.b.NumFree() == 0 || r.b.Affinity == HostAffinity(f.req.node) {
+		if r.b == nil || r.b.NumFree() == 0 || r.b.Affinity == HostAffinity(f.req.node) || r.b.releasing() {
 			continue
 		}
 		if err := f.w.writeIndex(ctx, f.ix, func(x *NodeIndex) bool { return x.addBorrowed(cidr) }); err != nil {

@@ -41,6 +41,12 @@ type Block struct {
 	// the block holds addresses or has never held one. The allocator sets
 	// it, as block logic has no clock.
 	EmptySince time.Time `json:"emptySince,omitzero"`
+	// Releasing is when the block's node began to let it go (affinity.go);
+	// while it is set, nothing is allocated from the block, and the
+	// release is finished by whoever meets it. Set under a compare on
+	// the revision at which the release saw the block, it is what makes a
+	// release and an allocation into the block exclude each other.
+	Releasing time.Time `json:"releasing,omitzero"`
 }
 
 // ErrNotInBlock is returned for an address outside the block.
@@ -73,6 +79,10 @@ func (b *Block) Size() int { return len(b.Owners) }
 
 // NumFree is the number of free addresses.
 func (b *Block) NumFree() int { return len(b.Free) }
+
+// releasing reports whether the block is being let go (Releasing): no
+// allocation may be made in it.
+func (b *Block) releasing() bool { return !b.Releasing.IsZero() }
 
 // Empty reports whether no address is allocated.
 func (b *Block) Empty() bool { return len(b.Free) == len(b.Owners) }

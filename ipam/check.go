@@ -273,6 +273,8 @@ func (s *snapshot) checkIndexes(rep *Report, now time.Time, timeout time.Duratio
 				add(node, e.CIDR, "confirmed claim without a block")
 			case b.Affinity != HostAffinity(node):
 				add(node, e.CIDR, "confirmed claim, but the block is affine to %q", b.Affinity)
+			case b.releasing() && now.Sub(b.Releasing) >= timeout:
+				add(node, e.CIDR, "block being let go since %s (claim timeout %v)", b.Releasing.UTC().Format(time.RFC3339), timeout)
 			}
 		}
 	}

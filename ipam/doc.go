@@ -9,7 +9,8 @@
 //     allocate, release, the FIFO free list, attribute dedupe, index
 //     entries. No I/O, no clocks, no randomness; it is tested by the
 //     thousand against a simple model.
-//   - The Allocator (allocator.go, claim.go, release.go, affinity.go,
+//   - The Allocator (allocator.go, claim.go, release.go, affinity.go for
+//     letting blocks go,
 //     repair.go, check.go, endpoint.go for the pods' workload endpoints,
 //     migrate.go), which reads objects from a Store, changes private
 //     copies and writes them back one key at a time, each write
@@ -20,9 +21,18 @@
 //     whoever meets them. An object read from the store is never shared,
 //     so a failed write leaves nothing to undo.
 //
-// The Store interface (store.go) is the only way to the data; bbolt and
-// etcd implement it under ipam/store. This package must not import any
-// of them, open files, or exec anything. Nor does it speak CNI: its
+// Blocks go back to their pools through ReclaimIdleBlocks (affinity.go),
+// which the node's agent calls on each GC pass: a node keeps the blocks
+// it uses and a spare per pool.
+//
+// The Store interface (store.go) is the only way to the data; its
+// implementations are under ipam/store: bolt (a bbolt file, one machine),
+// etcd (the full client, for the agent and the CLI), etcdgw (etcd's JSON
+// gateway, for plugins), kube (the Kubernetes API's custom resources;
+// kube/kubehttp carries it over net/http), agentsock (the node agent's
+// socket, with its cache), and storetest, the suite they pass (ipamtest
+// is the allocator's, run on each). This package must not import any of
+// them, open files, or exec anything. Nor does it speak CNI: its
 // errors are its own (errors.go), and ipamcni gives them CNI codes.
 //
 // Every error the Allocator returns is an *Error (errors.go) of one Kind:

@@ -110,6 +110,8 @@ func (a *Allocator) blockForAssign(ctx context.Context, w *writeSet, ix *indexRe
 			return nil, ErrConflict // being let go: wait for it
 		}
 		return a.claimBlock(ctx, w, ix, cidr)
+	case r.b.releasing():
+		return nil, ErrConflict // being let go: wait for it
 	case r.b.Affinity == HostAffinity(ix.node):
 		return r, nil
 	}
@@ -128,7 +130,8 @@ func (x *NodeIndex) entryOf(cidr netip.Prefix) *NodeBlock {
 // ReleaseByHandle frees every address handle holds on node. It reads the
 // node's index and the blocks it names, and in steady state writes once:
 // the block (twice for a borrowed address: the index's publication goes
-// first). An empty node ("") scans every block instead, for an admin who
+// first). Finding nothing to release, it reads them again through any
+// store cache (FreshRead) before it says so. An empty node ("") scans every block instead, for an admin who
 // does not know the node. Releasing an unknown handle succeeds: DEL must
 // be idempotent.
 func (a *Allocator) ReleaseByHandle(ctx context.Context, node, handle string) error {
@@ -141,18 +144,27 @@ func (a *Allocator) ReleaseByHandle(ctx context.Context, node, handle string) er
 		}
 	}
 	return a.retry(ctx, "release handle "+quote(handle), func(ctx context.Context) error {
-		w := a.newWriteSet()
-		refs, err := a.handleBlocks(ctx, w, node, handle)
-		if err != nil {
+		return a.releaseHandleOnce(ctx, node, handle)
+	})
+}
+
+func (a *Allocator) releaseHandleOnce(ctx context.Context, node, handle string) error {
+	w := a.newWriteSet()
+	refs, err := a.handleBlocks(ctx, w, node, handle)
+	if err != nil {
+		return err
+	}
+	for _, r := range refs {
+		if err := a.releaseAddrs(ctx, w, r, r.b.AddrsOf(handle)); err != nil {
 			return err
 		}
-		for _, r := range refs {
-			if err := a.releaseAddrs(ctx, w, r, r.b.AddrsOf(handle)); err != nil {
-				return err
-			}
-		}
-		return w.commit(ctx)
-	})
+	}
+	if w.idle() && !IsFreshRead(ctx) {
+		// Nothing to release, or so a cache may say of an address
+		// allocated behind its back: decide on fresh reads.
+		return a.releaseHandleOnce(FreshRead(ctx), node, handle)
+	}
+	return w.commit(ctx)
 }
 
 // handleBlocks returns the blocks where handle holds addresses: of those
@@ -228,42 +240,53 @@ func (a *Allocator) ReleaseIPs(ctx context.Context, addrs []netip.Addr) ([]netip
 func (a *Allocator) release(ctx context.Context, addrs []netip.Addr, owners map[netip.Addr]string) ([]netip.Addr, error) {
 	var released []netip.Addr
 	err := a.retry(ctx, "release addresses", func(ctx context.Context) error {
-		released = released[:0]
-		pools, err := a.listPools(ctx)
-		if err != nil {
-			return err
-		}
-		w := a.newWriteSet()
-		for _, addr := range addrs {
-			var cidr netip.Prefix
-			for _, p := range pools.cut() {
-				// An invalid pool's blocks, too: releasing is safe.
-				if p.pool.CIDR.Contains(addr) {
-					cidr = p.pool.BlockFor(addr)
-				}
-			}
-			if !cidr.IsValid() {
-				continue // in no pool, so never allocated
-			}
-			r, err := w.block(ctx, cidr)
-			if err != nil {
-				return err
-			}
-			if r.b == nil {
-				continue
-			}
-			cur, held := r.b.Owner(addr)
-			if want, ok := owners[addr]; !held || ok && cur.Handle != want {
-				continue
-			}
-			if err := a.releaseAddrs(ctx, w, r, []netip.Addr{addr}); err != nil {
-				return err
-			}
-			released = append(released, addr)
-		}
-		return w.commit(ctx)
+		var err error
+		released, err = a.releaseOnce(ctx, addrs, owners)
+		return err
 	})
 	return released, err
+}
+
+func (a *Allocator) releaseOnce(ctx context.Context, addrs []netip.Addr, owners map[netip.Addr]string) ([]netip.Addr, error) {
+	var released []netip.Addr
+	pools, err := a.listPools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w := a.newWriteSet()
+	for _, addr := range addrs {
+		var cidr netip.Prefix
+		for _, p := range pools.cut() {
+			// An invalid pool's blocks, too: releasing is safe.
+			if p.pool.CIDR.Contains(addr) {
+				cidr = p.pool.BlockFor(addr)
+			}
+		}
+		if !cidr.IsValid() {
+			continue // in no pool, so never allocated
+		}
+		r, err := w.block(ctx, cidr)
+		if err != nil {
+			return nil, err
+		}
+		if r.b == nil {
+			continue
+		}
+		cur, held := r.b.Owner(addr)
+		if want, ok := owners[addr]; !held || ok && cur.Handle != want {
+			continue
+		}
+		if err := a.releaseAddrs(ctx, w, r, []netip.Addr{addr}); err != nil {
+			return nil, err
+		}
+		released = append(released, addr)
+	}
+	if len(released) < len(addrs) && !IsFreshRead(ctx) {
+		// An address left alone is a decision that writes nothing: a
+		// cache may not have seen its allocation. Decide on fresh reads.
+		return a.releaseOnce(FreshRead(ctx), addrs, owners)
+	}
+	return released, w.commit(ctx)
 }
 
 // IPsByHandle returns the addresses handle holds on node (every block is

@@ -44,7 +44,7 @@ func (a *Allocator) Repair(ctx context.Context, node string) error {
 			return err
 		}
 		for _, cidr := range releases {
-			if _, err := a.releaseBlockOnce(ctx, node, cidr, 0); err != nil {
+			if _, err := a.releaseBlockOnce(ctx, node, cidr, nil); err != nil {
 				return err
 			}
 		}

@@ -27,6 +27,7 @@ type writeSet struct {
 	a       *Allocator
 	blocks  map[netip.Prefix]*blockRef
 	indexes map[string]*indexRef
+	wrote   bool // a write was made
 }
 
 type blockRef struct {
@@ -49,6 +50,28 @@ type indexRef struct {
 
 func (a *Allocator) newWriteSet() *writeSet {
 	return &writeSet{a: a, blocks: map[netip.Prefix]*blockRef{}, indexes: map[string]*indexRef{}}
+}
+
+// idle reports whether w wrote nothing and has nothing to commit. An
+// operation about to return on an idle writeSet whose reads may have come
+// from a cache reads again, fresh (FreshRead): a decision that writes
+// nothing is made on fresh reads, since no compare will catch a stale one
+// ("the handle holds this address already", "the handle holds nothing").
+func (w *writeSet) idle() bool {
+	if w.wrote {
+		return false
+	}
+	for _, r := range w.blocks {
+		if r.dirty {
+			return false
+		}
+	}
+	for _, r := range w.indexes {
+		if len(r.publish)+len(r.unpublish)+len(r.confirm) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // write is every store write the allocator makes, counted for Writes.
@@ -143,6 +166,7 @@ func (w *writeSet) writeIndex(ctx context.Context, r *indexRef, change func(x *N
 	if err != nil {
 		return err
 	}
+	w.wrote = true
 	rev, err := w.a.write(ctx, Write{Key: w.a.keys.Node(r.node), ModRevision: r.rev, Value: v})
 	if err != nil {
 		return err
@@ -227,6 +251,7 @@ func (w *writeSet) writeBlock(ctx context.Context, cidr netip.Prefix, r *blockRe
 	if !r.dirty {
 		return nil
 	}
+	w.wrote = true
 	key := w.a.keys.Block(cidr)
 	if r.del || r.b == nil {
 		if r.rev == 0 {

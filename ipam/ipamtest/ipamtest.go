@@ -91,6 +91,9 @@ func Run(t *testing.T, newStore func(t *testing.T) ipam.Store, opts Options) {
 		{"DeadlineIsTryAgain", testDeadline},
 		{"CheckAndGC", testCheckGC},
 		{"RemoveNodeAndReclaim", testRemoveNode},
+		{"ReclaimRace", testReclaimRace},
+		{"ReclaimScaleDown", testReclaimScaleDown},
+		{"FreshDecisions", testFreshDecisions},
 		{"OneWritePerAllocation", testWritesPerAlloc},
 		{"Endpoints", testEndpoints},
 		{"ClaimKilledBeforeConfirm", testClaimKilled},
@@ -422,13 +425,13 @@ func testRemoveNode(e env) {
 	if err := a.ReleaseByHandle(ctxT(t), "n2", "gone"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := a.ReclaimEmptyBlocks(ctxT(t), "n2", time.Hour); err != nil || n != 0 {
+	if n, err := a.ReclaimIdleBlocks(ctxT(t), "n2", 0, time.Hour); err != nil || n != 0 {
 		t.Fatalf("reclaim before grace: %d, %v", n, err)
 	}
 	mu.Lock()
 	now = now.Add(2 * time.Hour)
 	mu.Unlock()
-	if n, err := a.ReclaimEmptyBlocks(ctxT(t), "n2", time.Hour); err != nil || n != 1 {
+	if n, err := a.ReclaimIdleBlocks(ctxT(t), "n2", 0, time.Hour); err != nil || n != 1 {
 		t.Fatalf("reclaim after grace: %d, %v", n, err)
 	}
 	if x := e.index("n2"); x == nil || len(x.Blocks)+len(x.Borrowed) != 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -239,5 +240,47 @@ func TestListCache(t *testing.T) {
 	keys("/other/", false)
 	if st := s.srv.Stats(); st.ListHits != before.ListHits {
 		t.Fatalf("Lists of an uncached prefix hit the cache: %+v", st)
+	}
+}
+
+// TestStaleCacheDecisions: the allocator through the socket, whose cache
+// missed a DEL and an ADD made behind its back (by the CLI, or another
+// node's agent): a repeated ADD does not hand back the address released
+// since, and a DEL does not leave the address allocated since. Both write
+// nothing on the cache's word, so only a fresh read can tell.
+func TestStaleCacheDecisions(t *testing.T) {
+	ctx := t.Context()
+	backend := boltStore(t)
+	s := serve(t, backend, agentsock.Options{})
+	plugin := ipam.New(client(t, s.path), ipam.Config{})
+	cli := ipam.New(backend, ipam.Config{})
+	if err := cli.PutPool(ctx, ipam.Pool{Name: "p", CIDR: netip.MustParsePrefix("10.9.0.0/16")}); err != nil {
+		t.Fatal(err)
+	}
+	add := ipam.AutoAssignArgs{Handle: "net.c1", Node: "n1", Num4: 1}
+	if _, err := plugin.AutoAssign(ctx, add); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.ReleaseByHandle(ctx, "n1", "net.c1"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := plugin.AutoAssign(ctx, add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, err := cli.IPsByHandle(ctx, "n1", "net.c1"); err != nil || !slices.Equal(held, got.IPv4) {
+		t.Fatalf("repeated ADD answered %v, but the handle holds %v (%v)", got.IPv4, held, err)
+	}
+	if _, err := cli.AutoAssign(ctx, ipam.AutoAssignArgs{Handle: "net.c2", Node: "n1", Num4: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := plugin.ReleaseByHandle(ctx, "n1", "net.c2"); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := cli.IPsByHandle(ctx, "n1", "net.c2"); err != nil || len(held) != 0 {
+		t.Fatalf("DEL through the socket left %v (%v)", held, err)
+	}
+	if st := s.srv.Stats(); st.Fresh == 0 {
+		t.Errorf("stats %+v: no fresh read", st)
 	}
 }

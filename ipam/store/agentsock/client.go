@@ -97,7 +97,10 @@ func (c *Client) Get(ctx context.Context, key string) (ipam.KV, error) {
 	return kv, err
 }
 
-// List implements ipam.Store; the agent always reads its backend.
+// List implements ipam.Store. The agent reads its backend, except for
+// the prefixes it caches (Options.CachedLists: the pools'), whose answer
+// may be up to the ListTTL old; ipam.FreshRead makes it read the backend
+// for those too.
 func (c *Client) List(ctx context.Context, prefix string) ([]ipam.KV, error) {
 	r := request{op: opList, key: prefix}
 	if ipam.IsFreshRead(ctx) {

@@ -1,6 +1,8 @@
-// Package etcd is the cluster ipam.Store: an etcd v3 client whose Txn is
-// etcd's Txn with one Compare(ModRevision) per compare, so a transaction
-// is atomic across keys and cluster-wide.
+// Package etcd is the cluster ipam.Store for long-lived processes (the
+// agent, the CLI): the full etcd v3 client, each Write one etcd txn
+// comparing the key's ModRevision, and an ipam.Watcher (ListRev, Watch)
+// for the agent's routes. Plugins use ipam/store/etcdgw instead, which
+// costs an exec far less.
 //
 // Errors: a failed compare is ipam.ErrConflict; an unreachable cluster, a
 // lost leader, or the caller's deadline is ipam.ErrUnavailable (the etcd

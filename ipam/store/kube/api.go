@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/podnet/podnet/internal/minihttp"
@@ -56,11 +57,11 @@ func (s *Store) errorFor(ctx context.Context, e *APIError) error {
 	case 404:
 		return fmt.Errorf("%w: %w", e, ipam.ErrNotFound)
 	case 401:
-		return fmt.Errorf("%w: the API server %s does not accept the credentials of kubeconfig %s (a token or client certificate that expired, was revoked or is of another cluster); check the kubeconfig: %w",
-			e, s.conn.server.Base, s.kubeconfig, ipam.ErrDenied)
+		return fmt.Errorf("%w: the API server %s does not accept the credentials of %s (a token or client certificate that expired, was revoked or is of another cluster); check them: %w",
+			e, s.t.Server(), s.creds, ipam.ErrDenied)
 	case 403:
-		return fmt.Errorf("%w: the credentials of kubeconfig %s are not allowed to %s; check the RBAC rules bound to its user (podnet's ClusterRole: deploy/kubernetes/blocks/rbac.yaml): %w",
-			e, s.kubeconfig, e.verb(), ipam.ErrDenied)
+		return fmt.Errorf("%w: the credentials of %s are not allowed to %s; check the RBAC rules bound to its user (podnet's ClusterRole: deploy/kubernetes/blocks/rbac.yaml): %w",
+			e, s.creds, e.verb(), ipam.ErrDenied)
 	case 410, 429, 500, 502, 503, 504:
 		return unavailable(ctx, e)
 	}
@@ -115,57 +116,81 @@ func (s *Store) do(ctx context.Context, c call) (int, []byte, error) {
 		}
 		a, err := s.send(ctx, c)
 		if err != nil {
-			return 0, nil, unavailable(ctx, fmt.Errorf("%s: %s: %w", c.op(), s.conn.server.Base, err))
+			return 0, nil, unavailable(ctx, fmt.Errorf("%s: %s: %w", c.op(), s.t.Server(), err))
 		}
 		switch {
-		case a.code == 401 && !reread && s.conn.tokenFile != "":
+		case a.Status == 401 && !reread:
 			// The token may have been rotated since it was read.
 			reread = true
-			if err := s.rereadToken(); err != nil {
+			mt, ok := s.t.(*miniTransport)
+			if !ok || mt.conn.tokenFile == "" {
+				break
+			}
+			if err := mt.rereadToken(); err != nil {
 				return 0, nil, fmt.Errorf("kubernetes store: %s: 401 Unauthorized, and the token cannot be read again: %w: %w", c.op(), err, ipam.ErrDenied)
 			}
 			continue
-		case a.code == 429:
-			pause := max(a.retryAfter, minPause)
+		case a.Status == 429:
+			pause := max(parseRetryAfter(a.RetryAfter), minPause)
 			s.throttle(pause)
 			if fits(ctx, pause) {
 				continue
 			}
 		}
-		return a.code, a.body, nil
+		return a.Status, a.Body, nil
 	}
 }
 
-// answer is a response read to its end.
-type answer struct {
-	code       int
-	body       []byte
-	retryAfter time.Duration // of a 429
+func (s *Store) send(ctx context.Context, c call) (Response, error) {
+	return s.t.Do(ctx, Request{Method: c.method, Path: "/apis/" + Group + "/" + Version + "/" + c.path, Body: c.body})
 }
 
-func (s *Store) send(ctx context.Context, c call) (answer, error) {
+// miniTransport is the default Transport: minihttp, with the token or
+// client certificate of a kubeconfig.
+type miniTransport struct {
+	conn    *conn
+	client  *minihttp.Client
+	tokenMu sync.Mutex
+}
+
+func (t *miniTransport) Server() string { return t.conn.server.Base }
+
+func (t *miniTransport) Do(ctx context.Context, r Request) (Response, error) {
 	hdr := [][2]string{{"Accept", "application/json"}}
-	if tok := s.bearer(); tok != "" {
+	if tok := t.bearer(); tok != "" {
 		hdr = append(hdr, [2]string{"Authorization", "Bearer " + tok})
 	}
-	req := minihttp.Request{Method: c.method, Path: "/apis/" + Group + "/" + Version + "/" + c.path, Header: hdr, Body: c.body}
-	if c.body != nil {
+	req := minihttp.Request{Method: r.Method, Path: r.Path, Header: hdr, Body: r.Body}
+	if r.Body != nil {
 		req.ContentType = "application/json"
 	}
-	resp, err := s.client.Do(ctx, s.conn.server, req)
+	resp, err := t.client.Do(ctx, t.conn.server, req)
 	if err != nil {
-		return answer{}, err
+		return Response{}, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return answer{}, err
+		return Response{}, err
 	}
-	a := answer{code: resp.Status, body: body}
-	if a.code == 429 {
-		a.retryAfter = parseRetryAfter(resp.Get("Retry-After"))
+	return Response{Status: resp.Status, RetryAfter: resp.Get("Retry-After"), Body: body}, nil
+}
+
+func (t *miniTransport) bearer() string {
+	t.tokenMu.Lock()
+	defer t.tokenMu.Unlock()
+	return t.conn.token
+}
+
+func (t *miniTransport) rereadToken() error {
+	tok, err := readToken(t.conn.tokenFile)
+	if err != nil {
+		return err
 	}
-	return a, nil
+	t.tokenMu.Lock()
+	t.conn.token = tok
+	t.tokenMu.Unlock()
+	return nil
 }
 
 // minPause is the least a 429 holds requests back, whatever its
@@ -221,23 +246,6 @@ func (s *Store) waitThrottle(ctx context.Context) error {
 func fits(ctx context.Context, d time.Duration) bool {
 	dl, ok := ctx.Deadline()
 	return !ok || time.Until(dl) > d
-}
-
-func (s *Store) bearer() string {
-	s.tokenMu.Lock()
-	defer s.tokenMu.Unlock()
-	return s.conn.token
-}
-
-func (s *Store) rereadToken() error {
-	tok, err := readToken(s.conn.tokenFile)
-	if err != nil {
-		return err
-	}
-	s.tokenMu.Lock()
-	s.conn.token = tok
-	s.tokenMu.Unlock()
-	return nil
 }
 
 // meta is the metadata the store reads and writes.

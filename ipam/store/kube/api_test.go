@@ -30,6 +30,18 @@ func TestAllocatorSuiteOpaqueResourceVersions(t *testing.T) {
 	}, ipamtest.Options{NoV1: true, Nodes: 4, PerNode: 5, DecodesPools: true})
 }
 
+// The allocator's suite through a net/http round tripper over HTTP/2,
+// as the agent and the CLI reach the API server with client-go's.
+func TestAllocatorSuiteNetHTTP2(t *testing.T) {
+	f := newFakeAPIH2(t)
+	ipamtest.Run(t, func(t *testing.T) ipam.Store {
+		return f.openHTTP(t, "/ipamtest/"+t.Name()+"/", f.token)
+	}, ipamtest.Options{NoV1: true, Nodes: 4, PerNode: 5, DecodesPools: true})
+	if p := f.protos(); p["HTTP/2.0"] == 0 || len(p) != 1 {
+		t.Errorf("requests by protocol: %v, want HTTP/2.0 only", p)
+	}
+}
+
 var testPool = []byte(`{"name":"p","cidr":"10.9.0.0/16","blockSize":26}`)
 
 // A resourceVersion is compared, never parsed: writes send back the
@@ -78,21 +90,26 @@ func TestOpaqueResourceVersion(t *testing.T) {
 // with a message naming the status and what to check. Neither the store
 // nor the allocator sends the request again.
 func TestDenied(t *testing.T) {
-	f := newFakeAPI(t)
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { testDenied(t, tr.fake(t), tr.open, tr.creds) })
+	}
+}
+
+func testDenied(t *testing.T, f *fakeAPI, open func(f *fakeAPI, t *testing.T, prefix, token string) *Store, creds string) {
 	for _, tt := range []struct {
 		name  string
 		token string
 		fault func(r *http.Request) *fakeAnswer
 		want  []string
 	}{
-		{"401", "expired", nil, []string{"401", "does not accept the credentials of kubeconfig", "kubeconfig.json", f.srv.URL}},
+		{"401", "expired", nil, []string{"401", "does not accept the credentials of", creds, f.srv.URL}},
 		{"403", "good", func(r *http.Request) *fakeAnswer { return &fakeAnswer{code: 403, reason: "Forbidden"} },
-			[]string{"403 Forbidden", "not allowed to", "podnet.io", "check the RBAC rules", "kubeconfig.json"}},
+			[]string{"403 Forbidden", "not allowed to", "podnet.io", "check the RBAC rules", creds}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f.setFault(tt.fault)
 			defer f.setFault(nil)
-			s := openAt(t, f.kubeconfig(t, tt.token, false), "")
+			s := open(f, t, "", tt.token)
 			ctx := t.Context()
 			block := ipam.Keys{}.Block(netip.MustParsePrefix("10.9.0.0/26"))
 			for op, call := range map[string]func() error{
@@ -156,8 +173,15 @@ func TestTokenFileReread(t *testing.T) {
 // A 409 is a conflict: the allocator reads the block again and writes
 // at its new revision.
 func TestConflictRetried(t *testing.T) {
-	f := newFakeAPI(t)
-	s := f.open(t, "")
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			f := tr.fake(t)
+			testConflictRetried(t, f, tr.open(f, t, "", f.token))
+		})
+	}
+}
+
+func testConflictRetried(t *testing.T, f *fakeAPI, s *Store) {
 	ctx := t.Context()
 	a := ipam.New(s, ipam.Config{})
 	if err := a.PutPool(ctx, ipam.Pool{Name: "p", CIDR: netip.MustParsePrefix("10.9.0.0/16")}); err != nil {
@@ -193,8 +217,15 @@ func TestConflictRetried(t *testing.T) {
 // deadline leaves time; otherwise the call fails at once as unavailable,
 // and no request leaves before the pause is over.
 func TestTooManyRequests(t *testing.T) {
-	f := newFakeAPI(t)
-	s := f.open(t, "")
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			f := tr.fake(t)
+			testTooManyRequests(t, f, tr.open(f, t, "", f.token))
+		})
+	}
+}
+
+func testTooManyRequests(t *testing.T, f *fakeAPI, s *Store) {
 	key := ipam.Keys{}.Pool("p")
 	throttled, retryAfter := 0, ""
 	f.setFault(func(r *http.Request) *fakeAnswer {
@@ -240,8 +271,15 @@ func TestTooManyRequests(t *testing.T) {
 // 5xx answers are unavailable, not sent again by the store, and retried
 // by the allocator, which succeeds once the server recovers.
 func TestServerErrors(t *testing.T) {
-	f := newFakeAPI(t)
-	s := f.open(t, "")
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			f := tr.fake(t)
+			testServerErrors(t, f, tr.open(f, t, "", f.token))
+		})
+	}
+}
+
+func testServerErrors(t *testing.T, f *fakeAPI, s *Store) {
 	ctx := t.Context()
 	for _, code := range []int{500, 502, 503, 504} {
 		f.setFault(func(r *http.Request) *fakeAnswer { return &fakeAnswer{code: code, reason: "InternalError"} })
@@ -272,8 +310,15 @@ func TestServerErrors(t *testing.T) {
 // A Retry-After of 0 is no licence to resend at once: the store still
 // pauses minPause between tries, until the caller's deadline.
 func TestTooManyRequestsNoPause(t *testing.T) {
-	f := newFakeAPI(t)
-	s := f.open(t, "")
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			f := tr.fake(t)
+			testTooManyRequestsNoPause(t, f, tr.open(f, t, "", f.token))
+		})
+	}
+}
+
+func testTooManyRequestsNoPause(t *testing.T, f *fakeAPI, s *Store) {
 	f.setFault(func(r *http.Request) *fakeAnswer {
 		return &fakeAnswer{code: 429, reason: "TooManyRequests", header: map[string]string{"Retry-After": "0"}}
 	})

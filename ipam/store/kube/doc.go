@@ -7,12 +7,17 @@
 // GC and pool seeding on it, the CLI (a "kubernetes:KUBECONFIG" store
 // spec), and a plugin whose ipam.store names a kubeconfig directly.
 //
-// It is encoding/json over internal/minihttp and crypto/tls: no client-go
-// and no net/http, which every plugin exec would pay for (internal/
-// execcost's test keeps it so). Custom resources have no protobuf
-// encoding, so JSON is what the API speaks for them anyway. A plugin
-// keeps minihttp's idle limits; a long-lived caller serving concurrent
-// requests (the agent) sets Options.MaxIdleConns.
+// It is encoding/json, and by default internal/minihttp and crypto/tls
+// with a kubeconfig's token or client certificate (Kubeconfig is the one
+// kubeconfig type podnet parses and renders): no client-go and no
+// net/http, which every plugin exec would pay for (internal/execcost's
+// test keeps it so). A caller that has a client for the API server (the
+// agent, the CLI: client-go's, with HTTP/2 and every credential it
+// knows) gives it as Options.Transport instead; ipam/store/kube/kubehttp
+// makes one of an http.RoundTripper. Custom resources have no protobuf
+// encoding, so JSON is what the API speaks for them anyway. On minihttp,
+// a plugin keeps its idle limits; a long-lived caller serving concurrent
+// requests sets Options.MaxIdleConns.
 //
 // Keys map to objects, and nothing else is stored:
 //
@@ -48,11 +53,12 @@
 // another (the agent's socket hands its own Store's tokens back to it),
 // so the interface did not change.
 //
-// Errors: a 409 matches ipam.ErrConflict (the allocator reads again and
-// retries), a 404 ipam.ErrNotFound. A 401 or a 403 matches ipam.ErrDenied
-// (the allocator does not retry it; the plugin reports CNI code 7), with
-// a message naming the status and what to check: the kubeconfig's
-// credentials, or the RBAC rules bound to its user. 410, 429 and 5xx
+// Errors, whatever the transport: a 409 matches ipam.ErrConflict (the
+// allocator reads again and retries), a 404 ipam.ErrNotFound. A 401 or a
+// 403 matches ipam.ErrDenied (the allocator does not retry it; the plugin
+// reports CNI code 7), with a message naming the status and what to
+// check: the credentials (the kubeconfig's, or those Options.Kubeconfig
+// names for a Transport), or the RBAC rules bound to their user. 410, 429 and 5xx
 // answers, and a server that cannot be reached, match
 // ipam.ErrUnavailable, which the allocator retries until its deadline.
 // Anything else (a 422 from the CRDs' validation) is an *APIError with
@@ -67,9 +73,10 @@
 //
 // The store must not resend a request that may have reached the server:
 // the allocator's compare-on-resourceVersion retries make that safe. It
-// resends only what the server refused before running it: a 401 once
-// after re-reading the token file, and a 429 after its Retry-After (at
-// least minPause) when that fits in the caller's deadline. A 429 holds back every request of
+// resends only what the server refused before running it: on minihttp, a
+// 401 once after re-reading the token file (a Transport refreshes its own
+// credentials), and a 429 after its Retry-After (at least minPause) when
+// that fits in the caller's deadline. A 429 holds back every request of
 // the Store until its Retry-After has passed, so the allocator's own
 // retries, which come sooner, fail at once instead of reaching a server
 // that asked for a pause. (minihttp resends, once, what a kept connection

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -32,6 +33,7 @@ type fakeAPI struct {
 	seq      int
 	fault    func(r *http.Request) *fakeAnswer
 	requests []string // "METHOD plural[/name]" of each request, faults included
+	proto    map[string]int
 }
 
 type fakeObject struct {
@@ -99,6 +101,10 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.requests = append(f.requests, r.Method+" "+path)
+	if f.proto == nil {
+		f.proto = map[string]int{}
+	}
+	f.proto[r.Proto]++
 	if f.fault != nil {
 		if a := f.fault(r); a != nil {
 			for k, v := range a.header {
@@ -268,4 +274,75 @@ func openAt(t *testing.T, kubeconfig, prefix string) *Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// newNetHTTP is kubehttp.New, which this package's tests cannot import
+// (kubehttp imports kube): kubehttp_test.go, of package kube_test, sets
+// it.
+var newNetHTTP func(rt http.RoundTripper, host string) (Transport, error)
+
+// newFakeAPIH2 is newFakeAPI serving HTTPS and HTTP/2, as an API server
+// does to client-go.
+func newFakeAPIH2(t *testing.T) *fakeAPI {
+	f := &fakeAPI{token: "good", objects: map[string]*fakeObject{}}
+	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	f.srv.EnableHTTP2 = true
+	f.srv.StartTLS()
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// bearer adds a bearer token to each request, as client-go's round
+// tripper does.
+type bearer struct {
+	token string
+	rt    http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.rt.RoundTrip(r)
+}
+
+// openHTTP opens a store on f at prefix through a net/http round tripper
+// sending token.
+func (f *fakeAPI) openHTTP(t *testing.T, prefix, token string) *Store {
+	t.Helper()
+	if newNetHTTP == nil {
+		t.Fatal("kubehttp_test.go did not set newNetHTTP")
+	}
+	tr, err := newNetHTTP(bearer{token, f.srv.Client().Transport}, f.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(Options{Transport: tr, Kubeconfig: "(test credentials)", Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// transports are the two ways to the API server: minihttp with a
+// kubeconfig (a plugin), and a net/http round tripper over HTTP/2 (the
+// agent and the CLI, with client-go's). creds is how messages name the
+// credentials.
+var transports = []struct {
+	name  string
+	fake  func(t *testing.T) *fakeAPI
+	open  func(f *fakeAPI, t *testing.T, prefix, token string) *Store
+	creds string
+}{
+	{"minihttp", newFakeAPI, func(f *fakeAPI, t *testing.T, prefix, token string) *Store {
+		return openAt(t, f.kubeconfig(t, token, false), prefix)
+	}, "kubeconfig.json"},
+	{"nethttp2", newFakeAPIH2, (*fakeAPI).openHTTP, "(test credentials)"},
+}
+
+// protos counts the requests by protocol ("HTTP/2.0").
+func (f *fakeAPI) protos() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.proto)
 }

@@ -14,44 +14,107 @@ import (
 	"github.com/podnet/podnet/internal/minihttp"
 )
 
-// kubeconfig is the part of a kubeconfig file the store reads.
-type kubeconfig struct {
-	CurrentContext string `json:"current-context"`
-	Contexts       []struct {
-		Name    string `json:"name"`
-		Context struct {
-			Cluster string `json:"cluster"`
-			User    string `json:"user"`
-		} `json:"context"`
-	} `json:"contexts"`
-	Clusters []struct {
-		Name    string      `json:"name"`
-		Cluster clusterInfo `json:"cluster"`
-	} `json:"clusters"`
-	Users []struct {
-		Name string   `json:"name"`
-		User userInfo `json:"user"`
-	} `json:"users"`
+// Kubeconfig is a kubeconfig file in its JSON form (JSON is YAML, so
+// kubectl reads it too): the one type podnet parses kubeconfigs with (the
+// store, from a file or Options.KubeconfigJSON) and renders them with
+// (NewKubeconfig, Marshal: the agent's, for the plugins and the store).
+// It holds the fields podnet reads or writes; a field it does not know is
+// dropped by a round trip.
+type Kubeconfig struct {
+	APIVersion     string         `json:"apiVersion,omitempty"`
+	Kind           string         `json:"kind,omitempty"`
+	Clusters       []NamedCluster `json:"clusters"`
+	Users          []NamedUser    `json:"users"`
+	Contexts       []NamedContext `json:"contexts"`
+	CurrentContext string         `json:"current-context"`
+	// Preferences is kept so that a rendered kubeconfig has the field
+	// every kubectl writes; podnet reads nothing in it.
+	Preferences json.RawMessage `json:"preferences,omitempty"`
 }
 
-type clusterInfo struct {
-	Server        string `json:"server"`
-	CA            string `json:"certificate-authority"`
-	CAData        []byte `json:"certificate-authority-data"`
-	TLSServerName string `json:"tls-server-name"`
-	Insecure      bool   `json:"insecure-skip-tls-verify"`
+// NamedCluster is a kubeconfig's cluster entry.
+type NamedCluster struct {
+	Name    string  `json:"name"`
+	Cluster Cluster `json:"cluster"`
 }
 
-type userInfo struct {
-	Token          string          `json:"token"`
-	TokenFile      string          `json:"tokenFile"`
-	ClientCert     string          `json:"client-certificate"`
-	ClientCertData []byte          `json:"client-certificate-data"`
-	ClientKey      string          `json:"client-key"`
-	ClientKeyData  []byte          `json:"client-key-data"`
-	Exec           json.RawMessage `json:"exec"`
-	AuthProvider   json.RawMessage `json:"auth-provider"`
-	Username       string          `json:"username"`
+// Cluster is where the API server is and how to trust it.
+type Cluster struct {
+	Server string `json:"server"`
+	// CA is a file of PEM certificates, relative to the kubeconfig's
+	// directory; CAData the PEM itself (base64 in the JSON).
+	CA            string `json:"certificate-authority,omitempty"`
+	CAData        []byte `json:"certificate-authority-data,omitempty"`
+	TLSServerName string `json:"tls-server-name,omitempty"`
+	// Insecure is parsed only to be refused with a message.
+	Insecure bool `json:"insecure-skip-tls-verify,omitempty"`
+}
+
+// NamedUser is a kubeconfig's user entry.
+type NamedUser struct {
+	Name string `json:"name"`
+	User User   `json:"user"`
+}
+
+// User is how a kubeconfig's user authenticates. File names are
+// relative to the kubeconfig's directory; data fields are base64 in the
+// JSON.
+type User struct {
+	Token          string `json:"token,omitempty"`
+	TokenFile      string `json:"tokenFile,omitempty"`
+	ClientCert     string `json:"client-certificate,omitempty"`
+	ClientCertData []byte `json:"client-certificate-data,omitempty"`
+	ClientKey      string `json:"client-key,omitempty"`
+	ClientKeyData  []byte `json:"client-key-data,omitempty"`
+	// Exec, AuthProvider and Username are parsed only to be refused with
+	// a message: the store speaks token and client certificate only (a
+	// caller with client-go passes its transport instead, Options.Transport).
+	Exec         json.RawMessage `json:"exec,omitempty"`
+	AuthProvider json.RawMessage `json:"auth-provider,omitempty"`
+	Username     string          `json:"username,omitempty"`
+}
+
+// NamedContext is a kubeconfig's context entry.
+type NamedContext struct {
+	Name    string  `json:"name"`
+	Context Context `json:"context"`
+}
+
+// Context pairs a cluster and a user, by name.
+type Context struct {
+	Cluster string `json:"cluster"`
+	User    string `json:"user"`
+}
+
+// NewKubeconfig returns a kubeconfig of one cluster and one user, both
+// and the current context named name.
+func NewKubeconfig(name string, cluster Cluster, user User) *Kubeconfig {
+	return &Kubeconfig{
+		APIVersion: "v1", Kind: "Config", CurrentContext: name,
+		Clusters:    []NamedCluster{{Name: name, Cluster: cluster}},
+		Users:       []NamedUser{{Name: name, User: user}},
+		Contexts:    []NamedContext{{Name: name, Context: Context{Cluster: name, User: name}}},
+		Preferences: json.RawMessage("{}"),
+	}
+}
+
+// ParseKubeconfig decodes a kubeconfig in JSON (kubectl config view
+// --flatten -o json writes one). YAML is refused, so that a plugin links
+// no YAML parser.
+func ParseKubeconfig(data []byte) (*Kubeconfig, error) {
+	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
+		return nil, errors.New("not JSON: podnet reads kubeconfigs in JSON (kubectl config view --flatten -o json), so that a plugin links no YAML parser")
+	}
+	kc := new(Kubeconfig)
+	if err := json.Unmarshal(data, kc); err != nil {
+		return nil, err
+	}
+	return kc, nil
+}
+
+// Marshal renders kc as indented JSON.
+func (kc *Kubeconfig) Marshal() ([]byte, error) {
+	return json.MarshalIndent(kc, "", "  ")
 }
 
 // conn is what a kubeconfig says about reaching the API server.
@@ -78,14 +141,11 @@ func loadKubeconfig(path string) (*conn, error) {
 }
 
 func parseKubeconfig(data []byte, dir string) (*conn, error) {
-	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
-		return nil, errors.New("not JSON: the plugin reads kubeconfigs in JSON (kubectl config view --flatten -o json), so that it links no YAML parser")
-	}
-	var kc kubeconfig
-	if err := json.Unmarshal(data, &kc); err != nil {
+	kc, err := ParseKubeconfig(data)
+	if err != nil {
 		return nil, err
 	}
-	ci, ui, err := kc.pick()
+	ci, ui, err := kc.Current()
 	if err != nil {
 		return nil, err
 	}
@@ -102,15 +162,15 @@ func parseKubeconfig(data []byte, dir string) (*conn, error) {
 	return c, nil
 }
 
-// pick returns the current context's cluster and user; without a
-// current context, the only context.
-func (kc *kubeconfig) pick() (clusterInfo, userInfo, error) {
+// Current returns the current context's cluster and user; without a
+// current context, the only context's.
+func (kc *Kubeconfig) Current() (Cluster, User, error) {
 	name := kc.CurrentContext
 	if name == "" && len(kc.Contexts) == 1 {
 		name = kc.Contexts[0].Name
 	}
-	var ci clusterInfo
-	var ui userInfo
+	var ci Cluster
+	var ui User
 	for _, ctx := range kc.Contexts {
 		if ctx.Name != name {
 			continue
@@ -140,7 +200,7 @@ func (kc *kubeconfig) pick() (clusterInfo, userInfo, error) {
 	return ci, ui, fmt.Errorf("current-context %q: no such context", name)
 }
 
-func (ci clusterInfo) tlsConfig(dir string) (*tls.Config, error) {
+func (ci Cluster) tlsConfig(dir string) (*tls.Config, error) {
 	if ci.Insecure {
 		return nil, errors.New("insecure-skip-tls-verify: not supported; give certificate-authority(-data)")
 	}
@@ -161,7 +221,7 @@ func (ci clusterInfo) tlsConfig(dir string) (*tls.Config, error) {
 	return cfg, nil
 }
 
-func (ui userInfo) apply(c *conn, dir string) error {
+func (ui User) apply(c *conn, dir string) error {
 	switch {
 	case len(ui.Exec) > 0 && string(ui.Exec) != "null":
 		return errors.New("user exec credentials: not supported; give token, tokenFile or a client certificate")

@@ -142,3 +142,35 @@ func TestRefusedWithoutServer(t *testing.T) {
 		t.Errorf("object without a resourceVersion: %v", err)
 	}
 }
+
+// A kubeconfig rendered by NewKubeconfig (the agent's, for its plugins)
+// parses back to the same server, CA and credentials.
+func TestKubeconfigRoundTrip(t *testing.T) {
+	cert, key := selfSigned(t)
+	for _, user := range []User{{Token: "tok"}, {TokenFile: "/var/run/secrets/token"}, {ClientCertData: cert, ClientKeyData: key}} {
+		kc := NewKubeconfig("podnet", Cluster{Server: "https://10.96.0.1:443", CAData: cert, TLSServerName: "kubernetes"}, user)
+		data, err := kc.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := ParseKubeconfig(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ci, ui, err := back.Current()
+		if err != nil || ci.Server != "https://10.96.0.1:443" || string(ci.CAData) != string(cert) || ci.TLSServerName != "kubernetes" ||
+			ui.Token != user.Token || ui.TokenFile != user.TokenFile || string(ui.ClientKeyData) != string(user.ClientKeyData) {
+			t.Fatalf("round trip of %s: %+v %+v, %v", data, ci, ui, err)
+		}
+		if !strings.Contains(string(data), `"apiVersion": "v1"`) || !strings.Contains(string(data), `"preferences": {}`) {
+			t.Errorf("rendered %s: not what kubectl writes", data)
+		}
+		if user.TokenFile != "" {
+			continue // the file is not there to read
+		}
+		c, err := parseKubeconfig(data, "")
+		if err != nil || c.server.Base != "https://10.96.0.1:443" || c.tls.RootCAs == nil || c.token != user.Token || len(c.tls.Certificates) != map[bool]int{true: 1, false: 0}[len(user.ClientCertData) > 0] {
+			t.Fatalf("store's parse of %s: %+v, %v", data, c, err)
+		}
+	}
+}

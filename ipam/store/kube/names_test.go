@@ -139,7 +139,7 @@ func TestLabels(t *testing.T) {
 
 func TestErrorFor(t *testing.T) {
 	ctx := t.Context()
-	s := &Store{conn: &conn{}, kubeconfig: "kc.json"}
+	s := &Store{t: &miniTransport{conn: &conn{}}, creds: "kubeconfig kc.json"}
 	for code, want := range map[int]error{
 		409: ipam.ErrConflict, 404: ipam.ErrNotFound, 401: ipam.ErrDenied, 403: ipam.ErrDenied, 429: ipam.ErrUnavailable,
 		500: ipam.ErrUnavailable, 503: ipam.ErrUnavailable, 504: ipam.ErrUnavailable,

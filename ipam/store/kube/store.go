@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,8 +42,8 @@ type Options struct {
 	Kubeconfig string
 	// KubeconfigJSON, when set, is the kubeconfig itself (Kubeconfig is
 	// then only its name in messages, and relative paths in it are
-	// relative to the working directory): the agent passes its own
-	// credentials this way.
+	// relative to the working directory), as Kubeconfig.Marshal renders
+	// one. (The agent, which has client-go, passes Transport instead.)
 	KubeconfigJSON []byte
 	// Prefix is the allocator's key prefix; "" means ipam.DefaultPrefix.
 	// Another prefix is a set of its own (see the package doc).
@@ -59,16 +58,51 @@ type Options struct {
 	// process that sends requests concurrently for a long time (the
 	// agent, for every plugin of its node) keeps more.
 	MaxIdleConns int
+	// Transport, when set, carries every request instead: no kubeconfig
+	// is read (Kubeconfig, when set, only names the credentials in
+	// messages), and DialTimeout, Dial and MaxIdleConns do not apply.
+	// The agent and the CLI pass client-go's (ipam/store/kube/kubehttp
+	// makes one of an http.RoundTripper): HTTP/2, and every credential
+	// client-go knows. Plugins keep the default, minihttp.
+	Transport Transport
+}
+
+// Transport carries the store's requests to the API server and
+// authenticates them. It must not resend a request that may have reached
+// the server (see the package doc); the store resends what the server
+// refused unrun (a 429), and maps the status codes.
+type Transport interface {
+	// Do sends req and returns the answer, its body read to the end, or
+	// an error when there is no answer (the store reports it as
+	// ipam.ErrUnavailable).
+	Do(ctx context.Context, req Request) (Response, error)
+	// Server names the API server in messages.
+	Server() string
+}
+
+// Request is one request of the store.
+type Request struct {
+	Method string
+	// Path is absolute, with its query: /apis/podnet.io/v1/ipamblocks?...
+	Path string
+	// Body is JSON, or nil.
+	Body []byte
+}
+
+// Response is the API server's answer.
+type Response struct {
+	Status int
+	// RetryAfter is the Retry-After header's value, if any.
+	RetryAfter string
+	Body       []byte
 }
 
 // Store is an ipam.Store over the Kubernetes API.
 type Store struct {
-	conn       *conn
-	kubeconfig string // its name, for messages
-	client     *minihttp.Client
-	names      names
-	revs       revisions
-	tokenMu    sync.Mutex
+	t     Transport
+	creds string // whose credentials, for messages: "kubeconfig PATH"
+	names names
+	revs  revisions
 	// notBefore (unix ns) is when the API server's last 429 allows the
 	// next request.
 	notBefore atomic.Int64
@@ -76,9 +110,16 @@ type Store struct {
 
 var _ ipam.Store = (*Store)(nil)
 
-// Open reads the kubeconfig and returns a Store; it does not connect
-// until the first request.
+// Open reads the kubeconfig (unless o.Transport is set) and returns a
+// Store; it does not connect until the first request.
 func Open(o Options) (*Store, error) {
+	if o.Transport != nil {
+		creds := o.Kubeconfig
+		if creds == "" {
+			creds = "the transport's credentials"
+		}
+		return &Store{t: o.Transport, creds: creds, names: newNames(o.Prefix)}, nil
+	}
 	if o.KubeconfigJSON != nil {
 		c, err := parseKubeconfig(o.KubeconfigJSON, "")
 		if err != nil {
@@ -100,13 +141,17 @@ func newStore(c *conn, o Options) *Store {
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = DefaultDialTimeout
 	}
-	return &Store{conn: c, kubeconfig: o.Kubeconfig, names: newNames(o.Prefix),
+	t := &miniTransport{conn: c,
 		client: &minihttp.Client{DialTimeout: o.DialTimeout, TLSConfig: c.tls, Dial: o.Dial, MaxIdle: o.MaxIdleConns}}
+	return &Store{t: t, creds: "kubeconfig " + o.Kubeconfig, names: newNames(o.Prefix)}
 }
 
-// Close implements ipam.Store.
+// Close implements ipam.Store. A Transport given in Options is the
+// caller's, and stays open.
 func (s *Store) Close() error {
-	s.client.CloseIdle()
+	if t, ok := s.t.(*miniTransport); ok {
+		t.client.CloseIdle()
+	}
 	return nil
 }
 
