@@ -227,6 +227,18 @@ func TestIncremental(t *testing.T) {
 		}
 	}
 	checkProbes(t, tp, s, []probeCase{{tp.pods[2].v4, nodeIP4, policy.TCP, 80, true}})
+
+	// The table goes behind the Renderer's back: the next change fails as
+	// a diff, and Apply resyncs.
+	if err := tp.renderer(t).Remove(); err != nil {
+		t.Fatal(err)
+	}
+	s.Policies = fixedCluster(tp).Policies
+	if _, err := r.Apply(compile()); err != nil {
+		t.Fatalf("apply after the table was removed: %v", err)
+	}
+	checkProbes(t, tp, s, []probeCase{{tp.pods[3].v4, tp.pods[1].v4, policy.TCP, 81, false}})
+	resyncMatches("after a lost table")
 }
 
 // TestEstablishedFlowsStay pins the choice for connections that a new
