@@ -85,7 +85,10 @@ func (r *Renderer) Close() error { return r.conn.CloseLasting() }
 // Apply makes the table enforce ir for the Renderer's node: the change
 // from the last Apply, in one atomic batch (a resync if there was none,
 // or if the change fails: someone else changed the table). Counters of
-// chains that do not change keep counting.
+// chains that do not change keep counting. Apply trusts its memory: an
+// IR with no change sends nothing, so a table changed behind its back
+// stays so until the next change or Resync; the agent's service should
+// Resync now and then.
 func (r *Renderer) Apply(ir *policy.IR) (Stats, error) {
 	want := build(ir, r.node)
 	if r.cur == nil {
