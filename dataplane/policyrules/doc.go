@@ -1,0 +1,61 @@
+// Package policyrules writes a node's compiled NetworkPolicy (a
+// *policy.IR, compiled for the node with policy.Options.Node) as an
+// nftables ruleset in the kernel, and keeps it current as new IRs come:
+// each Apply changes only what differs from the last one, in one atomic
+// batch.
+//
+// Everything is decided in the kernel, per packet, by set and map
+// lookups; nothing goes to userspace. The ruleset is its own table,
+// inet podnet-policy (TableName), owned whole by this package:
+//
+//	chain forward (filter hook forward priority 0)   pod <-> anything routed through the node
+//	chain input   (filter hook input priority 0)     local pod -> the node's own addresses
+//	chain output  (filter hook output priority 0)    the node -> its local pods
+//
+//	ct state established,related accept     replies, and flows already allowed
+//	[input, output] icmpv6 type nd-router-solicit-nd-redirect accept
+//	[forward, input]  ip saddr vmap @out4 / ip6 saddr vmap @out6    -> jump out-<pod>
+//	[forward, output] ip saddr @node4 accept / ip6 saddr @node6 accept
+//	[forward, output] ip daddr vmap @in4 / ip6 daddr vmap @in6      -> jump in-<pod>
+//
+// A per-pod chain (in-<hash> for ingress, out-<hash> for egress, one per
+// isolated pod and direction) starts with the pod's own addresses
+// (return: a pod may always reach itself), then has one rule per IR
+// rule, peer set and family ("counter return": allowed, go on to the
+// other side's check), and ends with "counter drop". Peers are named
+// sets shared by every rule that refers to them (peer4-/peer6- for pod
+// selectors, cidr4-/cidr6- interval sets for ipBlocks, ports- interval
+// sets of "inet_proto . inet_service", named4-/named6- sets of
+// "address . inet_proto . inet_service" for egress named ports), so a
+// packet costs two map lookups and a few set lookups in the chains of
+// its two pods, whatever the number of policies, pods and nodes.
+//
+// Semantics match policy.Decide, the oracle (the differential root test
+// checks it with real packets), with these choices:
+//
+//   - The priority is filter (0): after DNAT in prerouting and output
+//     (-100, where kube-proxy translates Services, iptables and nftables
+//     modes alike), so policy sees the pod a Service picked; before
+//     source NAT (100), so it sees the pod that sent.
+//   - "From its own node" is by address, as Decide has it: the sources
+//     in @node4/@node6 are IR.Nodes' addresses of this node. The agent
+//     should list in Node.IPs every address the node sends from to its
+//     pods (in bridge mode, the bridge's gateway address too).
+//   - Established flows stay: a connection a policy allowed keeps going
+//     through conntrack after a new policy would deny it, until it ends,
+//     as in Calico and Cilium. New connections obey the new rules at once.
+//   - Packets conntrack calls invalid are not dropped by policy: they are
+//     judged like new ones, so an isolated pod gets nothing a rule does
+//     not allow, and traffic of pods no policy isolates is left alone.
+//   - Denied packets are dropped, not rejected: a peer learns nothing,
+//     and no packet is sent on behalf of a pod.
+//   - ICMPv6 neighbour discovery to and from the node is never judged
+//     (Decide does not model it; a pod without it loses IPv6).
+//   - Routed mode: traffic between two pods on one bridge does not cross
+//     the inet hooks; bridge mode needs a bridge-family hook (not here).
+//
+// The package must not exec nft, keep state other than what it last
+// committed (a new Renderer starts with a full resync), or switch
+// network namespaces: a Renderer acts in the namespace it was opened in.
+// A Renderer is not safe for concurrent use.
+package policyrules

@@ -1,0 +1,78 @@
+package policyrules
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"unicode/utf8"
+
+	"github.com/podnet/podnet/policy"
+)
+
+// TableName is the inet table this package owns.
+const TableName = "podnet-policy"
+
+// Names of the fixed objects.
+const (
+	chainForward = "forward"
+	chainInput   = "input"
+	chainOutput  = "output"
+	mapIn4       = "in4"
+	mapIn6       = "in6"
+	mapOut4      = "out4"
+	mapOut6      = "out6"
+	setNode4     = "node4"
+	setNode6     = "node6"
+)
+
+// hashLen is the hex digits of a name's hash: 64 bits, so that a node's
+// few thousand names collide with odds below 1e-12, and names stay far
+// below the kernel's NFT_SET_MAXNAMELEN and NFT_CHAIN_MAXNAMELEN (256).
+const hashLen = 16
+
+// hashName is prefix-<hash of key>: the same IR key gives the same name
+// in every process, so a diff or a resync finds what an earlier Apply
+// made without state.
+func hashName(prefix, key string) string {
+	h := sha256.Sum256([]byte(prefix + "\x00" + key))
+	return prefix + "-" + hex.EncodeToString(h[:])[:hashLen]
+}
+
+// Direction is ingress or egress.
+type Direction uint8
+
+// The two directions.
+const (
+	Ingress Direction = iota
+	Egress
+)
+
+func (d Direction) String() string {
+	if d == Egress {
+		return "egress"
+	}
+	return "ingress"
+}
+
+func podChainName(pod policy.PodKey, d Direction) string {
+	prefix := "in"
+	if d == Egress {
+		prefix = "out"
+	}
+	return hashName(prefix, pod.String())
+}
+
+// maxComment bounds comments: nftables user data is a TLV with a one-byte
+// length (and the kernel keeps at most 256 bytes of it).
+const maxComment = 250
+
+// comment truncates s to maxComment bytes on a rune boundary.
+func comment(s string) string {
+	if len(s) <= maxComment {
+		return s
+	}
+	s = s[:maxComment]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}

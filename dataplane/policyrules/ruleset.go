@@ -1,0 +1,402 @@
+package policyrules
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/podnet/podnet/policy"
+)
+
+// ruleset is a node's policy as nftables objects, before any netlink: the
+// named sets, the per-pod chains and the dispatch maps. It is what Apply
+// diffs, so everything in it is canonical (sorted, merged).
+type ruleset struct {
+	sets   map[string]*set
+	chains map[string]*chain
+	// maps holds the four dispatch maps (in4, in6, out4, out6): pod
+	// address -> the name of the chain to jump to.
+	maps map[string]map[netip.Addr]string
+}
+
+type setKind uint8
+
+const (
+	kindAddr4  setKind = iota + 1 // ipv4_addr
+	kindAddr6                     // ipv6_addr
+	kindCIDR4                     // ipv4_addr, interval
+	kindCIDR6                     // ipv6_addr, interval
+	kindPorts                     // inet_proto . inet_service, interval
+	kindNamed4                    // ipv4_addr . inet_proto . inet_service
+	kindNamed6                    // ipv6_addr . inet_proto . inet_service
+)
+
+func (k setKind) interval() bool { return k == kindCIDR4 || k == kindCIDR6 || k == kindPorts }
+
+// set is a named set. Elements are sorted and, for intervals, merged.
+type set struct {
+	name  string
+	kind  setKind
+	key   string // what it holds, as the IR keys it: the set's comment
+	elems []element
+}
+
+// element is one element of any kind of set: an address; an interval of
+// addresses [addr, end) (end invalid: up to the last address); a
+// protocol with ports first..last; an address, protocol and port
+// (first).
+type element struct {
+	addr        netip.Addr
+	end         netip.Addr
+	proto       policy.Protocol
+	first, last uint16
+}
+
+func compareElements(a, b element) int {
+	return cmp.Or(a.addr.Compare(b.addr), a.end.Compare(b.end), cmp.Compare(a.proto, b.proto),
+		cmp.Compare(a.first, b.first), cmp.Compare(a.last, b.last))
+}
+
+// chain is the chain of one isolated pod in one direction.
+type chain struct {
+	name  string
+	pod   policy.PodKey
+	dir   Direction
+	rules []rule
+}
+
+type ruleKind uint8
+
+const (
+	ruleSelf  ruleKind = iota + 1 // the remote end is the pod itself: return
+	ruleAllow                     // remote in peer, protocol . port in ports: counter return
+	ruleNamed                     // destination . protocol . port in named: counter return
+	ruleDeny                      // counter drop
+)
+
+// rule is one rule of a pod chain. The remote address is the source for
+// ingress and the destination for egress. Comparable, so that chains
+// compare with slices.Equal.
+type rule struct {
+	kind   ruleKind
+	family uint8      // 4, 6, or 0 when the rule reads no address
+	addr   netip.Addr // ruleSelf
+	peer   string     // set of the remote address; "" for every address
+	ports  string     // set of protocol . port; "" for every one
+	named  string     // ruleNamed
+	// policy and index name the IR rule (ruleAllow, ruleNamed), for
+	// counters.
+	policy string
+	index  int
+}
+
+// comment is the rule's user data: what Counters reads back, and what
+// `nft list ruleset` shows.
+func (r rule) comment(c *chain) string {
+	switch r.kind {
+	case ruleSelf:
+		return "self " + c.pod.String()
+	case ruleDeny:
+		return fmt.Sprintf("deny %s %s", c.pod, c.dir)
+	}
+	return fmt.Sprintf("allow %s %s %d", r.policy, c.dir, r.index)
+}
+
+// build computes the ruleset of node's pods in ir. Pods of other nodes are
+// left out: their own nodes enforce their policy.
+func build(ir *policy.IR, node string) *ruleset {
+	rs := &ruleset{
+		sets:   map[string]*set{},
+		chains: map[string]*chain{},
+		maps:   map[string]map[netip.Addr]string{mapIn4: {}, mapIn6: {}, mapOut4: {}, mapOut6: {}},
+	}
+	b := builder{ir: ir, rs: rs}
+	b.index()
+	// Both node sets exist always: the base chains refer to them.
+	node4 := rs.addrSet(setNode4, kindAddr4, "node "+node)
+	node6 := rs.addrSet(setNode6, kindAddr6, "node "+node)
+	for _, n := range ir.Nodes {
+		if n.Name != node {
+			continue
+		}
+		for _, ip := range n.IPs {
+			if ip = ip.Unmap(); ip.Is4() {
+				node4.elems = append(node4.elems, element{addr: ip})
+			} else {
+				node6.elems = append(node6.elems, element{addr: ip})
+			}
+		}
+	}
+	for i := range ir.Pods {
+		p := &ir.Pods[i]
+		if p.Node != node || len(p.IPs) == 0 {
+			continue
+		}
+		for _, d := range []Direction{Ingress, Egress} {
+			dir := &p.Ingress
+			if d == Egress {
+				dir = &p.Egress
+			}
+			if !dir.Isolated {
+				continue
+			}
+			c := b.chain(p, d, dir)
+			rs.chains[c.name] = c
+			for _, ip := range p.IPs {
+				ip = ip.Unmap()
+				rs.maps[dispatchMap(d, ip)][ip] = c.name
+			}
+		}
+	}
+	for _, s := range rs.sets {
+		s.canonical()
+	}
+	return rs
+}
+
+func dispatchMap(d Direction, ip netip.Addr) string {
+	switch {
+	case d == Ingress && ip.Is4():
+		return mapIn4
+	case d == Ingress:
+		return mapIn6
+	case ip.Is4():
+		return mapOut4
+	}
+	return mapOut6
+}
+
+func (rs *ruleset) addrSet(name string, kind setKind, key string) *set {
+	s := rs.sets[name]
+	if s == nil {
+		s = &set{name: name, kind: kind, key: key}
+		rs.sets[name] = s
+	}
+	return s
+}
+
+// builder renders the IR's sets on first use, so that only the sets the
+// node's rules refer to are written.
+type builder struct {
+	ir    *policy.IR
+	rs    *ruleset
+	peers map[string]*policy.PeerSet
+	cidrs map[string]*policy.CIDRSet
+	ports map[string]*policy.PortSet
+	named map[string]*policy.NamedPortSet
+}
+
+func (b *builder) index() {
+	b.peers = make(map[string]*policy.PeerSet, len(b.ir.PeerSets))
+	for i := range b.ir.PeerSets {
+		b.peers[b.ir.PeerSets[i].Key] = &b.ir.PeerSets[i]
+	}
+	b.cidrs = make(map[string]*policy.CIDRSet, len(b.ir.CIDRSets))
+	for i := range b.ir.CIDRSets {
+		b.cidrs[b.ir.CIDRSets[i].Key] = &b.ir.CIDRSets[i]
+	}
+	b.ports = make(map[string]*policy.PortSet, len(b.ir.PortSets))
+	for i := range b.ir.PortSets {
+		b.ports[b.ir.PortSets[i].Key] = &b.ir.PortSets[i]
+	}
+	b.named = make(map[string]*policy.NamedPortSet, len(b.ir.NamedPortSets))
+	for i := range b.ir.NamedPortSets {
+		b.named[b.ir.NamedPortSets[i].Key] = &b.ir.NamedPortSets[i]
+	}
+}
+
+func (b *builder) chain(p *policy.PodRules, d Direction, dir *policy.Direction) *chain {
+	c := &chain{name: podChainName(p.Pod, d), pod: p.Pod, dir: d}
+	for _, ip := range p.IPs {
+		ip = ip.Unmap()
+		c.rules = append(c.rules, rule{kind: ruleSelf, family: family(ip), addr: ip})
+	}
+	for _, r := range dir.Rules {
+		c.rules = append(c.rules, b.rules(r)...)
+	}
+	c.rules = append(c.rules, rule{kind: ruleDeny})
+	return c
+}
+
+func family(ip netip.Addr) uint8 {
+	if ip.Is4() {
+		return 4
+	}
+	return 6
+}
+
+// rules renders one IR rule: one nftables rule per peer set and family
+// (a rule is a conjunction; its peers are a disjunction), plus one per
+// named-port set and family.
+func (b *builder) rules(r *policy.Rule) []rule {
+	var out []rule
+	base := rule{kind: ruleAllow, policy: r.Policy, index: r.Index}
+	if !r.AllPorts && r.PortSet == "" {
+		// Only named ports: the peer part matches nothing.
+	} else {
+		if !r.AllPorts {
+			base.ports = b.portSet(r.PortSet)
+		}
+		if r.AllPeers {
+			out = append(out, base)
+		}
+		for _, k := range r.PeerSets {
+			for _, fam := range []uint8{4, 6} {
+				x := base
+				x.family, x.peer = fam, b.peerSet(k, fam)
+				out = append(out, x)
+			}
+		}
+		for _, k := range r.CIDRSets {
+			for _, fam := range []uint8{4, 6} {
+				if name := b.cidrSet(k, fam); name != "" {
+					x := base
+					x.family, x.peer = fam, name
+					out = append(out, x)
+				}
+			}
+		}
+	}
+	for _, k := range r.NamedPortSets {
+		for _, fam := range []uint8{4, 6} {
+			out = append(out, rule{kind: ruleNamed, family: fam, named: b.namedSet(k, fam), policy: r.Policy, index: r.Index})
+		}
+	}
+	return out
+}
+
+func (b *builder) peerSet(key string, fam uint8) string {
+	kind, prefix := kindAddr4, "peer4"
+	if fam == 6 {
+		kind, prefix = kindAddr6, "peer6"
+	}
+	name := hashName(prefix, key)
+	if _, ok := b.rs.sets[name]; ok {
+		return name
+	}
+	s := b.rs.addrSet(name, kind, "peers "+key)
+	if ps := b.peers[key]; ps != nil {
+		addrs := ps.V4
+		if fam == 6 {
+			addrs = ps.V6
+		}
+		for _, a := range addrs {
+			s.elems = append(s.elems, element{addr: a.Unmap()})
+		}
+	}
+	return name
+}
+
+// cidrSet returns the name of the family's set of ipBlock key, or "" if
+// the block has no addresses of that family (its key fixes its content,
+// so the rules of a block never change with the cluster).
+func (b *builder) cidrSet(key string, fam uint8) string {
+	cs := b.cidrs[key]
+	if cs == nil {
+		return ""
+	}
+	kind, prefix, ps := kindCIDR4, "cidr4", cs.V4
+	if fam == 6 {
+		kind, prefix, ps = kindCIDR6, "cidr6", cs.V6
+	}
+	if len(ps) == 0 {
+		return ""
+	}
+	name := hashName(prefix, key)
+	if _, ok := b.rs.sets[name]; !ok {
+		s := b.rs.addrSet(name, kind, "ipBlock "+key)
+		for _, p := range ps {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-unmapBits(p)).Masked()
+			end, _ := afterLast(p)
+			s.elems = append(s.elems, element{addr: p.Addr(), end: end})
+		}
+	}
+	return name
+}
+
+func unmapBits(p netip.Prefix) int {
+	if p.Addr().Is4In6() {
+		return 96
+	}
+	return 0
+}
+
+func (b *builder) portSet(key string) string {
+	name := hashName("ports", key)
+	if _, ok := b.rs.sets[name]; ok {
+		return name
+	}
+	s := b.rs.addrSet(name, kindPorts, "ports "+key)
+	if ps := b.ports[key]; ps != nil {
+		for _, r := range ps.Ranges {
+			s.elems = append(s.elems, element{proto: r.Protocol, first: r.First, last: r.Last})
+		}
+	}
+	return name
+}
+
+func (b *builder) namedSet(key string, fam uint8) string {
+	kind, prefix := kindNamed4, "named4"
+	if fam == 6 {
+		kind, prefix = kindNamed6, "named6"
+	}
+	name := hashName(prefix, key)
+	if _, ok := b.rs.sets[name]; ok {
+		return name
+	}
+	s := b.rs.addrSet(name, kind, "named port "+key)
+	if ns := b.named[key]; ns != nil {
+		elems := ns.V4
+		if fam == 6 {
+			elems = ns.V6
+		}
+		for _, e := range elems {
+			s.elems = append(s.elems, element{addr: e.Addr.Unmap(), proto: e.Protocol, first: e.Port, last: e.Port})
+		}
+	}
+	return name
+}
+
+// canonical sorts the elements, drops duplicates and merges intervals
+// that overlap or touch: the kernel refuses overlapping intervals, and
+// a diff needs one spelling of each set.
+func (s *set) canonical() {
+	slices.SortFunc(s.elems, compareElements)
+	s.elems = slices.Compact(s.elems)
+	switch s.kind {
+	case kindCIDR4, kindCIDR6:
+		out := s.elems[:0]
+		for _, e := range s.elems {
+			if n := len(out); n > 0 && (!out[n-1].end.IsValid() || e.addr.Compare(out[n-1].end) <= 0) {
+				if out[n-1].end.IsValid() && (!e.end.IsValid() || e.end.Compare(out[n-1].end) > 0) {
+					out[n-1].end = e.end
+				}
+				continue
+			}
+			out = append(out, e)
+		}
+		s.elems = out
+	case kindPorts:
+		out := s.elems[:0]
+		for _, e := range s.elems {
+			if n := len(out); n > 0 && out[n-1].proto == e.proto && uint32(e.first) <= uint32(out[n-1].last)+1 {
+				out[n-1].last = max(out[n-1].last, e.last)
+				continue
+			}
+			out = append(out, e)
+		}
+		s.elems = out
+	}
+}
+
+// afterLast is the first address after p, if there is one.
+func afterLast(p netip.Prefix) (netip.Addr, bool) {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	last, _ := netip.AddrFromSlice(b)
+	next := last.Next()
+	return next, next.IsValid()
+}
