@@ -34,6 +34,9 @@ const poolListTTL = time.Second
 // restarted pod says so louder than a log line.
 var listenGiveUp = time.Minute
 
+// listenSocket makes the socket; tests replace it to fail on purpose.
+var listenSocket = listen
+
 // Config configures the service.
 type Config struct {
 	// Store is block IPAM's store on the API (OpenStore): behind the
@@ -134,7 +137,7 @@ func (s *Service) serve(ctx context.Context) error {
 	backoff := 100 * time.Millisecond
 	var failingSince time.Time
 	for {
-		l, err := listen(path)
+		l, err := listenSocket(path)
 		if err == nil {
 			s.markReady()
 			s.cfg.Logger.Info("serving the plugins' IPAM store", "path", path)
