@@ -22,12 +22,14 @@ const DeletedNodeGrace = 5 * time.Minute
 const sweepInterval = time.Minute
 
 // removalSweep decides which departed nodes' IPAM this agent removes: a
-// node is departed while it has an IPAMNode and no Node, and it is this
-// agent's to remove once departed for the grace, if this agent's node is
-// the next live node after it in name order (wrapping around). So one
-// agent does it, without coordination; were two to try at once (their
-// caches differ for a moment), every step of the removal is a
-// compare-and-swap and the second finds the work done.
+// node is departed while it has an IPAMNode and no Node, and any live
+// agent removes it once it has seen it departed for the grace. Every
+// agent's sweep does, so a deleted node's IPAM is freed as long as one
+// agent runs, without coordination: when several remove the same node at
+// once (they see it depart within a sweep interval of each other), every
+// step of the removal (ipam.Allocator.RemoveNode: each block released,
+// each address freed, the index dropped) is a compare-and-swap, so a
+// loser retries on what the winner left and finds the work done.
 type removalSweep struct {
 	self  string
 	grace time.Duration
@@ -55,7 +57,7 @@ func (r *removalSweep) due(now time.Time, indexed, live []string) []string {
 			r.departed[n] = now
 			continue
 		}
-		if now.Sub(since) >= r.grace && successor(live, n) == r.self {
+		if now.Sub(since) >= r.grace {
 			out = append(out, n)
 		}
 	}
@@ -65,15 +67,6 @@ func (r *removalSweep) due(now time.Time, indexed, live []string) []string {
 		}
 	}
 	return out
-}
-
-// successor is the first of the sorted names after name, or the first.
-func successor(sorted []string, name string) string {
-	i, _ := slices.BinarySearch(sorted, name)
-	if i == len(sorted) {
-		i = 0
-	}
-	return sorted[i]
 }
 
 // Config configures the node removal service.
@@ -117,8 +110,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return nil
 	case <-s.cfg.Synced:
 	}
-	alloc := ipam.New(s.cfg.Store, ipam.Config{Keys: ipam.Keys{Prefix: s.cfg.Prefix}, Logger: s.cfg.Logger})
-	r := &removalSweep{self: s.cfg.Node, grace: s.grace, departed: map[string]time.Time{}}
+	p := s.newPass()
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
 	for {
@@ -127,12 +119,33 @@ func (s *Service) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		for _, n := range r.due(time.Now(), s.cfg.Indexed(), s.cfg.Live()) {
-			if err := alloc.RemoveNode(ctx, n, ipam.RemoveNodeOptions{ReleaseAddresses: true}); err != nil {
-				s.cfg.Logger.Warn("removing a deleted Node's IPAM", "deleted_node", n, "err", err)
-				continue
-			}
-			s.cfg.Logger.Info("removed a deleted Node's IPAM: its blocks and addresses are free", "deleted_node", n)
-		}
+		p.run(ctx, time.Now())
 	}
+}
+
+// pass is the state sweeps share: which nodes are departed since when.
+type pass struct {
+	s     *Service
+	alloc *ipam.Allocator
+	r     *removalSweep
+}
+
+func (s *Service) newPass() *pass {
+	return &pass{s: s, alloc: ipam.New(s.cfg.Store, ipam.Config{Keys: ipam.Keys{Prefix: s.cfg.Prefix}, Logger: s.cfg.Logger}),
+		r: &removalSweep{self: s.cfg.Node, grace: s.grace, departed: map[string]time.Time{}}}
+}
+
+// run is one sweep at now: it removes each departed node due, and
+// returns how many it removed.
+func (p *pass) run(ctx context.Context, now time.Time) int {
+	removed := 0
+	for _, n := range p.r.due(now, p.s.cfg.Indexed(), p.s.cfg.Live()) {
+		if err := p.alloc.RemoveNode(ctx, n, ipam.RemoveNodeOptions{ReleaseAddresses: true}); err != nil {
+			p.s.cfg.Logger.Warn("removing a deleted Node's IPAM", "deleted_node", n, "err", err)
+			continue
+		}
+		removed++
+		p.s.cfg.Logger.Info("removed a deleted Node's IPAM: its blocks and addresses are free", "deleted_node", n)
+	}
+	return removed
 }
