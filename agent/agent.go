@@ -255,8 +255,17 @@ func validNodeName(n string) error {
 // /metrics.
 func (a *Agent) Registry() *prometheus.Registry { return a.reg }
 
-// ipamStore is the store the agent's own IPAM writers use.
-func (a *Agent) ipamStore() ipam.Store { return a.cfg.Store }
+// ipamStore is the store the agent's own IPAM writers use (GC, the
+// release records of DELs, the removal of deleted nodes, the pools'
+// seeding): with block IPAM on the API the one the socket serves, through
+// the socket's cache, so that the node has one write path and the cache
+// sees every write the node makes; else Config.Store.
+func (a *Agent) ipamStore() ipam.Store {
+	if a.blocks != nil {
+		return a.blocks.Store()
+	}
+	return a.cfg.Store
+}
 
 // plan makes the list of services Run runs, in the order /readyz reports
 // them. The route service has found the underlay: the source registers
