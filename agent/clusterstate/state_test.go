@@ -10,8 +10,6 @@ import (
 
 func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 
-func addr(s string) netip.Addr { return netip.MustParseAddr(s) }
-
 func rec(name, a string) NodeRecord {
 	ip := netip.MustParseAddr(a)
 	return NodeRecord{Name: name, Address: ip, VTEPIP: ip, VTEPMAC: VTEPMAC(name).String()}

@@ -26,7 +26,7 @@ type collector struct {
 	store ipam.Store
 	keys  ipam.Keys
 	node  string
-	// releaseDir holds the releases DELs left for the agent
+	// releaseDir holds the release records DELs left for the agent
 	// (ipamcni.ReleaseRecord); empty: none are looked for.
 	releaseDir string
 	cacheDir   string

@@ -9,13 +9,13 @@ import (
 	"github.com/podnet/podnet/ipamcni"
 )
 
-// finishReleases makes the releases that DELs on this node could not make
+// finishReleaseRecords makes the releases that DELs on this node could not make
 // while the store was unreachable (ipamcni.ReleaseRecord) and returns how
 // many handles it released. Each is made by ipamcni.FinishRelease, under
 // the release dir's lock: an ADD that reuses the handle meanwhile either
 // drops the record first (and keeps the addresses) or waits until the
 // release is done. A release that fails stays recorded for the next pass.
-func (c *collector) finishReleases(ctx context.Context) (int, error) {
+func (c *collector) finishReleaseRecords(ctx context.Context) (int, error) {
 	if c.releaseDir == "" {
 		return 0, nil
 	}

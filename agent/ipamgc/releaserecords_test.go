@@ -80,7 +80,7 @@ func TestDelWithStoreDownLeavesReleaseForGC(t *testing.T) {
 	defer store.Close()
 	alloc := ipam.New(store, ipam.Config{})
 	c := &collector{alloc: alloc, store: store, node: "self", releaseDir: dir}
-	n, err := c.finishReleases(ctx)
+	n, err := c.finishReleaseRecords(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("GC of the records: released %d, %v; want 1", n, err)
 	}

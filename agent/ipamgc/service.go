@@ -24,7 +24,8 @@ type Config struct {
 	// CacheDir is the CNI cache directory (the results are under
 	// results/).
 	CacheDir string
-	// ReleaseDir is where DELs record the releases they could not make.
+	// ReleaseDir is where DELs write the release records of the releases
+	// they could not make.
 	ReleaseDir string
 	Metrics    *Metrics
 	Logger     *slog.Logger
@@ -65,8 +66,8 @@ func New(cfg Config) *Service { return &Service{cfg: cfg, Metrics: cfg.Metrics} 
 // holds nothing back.
 func (s *Service) Ready() error { return nil }
 
-// Run runs IPAM GC every Interval until ctx ends: the releases DELs
-// recorded, at start and then every pass, and the addresses whose
+// Run runs IPAM GC every Interval until ctx ends: the release records
+// DELs left, at start and then every pass, and the addresses whose
 // attachment is gone. A failed pass is counted and logged; it never ends
 // Run.
 func (s *Service) Run(ctx context.Context) error {
@@ -74,7 +75,7 @@ func (s *Service) Run(ctx context.Context) error {
 	c := &collector{alloc: ipam.New(s.cfg.Store, ipam.Config{Keys: keys, Logger: s.cfg.Logger}), store: s.cfg.Store, keys: keys,
 		node: s.cfg.Node, releaseDir: s.cfg.ReleaseDir,
 		cacheDir: s.cfg.CacheDir, grace: s.cfg.Grace, now: time.Now, suspects: map[string]time.Time{}}
-	s.finishReleases(ctx, c)
+	s.reportReleaseRecords(ctx, c)
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
 	for {
@@ -83,7 +84,7 @@ func (s *Service) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		s.finishReleases(ctx, c)
+		s.reportReleaseRecords(ctx, c)
 		n, err := c.pass(ctx)
 		s.released.Add(float64(n))
 		if err != nil {
@@ -96,9 +97,10 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 }
 
-// finishReleases runs c.finishReleases and reports what it did.
-func (s *Service) finishReleases(ctx context.Context, c *collector) {
-	n, err := c.finishReleases(ctx)
+// reportReleaseRecords runs c.finishReleaseRecords and reports what it
+// did.
+func (s *Service) reportReleaseRecords(ctx context.Context, c *collector) {
+	n, err := c.finishReleaseRecords(ctx)
 	s.released.Add(float64(n))
 	if err != nil {
 		s.errors.Inc()

@@ -75,8 +75,8 @@ func New(cfg Config) *Service {
 }
 
 // Store is the agent's store on the API as the socket serves it, through
-// the same caches: the agent's own writers (GC, the releases DELs
-// recorded, the removal of deleted nodes) use it, so that the node has
+// the same caches: the agent's own writers (GC, the release records
+// of DELs, the removal of deleted nodes) use it, so that the node has
 // one write path and the socket's cache sees their writes.
 func (s *Service) Store() ipam.Store { return s.srv.Store() }
 

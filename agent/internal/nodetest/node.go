@@ -1,6 +1,3 @@
-// Package nodetest makes the test nodes of the agent's tests: a network
-// namespace with an underlay interface, for tests that program routes
-// (they need root, and the namespace goes with the test).
 package nodetest
 
 import (

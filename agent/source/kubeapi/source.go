@@ -130,7 +130,7 @@ func (s *Source) Ready() error {
 	case !s.cfg.Registered.Load():
 		return fmt.Errorf("node not registered: Node %s not annotated yet", s.cfg.Node)
 	case !s.watchSynced.Load():
-		return errors.New("Node informer not synced")
+		return errors.New("informer of Nodes not synced")
 	}
 	return nil
 }
@@ -225,7 +225,7 @@ func (s *Source) Run(ctx context.Context, self clusterstate.NodeRecord, register
 		UpdateFunc: func(_, obj any) { s.onNode(obj) },
 		DeleteFunc: s.onNodeDeleted,
 	}); err != nil {
-		return fmt.Errorf("Node informer: %w", err)
+		return fmt.Errorf("informer of Nodes: %w", err)
 	}
 	informers := []cache.SharedIndexInformer{inf}
 	if s.cfg.Blocks {
