@@ -5,19 +5,27 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/vishvananda/netlink"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/rest"
 
+	"github.com/podnet/podnet/agent/clusterstate"
+	"github.com/podnet/podnet/agent/cniinstall"
+	"github.com/podnet/podnet/agent/ipamgc"
+	"github.com/podnet/podnet/agent/kubeblocks"
+	"github.com/podnet/podnet/agent/noderemoval"
+	"github.com/podnet/podnet/agent/route"
+	"github.com/podnet/podnet/agent/source/kubeapi"
+	"github.com/podnet/podnet/agent/source/kvstore"
 	"github.com/podnet/podnet/cni"
-	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipamcni"
-	"github.com/podnet/podnet/netns"
 )
 
 // Config configures an Agent. Node is required, and Store unless Kube is
@@ -25,19 +33,20 @@ import (
 type Config struct {
 	Node string
 	// Store is the IPAM store. With Kube nil it is also the datastore:
-	// the node registers in it and the agent routes from its nodes,
-	// affinities and blocks. With Kube set it is only this node's own
-	// IPAM (node-local bbolt), which GC cleans; nil then means no GC.
+	// the node registers in it and the agent routes from its nodes and
+	// IPAM indexes. With Kube set it is only the IPAM: the node-local
+	// bbolt file in the node-CIDR model (nil then means no GC), block
+	// IPAM's store on the API (kubeblocks.OpenStore) with Kube.Blocks.
 	Store ipam.Store
-	// Kube, when set, makes the Kubernetes API the datastore (the
-	// node-CIDR model, see KubeConfig).
+	// Kube, when set, makes the Kubernetes API the datastore (see
+	// KubeConfig).
 	Kube *KubeConfig
 	// Etcd, when set, is the client under Store: the node record is
 	// written under a lease of LeaseTTL that the agent keeps alive.
 	Etcd *clientv3.Client
 	// Prefix is the store prefix (default ipam.DefaultPrefix).
 	Prefix string
-	Mode   Mode
+	Mode   route.Mode
 	// UnderlayInterface carries traffic to other nodes; empty: the
 	// interface of the IPv4 default route.
 	UnderlayInterface string
@@ -54,47 +63,92 @@ type Config struct {
 	// CacheDir is the CNI cache directory GC reads attachments from
 	// (default cni.DefaultCacheDir; the results are under results/).
 	CacheDir string
-	// ReleaseDir is where DELs record releases they could not make
-	// (default ipamcni.DefaultReleaseDir); GC finishes them.
+	// ReleaseDir is where DELs write release records for the releases
+	// they could not make (default ipamcni.DefaultReleaseDir); GC
+	// finishes them.
 	ReleaseDir string
 	// Install, when set, is applied once the agent is ready.
-	Install *InstallConfig
+	Install *cniinstall.Config
 	// Registry receives the agent's metrics; nil makes a new one with the
 	// Go and process collectors.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
 }
 
+// KubeConfig selects the Kubernetes API as the datastore: the node
+// registers by annotating its own Node, and the agent watches every Node
+// (kubeapi). Without Blocks it routes to each Node's spec.podCIDRs (the
+// node-CIDR model): no object per pod, block or address exists in the
+// API.
+type KubeConfig struct {
+	// REST reaches the API server: rest.InClusterConfig in a pod.
+	REST *rest.Config
+	// Blocks, when set, selects block IPAM on the API instead of node
+	// CIDRs (see KubeBlocks).
+	Blocks *KubeBlocks
+}
+
+// KubeBlocks selects block IPAM on the Kubernetes API (model B): pools,
+// blocks and one index per node are podnet.io objects (CRDs in
+// deploy/kubernetes/crds); the agent routes from the indexes (IPAMNodes)
+// and serves the node's plugins their store on a unix socket
+// (ipam/store/agentsock), through a cache, so that an allocation costs
+// the API one block write. Config.Store is the agent's own store on the
+// API (kubeblocks.OpenStore): behind the socket, and through the
+// socket's cache for seeding pools, GC and the removal of deleted nodes.
+type KubeBlocks struct {
+	// Pools are created at start where the API has no pool of the name
+	// (the installed conflist's pools): the plugins may not create pools.
+	// A pool that exists is left as it is: the API is the truth.
+	Pools []ipam.Pool
+	// Socket is where the plugins' store is served ("agent:" + Socket in
+	// the conflist, kubeblocks.DefaultSocket); empty serves none.
+	Socket string
+}
+
+// source is the one datastore model the agent runs: it registers the
+// node and fills the cluster view.
+type source interface {
+	// Run registers self and follows the datastore until ctx ends;
+	// registered is called once, after the first registration.
+	Run(ctx context.Context, self clusterstate.NodeRecord, registered func()) error
+	Ready() error
+}
+
+// service is one part of the agent, run alongside the others; its
+// failure ends the agent.
+type service struct {
+	// name is how /readyz and errors call it.
+	name  string
+	run   func(ctx context.Context) error
+	ready func() error
+	// first is closed when the service is first ready; nil: at once.
+	first <-chan struct{}
+}
+
 // Agent is one node's agent. Create it with New and start it with Run.
 type Agent struct {
 	cfg  Config
 	log  *slog.Logger
-	m    *metrics
-	keys ipam.Keys
+	reg  *prometheus.Registry
+	view *clusterstate.View
 
-	h    *netlink.Handle
-	prog *Programmer
-	rec  NodeRecord // this node's, once setup found the underlay
-	reg  *registrar // the store datastore's
-	kube *kubeSource
+	src    source
+	kube   *kubeapi.Source     // src, with the Kubernetes datastore
+	blocks *kubeblocks.Service // with block IPAM on the API
+	routes *route.Service
+	gc     *ipamgc.Metrics
+	// registered is set while the node is registered (the source's).
+	registered atomic.Bool
 
-	mu    sync.Mutex // guards state
-	state *clusterState
-
-	trigger chan struct{}
-	// readiness, each step once reached
-	registered  atomic.Bool
-	haveState   atomic.Bool // a full list has been read
-	watchSynced atomic.Bool
-	programmed  atomic.Bool
-	installed   atomic.Bool
+	// services are what Run runs, set up by Run (the route service's
+	// setup finds what the others need).
+	mu       sync.Mutex
+	services []service
+	// extra services, for tests of the orchestration.
+	extra []service
 	// ready is closed when the agent is first ready.
-	ready     chan struct{}
-	readyOnce sync.Once
-	// firstProgrammed is closed after the first complete reconcile.
-	firstProgrammed chan struct{}
-	// lastErr is the last reconcile error, for /readyz.
-	lastErr atomic.Pointer[error]
+	ready chan struct{}
 }
 
 // New checks cfg and returns an agent that has not started.
@@ -105,13 +159,10 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Store == nil && cfg.Kube == nil {
 		return nil, errors.New("agent: no store")
 	}
-	if _, ok := cfg.Store.(ipam.Watcher); cfg.Kube == nil && !ok {
-		return nil, fmt.Errorf("agent: store %T cannot be watched (no ipam.Watcher), so it cannot be the datastore", cfg.Store)
-	}
 	if cfg.Mode == "" {
-		cfg.Mode = ModeAuto
+		cfg.Mode = route.ModeAuto
 	}
-	if _, err := ParseMode(string(cfg.Mode)); err != nil {
+	if _, err := route.ParseMode(string(cfg.Mode)); err != nil {
 		return nil, err
 	}
 	if cfg.Prefix == "" {
@@ -137,7 +188,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.Install != nil {
 		// A bad config file fails the start, not the install much later.
-		if _, err := cfg.Install.conf(cfg.Node, cfg.Install.samplePodCIDRs()); err != nil {
+		if err := cfg.Install.Check(cfg.Node); err != nil {
 			return nil, fmt.Errorf("agent: network config: %w", err)
 		}
 		nodeCIDRDatastore := cfg.Kube != nil && cfg.Kube.Blocks == nil
@@ -145,18 +196,17 @@ func New(cfg Config) (*Agent, error) {
 			return nil, errors.New("agent: the node-CIDR install goes with the Kubernetes datastore's node-CIDR IPAM, and only with it")
 		}
 	}
-	a := &Agent{
-		cfg: cfg, log: cfg.Logger.With("node", cfg.Node), m: newMetrics(cfg.Registry),
-		keys: ipam.Keys{Prefix: cfg.Prefix}, trigger: make(chan struct{}, 1), ready: make(chan struct{}), firstProgrammed: make(chan struct{}),
+	if cfg.Kube != nil && cfg.Kube.Blocks != nil && cfg.Kube.Blocks.Socket != "" && cfg.Store == nil {
+		return nil, errors.New("agent: an IPAM socket without block IPAM's store to serve (kubeblocks.OpenStore)")
 	}
-	a.state = newClusterState(a.keys, cfg.Prefix)
-	if cfg.Kube != nil {
-		var err error
-		if a.kube, err = newKubeSource(cfg.Kube, a.m); err != nil {
-			return nil, err
-		}
-	}
-	a.m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	log := cfg.Logger.With("node", cfg.Node)
+	reg := newRegistry(cfg.Registry)
+	a := &Agent{cfg: cfg, log: log, reg: reg, view: clusterstate.NewView(cfg.Prefix), ready: make(chan struct{})}
+	restarts := prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "podnet", Subsystem: "agent", Name: "watch_restarts_total",
+		Help: "Times the store watch (the Node list or watch, with the Kubernetes datastore) broke and the agent listed and resynced.",
+	})
+	reg.MustRegister(restarts, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "podnet", Subsystem: "agent", Name: "node_registered",
 		Help: "1 while the node is registered: its record in the store under a live lease, or its Node annotated.",
 	}, func() float64 {
@@ -165,6 +215,26 @@ func New(cfg Config) (*Agent, error) {
 		}
 		return 0
 	}))
+	var err error
+	if cfg.Kube != nil {
+		a.kube, err = kubeapi.New(kubeapi.Config{Node: cfg.Node, REST: cfg.Kube.REST, Blocks: cfg.Kube.Blocks != nil, Prefix: cfg.Prefix,
+			View: a.view, Registered: &a.registered, Restarts: restarts, Registry: reg, Logger: log})
+		a.src = a.kube
+	} else {
+		a.src, err = kvstore.New(kvstore.Config{Node: cfg.Node, Store: cfg.Store, Etcd: cfg.Etcd, Prefix: cfg.Prefix, LeaseTTL: cfg.LeaseTTL,
+			View: a.view, Registered: &a.registered, Restarts: restarts, Logger: log})
+	}
+	if err != nil {
+		return nil, err
+	}
+	a.routes = route.New(route.Config{Node: cfg.Node, Mode: cfg.Mode, UnderlayInterface: cfg.UnderlayInterface, NetNS: cfg.NetNS,
+		ResyncInterval: cfg.ResyncInterval, Registry: reg, Logger: log}, a.view)
+	if cfg.Kube != nil && cfg.Kube.Blocks != nil && cfg.Store != nil {
+		// Without a store the agent only routes (a benchmark's agent).
+		a.blocks = kubeblocks.New(kubeblocks.Config{Store: cfg.Store, Prefix: cfg.Prefix, Pools: cfg.Kube.Blocks.Pools,
+			Socket: cfg.Kube.Blocks.Socket, Registry: reg, Logger: log})
+	}
+	a.gc = ipamgc.NewMetrics(reg)
 	return a, nil
 }
 
@@ -183,290 +253,133 @@ func validNodeName(n string) error {
 // Registry is the agent's metrics registry: an embedding runtime
 // registers its plugin manager's metrics here to serve them on the same
 // /metrics.
-func (a *Agent) Registry() *prometheus.Registry { return a.m.reg }
+func (a *Agent) Registry() *prometheus.Registry { return a.reg }
 
-// Ready returns nil once the node is registered, the watch synced and the
-// routes programmed, and why not otherwise.
-func (a *Agent) Ready() error {
-	switch {
-	case !a.registered.Load() && a.kube != nil:
-		return fmt.Errorf("node not registered: Node %s not annotated yet", a.cfg.Node)
-	case !a.registered.Load():
-		return errors.New("node not registered in the store")
-	case !a.watchSynced.Load():
-		return errors.New("store watch not synced")
-	case !a.programmed.Load():
-		if p := a.lastErr.Load(); p != nil && *p != nil {
-			return fmt.Errorf("routes not programmed: %w", *p)
-		}
-		return errors.New("routes not programmed yet")
-	case a.cfg.Install != nil && !a.installed.Load() && a.cfg.Install.NodeCIDR != nil && len(a.ownPodCIDRs()) == 0:
-		return fmt.Errorf("network config not installed: Node %s has no spec.podCIDRs yet (kube-controller-manager --allocate-node-cidrs)", a.cfg.Node)
-	case a.cfg.Install != nil && !a.installed.Load():
-		return errors.New("network config not installed yet")
+// ipamStore is the store the agent's own IPAM writers use (GC, the
+// release records of DELs, the removal of deleted nodes, the pools'
+// seeding): with block IPAM on the API the one the socket serves, through
+// the socket's cache, so that the node has one write path and the cache
+// sees every write the node makes; else Config.Store.
+func (a *Agent) ipamStore() ipam.Store {
+	if a.blocks != nil {
+		return a.blocks.Store()
 	}
-	return nil
+	return a.cfg.Store
 }
 
-// ReadyC is closed the first time the agent is ready.
-func (a *Agent) ReadyC() <-chan struct{} { return a.ready }
+// plan makes the list of services Run runs, in the order /readyz reports
+// them. The route service has found the underlay: the source registers
+// its record, and the install writes its pod MTU.
+func (a *Agent) plan(registered chan struct{}) []service {
+	cfg := a.cfg
+	src := service{name: "source", ready: a.src.Ready, first: registered}
+	src.run = func(ctx context.Context) error {
+		return a.src.Run(ctx, a.routes.Record(), sync.OnceFunc(func() { close(registered) }))
+	}
+	svcs := []service{src, {name: "routes", run: a.routes.Run, ready: a.routes.Ready, first: a.routes.FirstProgrammed()}}
+	after := []<-chan struct{}{registered, a.routes.FirstProgrammed()}
+	if a.blocks != nil {
+		svcs = append(svcs, service{name: "ipam-socket", run: a.blocks.Run, ready: a.blocks.Ready, first: a.blocks.ReadyC()})
+		after = append(after, a.blocks.ReadyC())
+	}
+	if cfg.Install != nil {
+		sc := cniinstall.ServiceConfig{Node: cfg.Node, Mode: string(cfg.Mode), PodMTU: a.routes.PodMTU(), After: after, Logger: a.log}
+		if cfg.Install.NodeCIDR != nil {
+			sc.PodCIDRs = func() []netip.Prefix { return a.view.PodCIDRs(cfg.Node) }
+			sc.PodCIDRsChanged = a.kube.OwnChanged()
+		}
+		in := cniinstall.NewService(cfg.Install, sc)
+		svcs = append(svcs, service{name: "install", run: in.Run, ready: in.Ready, first: in.ReadyC()})
+	}
+	if cfg.GCInterval > 0 && a.ipamStore() != nil {
+		gc := ipamgc.New(ipamgc.Config{Node: cfg.Node, Store: a.ipamStore(), Prefix: cfg.Prefix, Interval: cfg.GCInterval, Grace: cfg.GCGrace,
+			CacheDir: cfg.CacheDir, ReleaseDir: cfg.ReleaseDir, Metrics: a.gc, Logger: a.log})
+		svcs = append(svcs, service{name: "ipam-gc", run: gc.Run, ready: gc.Ready})
+	}
+	if a.blocks != nil {
+		rm := noderemoval.New(noderemoval.Config{Node: cfg.Node, Store: a.ipamStore(), Prefix: cfg.Prefix,
+			Synced: a.kube.Synced(), Live: a.kube.LiveNodes, Indexed: a.kube.IndexedNodes, Logger: a.log})
+		svcs = append(svcs, service{name: "node-removal", run: rm.Run, ready: rm.Ready})
+	}
+	return append(svcs, a.extra...)
+}
 
-// Run runs the agent until ctx ends. On return the routes, neighbours,
-// FDB entries and the VXLAN device stay in place, and the node's lease is
-// not revoked: pods keep working while the agent restarts.
+// Run runs the agent's source and services until ctx ends or one of them
+// fails: then the others are stopped and Run returns that failure, for
+// the process to exit with it and be restarted. On return the routes,
+// neighbours, FDB entries and the VXLAN device stay in place, and the
+// node's lease is not revoked: pods keep working while the agent
+// restarts.
 func (a *Agent) Run(ctx context.Context) error {
-	if err := a.setup(); err != nil {
+	if err := a.routes.Setup(); err != nil {
 		return err
 	}
-	defer a.h.Close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
+	defer a.routes.Close()
 	registered := make(chan struct{})
-	if a.kube != nil {
-		wg.Go(func() { a.runKube(ctx, func() { close(registered) }) })
-	} else {
-		a.runStore(ctx, &wg, func() { close(registered) })
-	}
-	wg.Go(func() { a.reconcileLoop(ctx) })
-	if a.cfg.GCInterval > 0 && a.cfg.Store != nil {
-		wg.Go(func() { a.gcLoop(ctx) })
-	}
-	wg.Go(func() { a.readyLoop(ctx, registered) })
-	<-ctx.Done()
-	wg.Wait()
-	var err error
-	if a.cfg.Install != nil && a.cfg.Install.UninstallOnExit && a.installed.Load() {
-		if err = a.cfg.Install.uninstall(); err == nil {
-			a.log.Info("network config removed", "path", a.cfg.Install.confPath())
-		}
-	}
-	return err
-}
-
-// setup opens the netlink handle in the target namespace, finds the
-// underlay and prepares the node record.
-func (a *Agent) setup() error {
-	open := func() (err error) { a.h, err = dataplane.NewHandle(); return err }
-	sysctl := dataplane.WriteSysctls
-	if a.cfg.NetNS != "" {
-		ns := a.cfg.NetNS
-		if err := netns.Do(ns, open); err != nil {
-			return err
-		}
-		sysctl = func(s []dataplane.Sysctl) error {
-			return netns.Do(ns, func() error { return dataplane.WriteSysctls(s) })
-		}
-	} else if err := open(); err != nil {
-		return err
-	}
-	ul, err := findUnderlay(a.h, a.cfg.UnderlayInterface)
-	if err != nil {
-		a.h.Close()
-		return err
-	}
-	// Traffic from other nodes to this node's pods, and the replies to
-	// pods' traffic that left the node, arrive on the underlay and are
-	// forwarded to the pods' veths: the node forwards from the start, as
-	// Felix makes it. IPv6 forwarding waits for the first IPv6 route
-	// (Programmer.Apply): on a node without IPv6 pods it would only stop
-	// the host from taking router advertisements.
-	if err := sysctl(dataplane.NodeForwardingSysctls(true, false)); err != nil {
-		a.h.Close()
-		return err
-	}
-	podMTU, err := PodMTU(a.cfg.Mode, ul.mtu, ul.addr.Is6())
-	if err != nil {
-		a.h.Close()
-		return fmt.Errorf("underlay interface %s: %w", ul.name, err)
-	}
-	if a.cfg.Install != nil {
-		// The agent's own copy: the caller's config stays as given.
-		ic := *a.cfg.Install
-		ic.podMTU = podMTU
-		a.cfg.Install = &ic
-	}
-	mac := VTEPMAC(a.cfg.Node)
-	a.prog = &Programmer{h: a.h, log: a.log, UnderlayIndex: ul.index, UnderlayAddr: ul.addr, UnderlayMTU: ul.mtu, VTEPMAC: mac, sysctl: sysctl}
-	a.rec = NodeRecord{Name: a.cfg.Node, Address: ul.addr, VTEPIP: ul.addr, VTEPMAC: mac.String(), LinkLocal6: ul.linkLocal6}
-	if a.kube == nil {
-		a.reg = newRegistrar(a.cfg.Store, a.cfg.Etcd, a.cfg.Prefix, a.rec, a.cfg.LeaseTTL, a.log, &a.registered)
-	}
-	a.log.Info("agent starting", "mode", a.cfg.Mode, "underlay", ul.name, "address", ul.addr, "link_local6", ul.linkLocal6,
-		"vtep_mac", mac.String(), "underlay_mtu", ul.mtu, "pod_mtu", podMTU)
-	return nil
-}
-
-func (a *Agent) kick() {
-	select {
-	case a.trigger <- struct{}{}:
-	default:
-	}
-}
-
-// reconcileLoop applies the desired state after every change, at least
-// every ResyncInterval, and again soon after a failure.
-func (a *Agent) reconcileLoop(ctx context.Context) {
-	resync := time.NewTicker(a.cfg.ResyncInterval)
-	defer resync.Stop()
-	var retry <-chan time.Time
-	backoff := 100 * time.Millisecond
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-a.trigger:
-		case <-resync.C:
-		case <-retry:
-		}
-		retry = nil
-		if !a.haveState.Load() {
-			continue // nothing listed yet: programming now would delete every owned route
-		}
-		if err := a.reconcile(); err != nil {
-			a.lastErr.Store(&err)
-			a.log.Warn("reconcile incomplete", "err", err, "retry_in", backoff)
-			retry = time.After(backoff)
-			backoff = min(backoff*2, 10*time.Second)
-			continue
-		}
-		backoff = 100 * time.Millisecond
-		var none error
-		a.lastErr.Store(&none)
-	}
-}
-
-// reconcile computes the desired state from the current snapshot and
-// applies it.
-func (a *Agent) reconcile() error {
-	start := time.Now()
+	svcs := a.plan(registered)
 	a.mu.Lock()
-	snap := a.state.snapshot()
+	a.services = svcs
 	a.mu.Unlock()
-	subnets, err := connectedSubnets(a.h, a.prog.UnderlayIndex)
-	if err != nil {
-		return err
-	}
-	d := Compute(Params{Self: a.cfg.Node, Mode: a.cfg.Mode, LocalSubnets: subnets}, snap)
-	st, err := a.prog.Apply(d)
-	a.m.reconcile.Observe(time.Since(start).Seconds())
-	a.m.routes.Set(float64(st.Routes))
-	a.m.peers.Set(float64(len(d.Peers)))
-	a.m.routeConflicts.Set(float64(st.Conflicts))
-	if st.Changed() {
-		a.log.Info("routes reconciled", "routes", st.Routes, "added", st.Added, "replaced", st.Replaced,
-			"deleted", st.Deleted, "conflicts", st.Conflicts, "peers", len(d.Peers), "took", time.Since(start))
-	}
-	// A route that cannot be programmed (a host-gw next hop that is not
-	// on-link, a conflict) is logged and counted and retried, but does
-	// not hold the node back from ready: only failing to program at all
-	// does.
-	if st.Attempted && !a.programmed.Swap(true) {
-		close(a.firstProgrammed)
-	}
-	if err != nil {
-		a.m.reconcileErrors.Inc()
-		return err
-	}
-	return nil
-}
-
-// readyLoop installs the plugins and config once the node is registered
-// and its routes programmed, then marks the agent ready. In the node-CIDR
-// model it also waits for the node's podCIDRs, and goes on rewriting the
-// config when they change.
-func (a *Agent) readyLoop(ctx context.Context, registered <-chan struct{}) {
-	for _, ch := range []<-chan struct{}{registered, a.firstProgrammed} {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ch:
-		}
-	}
-	switch {
-	case a.cfg.Install != nil && a.cfg.Install.NodeCIDR != nil:
-		a.installNodeCIDRs(ctx)
-		return
-	case a.cfg.Install != nil:
-		if a.cfg.Kube != nil && a.cfg.Kube.Blocks != nil && !a.prepareBlocks(ctx) {
-			return
-		}
-		backoff := 500 * time.Millisecond
-		for {
-			path, f, err := a.cfg.Install.apply(a.cfg.Node, nil)
-			if err == nil {
-				a.installed.Store(true)
-				a.logInstalled(path, f)
-				break
+	g, ctx := errgroup.WithContext(ctx)
+	for _, s := range svcs {
+		g.Go(func() error {
+			if err := s.run(ctx); err != nil {
+				a.log.Error("service failed; the agent stops", "service", s.name, "err", err)
+				return fmt.Errorf("%s: %w", s.name, err)
 			}
-			a.log.Error("install failed", "err", err, "retry_in", backoff)
+			return nil
+		})
+	}
+	g.Go(func() error {
+		for _, s := range svcs {
+			if s.first == nil {
+				continue
+			}
 			select {
 			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
+				return nil
+			case <-s.first:
 			}
-			backoff = min(2*backoff, 5*time.Second)
 		}
-	}
-	a.markReady()
-}
-
-// logInstalled reports the config f written at path, and warns of each
-// pod MTU the config sets itself above what the underlay carries.
-func (a *Agent) logInstalled(path string, f confFile, args ...any) {
-	a.log.Info("network config installed", append([]any{"path", path}, args...)...)
-	for _, mtu := range f.mtuAbove {
-		a.log.Warn("the network config's own pod MTU is larger than the underlay carries once encapsulated: "+
-			"large packets between pods of different nodes depend on ICMP fragmentation-needed, and are lost where it is filtered; "+
-			"remove mtu from the config to have the agent set it",
-			"path", path, "mtu", mtu, "pod_mtu", a.cfg.Install.podMTU, "mode", a.cfg.Mode)
-	}
-}
-
-// finishReleases runs c.finishReleases and reports what it did.
-func (a *Agent) finishReleases(ctx context.Context, c *collector) {
-	n, err := c.finishReleases(ctx)
-	a.m.gcReleased.Add(float64(n))
-	if err != nil {
-		a.m.gcErrors.Inc()
-		a.log.Warn("releases recorded by DELs", "dir", c.releaseDir, "err", err)
-	}
-	if n > 0 {
-		a.log.Info("released the addresses DELs could not", "handles", n)
-	}
-}
-
-func (a *Agent) markReady() {
-	a.readyOnce.Do(func() {
 		close(a.ready)
 		a.log.Info("agent ready")
+		return nil
 	})
+	return g.Wait()
 }
 
-// gcLoop runs IPAM GC every GCInterval: the releases DELs recorded, at
-// start and then every pass, and the addresses whose attachment is gone.
-func (a *Agent) gcLoop(ctx context.Context) {
-	c := &collector{alloc: ipam.New(a.cfg.Store, ipam.Config{Keys: a.keys, Logger: a.log}), store: a.cfg.Store, keys: a.keys,
-		node: a.cfg.Node, releaseDir: a.cfg.ReleaseDir,
-		cacheDir: a.cfg.CacheDir, grace: a.cfg.GCGrace, now: time.Now, suspects: map[string]time.Time{}}
-	a.finishReleases(ctx, c)
-	t := time.NewTicker(a.cfg.GCInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		a.finishReleases(ctx, c)
-		n, err := c.pass(ctx)
-		a.m.gcReleased.Add(float64(n))
-		if err != nil {
-			a.m.gcErrors.Inc()
-			a.log.Warn("IPAM GC failed", "err", err)
-		}
-		if n > 0 {
-			a.log.Info("IPAM GC released leaked addresses", "count", n)
+// status is one service's readiness, for /readyz.
+type status struct {
+	name string
+	err  error
+}
+
+// readiness is every service's readiness, in the order Run started them.
+func (a *Agent) readiness() []status {
+	a.mu.Lock()
+	svcs := a.services
+	a.mu.Unlock()
+	if svcs == nil {
+		return []status{{"agent", errors.New("not started")}}
+	}
+	out := make([]status, len(svcs))
+	for i, s := range svcs {
+		out[i] = status{s.name, s.ready()}
+	}
+	return out
+}
+
+// Ready returns nil while every service is ready, and otherwise why the
+// first one that is not is not, named.
+func (a *Agent) Ready() error {
+	for _, st := range a.readiness() {
+		if st.err != nil {
+			return fmt.Errorf("%s: not ready: %w", st.name, st.err)
 		}
 	}
+	return nil
 }
+
+// ReadyC is closed the first time the agent is ready: every service has
+// been ready once.
+func (a *Agent) ReadyC() <-chan struct{} { return a.ready }

@@ -18,6 +18,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sys/unix"
 
+	"github.com/podnet/podnet/agent/clusterstate"
+	"github.com/podnet/podnet/agent/internal/nodetest"
+	"github.com/podnet/podnet/agent/route"
 	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/ipam"
@@ -61,10 +64,10 @@ type runningAgent struct {
 	once sync.Once
 }
 
-func (c *cluster) start(t testing.TB, node *testNode, name string, mode Mode, ttl time.Duration) *runningAgent {
+func (c *cluster) start(t testing.TB, node *nodetest.Node, name string, mode route.Mode, ttl time.Duration) *runningAgent {
 	t.Helper()
 	a, err := New(Config{Node: name, Store: c.store, Etcd: c.cli, Mode: mode, UnderlayInterface: "ul0",
-		NetNS: node.path, LeaseTTL: ttl, Logger: testLogger(t, name)})
+		NetNS: node.Path, LeaseTTL: ttl, Logger: testLogger(t, name)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +107,7 @@ func testLogger(t testing.TB, name string) *slog.Logger {
 }
 
 func ownedRoute(h *netlink.Handle, dst netip.Prefix) (*netlink.Route, error) {
-	owned, err := OwnedRoutes(h)
+	owned, err := route.OwnedRoutes(h)
 	if err != nil {
 		return nil, err
 	}
@@ -126,36 +129,36 @@ func (c *cluster) blockOf(t testing.TB, node, handle string) netip.Prefix {
 
 func TestAgentHostGW(t *testing.T) {
 	c := newCluster(t)
-	na := newTestNode(t, pfx("198.18.0.11/24"))
-	nb := newTestNode(t, pfx("198.18.0.12/24"))
+	na := nodetest.New(t, pfx("198.18.0.11/24"))
+	nb := nodetest.New(t, pfx("198.18.0.12/24"))
 	// A route to b's block that a reconcile from scratch must remove: a
 	// leftover of an earlier run. And one podnet does not own.
-	stale := &netlink.Route{Dst: dataplane.IPNet(pfx("10.103.200.0/26")), Type: unix.RTN_BLACKHOLE, Protocol: RouteProtocol, Table: unix.RT_TABLE_MAIN}
+	stale := &netlink.Route{Dst: dataplane.IPNet(pfx("10.103.200.0/26")), Type: unix.RTN_BLACKHOLE, Protocol: route.RouteProtocol, Table: unix.RT_TABLE_MAIN}
 	foreign := &netlink.Route{Dst: dataplane.IPNet(pfx("10.103.201.0/26")), Type: unix.RTN_BLACKHOLE, Table: unix.RT_TABLE_MAIN}
 	for _, r := range []*netlink.Route{stale, foreign} {
-		if err := na.h.RouteAdd(r); err != nil {
+		if err := na.H.RouteAdd(r); err != nil {
 			t.Fatal(err)
 		}
 	}
 	blockA := c.blockOf(t, "a", "net.pod-a")
-	if v := na.sysctlIn(t, "net/ipv4/ip_forward"); v != "0" {
+	if v := na.Sysctl(t, "net/ipv4/ip_forward"); v != "0" {
 		t.Fatalf("the node starts with ip_forward %s, want 0 as on a fresh host", v)
 	}
-	ra := c.start(t, na, "a", ModeHostGW, time.Second)
+	ra := c.start(t, na, "a", route.ModeHostGW, time.Second)
 	// The agent makes the node forward pod traffic from its start.
-	if v := na.sysctlIn(t, "net/ipv4/ip_forward"); v != "1" {
+	if v := na.Sysctl(t, "net/ipv4/ip_forward"); v != "1" {
 		t.Errorf("ip_forward %s after the agent started, want 1", v)
 	}
-	if r, _ := ownedRoute(na.h, blockA); r == nil || r.Type != unix.RTN_BLACKHOLE {
+	if r, _ := ownedRoute(na.H, blockA); r == nil || r.Type != unix.RTN_BLACKHOLE {
 		t.Fatalf("own block %s: want a blackhole route, got %+v", blockA, r)
 	}
-	if r, _ := ownedRoute(na.h, pfx("10.103.200.0/26")); r != nil {
+	if r, _ := ownedRoute(na.H, pfx("10.103.200.0/26")); r != nil {
 		t.Fatalf("stale owned route survived the first reconcile: %+v", r)
 	}
-	if ok, _ := routeExists(na.h, pfx("10.103.201.0/26")); !ok {
+	if ok, _ := routeExists(na.H, pfx("10.103.201.0/26")); !ok {
 		t.Fatal("foreign route removed")
 	}
-	rb := c.start(t, nb, "b", ModeHostGW, time.Second)
+	rb := c.start(t, nb, "b", route.ModeHostGW, time.Second)
 	blockB := c.blockOf(t, "b", "net.pod-b")
 	wantVia := func(h *netlink.Handle, dst netip.Prefix, via string) func() (bool, error) {
 		return func() (bool, error) {
@@ -163,8 +166,8 @@ func TestAgentHostGW(t *testing.T) {
 			return r != nil && r.Gw.String() == via, err
 		}
 	}
-	testutil.WaitFor(t, "a routes b's block", 5*time.Second, wantVia(na.h, blockB, "198.18.0.12"))
-	testutil.WaitFor(t, "b routes a's block", 5*time.Second, wantVia(nb.h, blockA, "198.18.0.11"))
+	testutil.WaitFor(t, "a routes b's block", 5*time.Second, wantVia(na.H, blockB, "198.18.0.12"))
+	testutil.WaitFor(t, "b routes a's block", 5*time.Second, wantVia(nb.H, blockA, "198.18.0.11"))
 
 	// Metrics and readiness.
 	srv := httptest.NewServer(ra.a.Handler())
@@ -179,26 +182,26 @@ func TestAgentHostGW(t *testing.T) {
 	// b stops (SIGTERM): its routes stay on b; its lease expires after the
 	// TTL and a drops the route to b's block.
 	rb.halt(t)
-	if r, _ := ownedRoute(nb.h, blockA); r == nil {
+	if r, _ := ownedRoute(nb.H, blockA); r == nil {
 		t.Fatal("b's routes removed on exit")
 	}
 	testutil.WaitFor(t, "a drops b's block after b's lease expires", 10*time.Second, func() (bool, error) {
-		r, err := ownedRoute(na.h, blockB)
+		r, err := ownedRoute(na.H, blockB)
 		return r == nil, err
 	})
 	// b comes back: routed again.
-	c.start(t, nb, "b", ModeHostGW, time.Second)
-	testutil.WaitFor(t, "a routes b's block again", 5*time.Second, wantVia(na.h, blockB, "198.18.0.12"))
+	c.start(t, nb, "b", route.ModeHostGW, time.Second)
+	testutil.WaitFor(t, "a routes b's block again", 5*time.Second, wantVia(na.H, blockB, "198.18.0.12"))
 
 	// b's record removed by hand while b runs: b registers again.
-	if _, err := c.cli.Delete(context.Background(), NodeKey(ipam.DefaultPrefix, "b")); err != nil {
+	if _, err := c.cli.Delete(context.Background(), clusterstate.NodeKey(ipam.DefaultPrefix, "b")); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, "b registers again", 5*time.Second, func() (bool, error) {
-		_, err := c.store.Get(context.Background(), NodeKey(ipam.DefaultPrefix, "b"))
+		_, err := c.store.Get(context.Background(), clusterstate.NodeKey(ipam.DefaultPrefix, "b"))
 		return err == nil, err
 	})
-	testutil.WaitFor(t, "a routes b's block after b re-registered", 5*time.Second, wantVia(na.h, blockB, "198.18.0.12"))
+	testutil.WaitFor(t, "a routes b's block after b re-registered", 5*time.Second, wantVia(na.H, blockB, "198.18.0.12"))
 
 	// A block released by b disappears from a.
 	if err := c.alloc.ReleaseByHandle(context.Background(), "b", "net.pod-b"); err != nil {
@@ -208,38 +211,38 @@ func TestAgentHostGW(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, "a drops b's released block", 5*time.Second, func() (bool, error) {
-		r, err := ownedRoute(na.h, blockB)
+		r, err := ownedRoute(na.H, blockB)
 		return r == nil, err
 	})
 }
 
 func TestAgentBorrowedAndVXLAN(t *testing.T) {
 	c := newCluster(t)
-	na := newTestNode(t, pfx("198.18.1.11/24"))
-	nb := newTestNode(t, pfx("198.18.2.12/24"))
+	na := nodetest.New(t, pfx("198.18.1.11/24"))
+	nb := nodetest.New(t, pfx("198.18.2.12/24"))
 	// a gets a block; b borrows an address from it with AssignIP.
 	blockA := c.blockOf(t, "a", "net.pod-a")
 	borrowed := blockA.Addr().Next().Next().Next()
 	if _, err := c.alloc.AssignIP(context.Background(), ipam.AssignIPArgs{Handle: "net.pod-b", Node: "b", Addr: borrowed}); err != nil {
 		t.Fatal(err)
 	}
-	c.start(t, na, "a", ModeAuto, time.Second)
-	c.start(t, nb, "b", ModeAuto, time.Second)
+	c.start(t, na, "a", route.ModeAuto, time.Second)
+	c.start(t, nb, "b", route.ModeAuto, time.Second)
 	host := netip.PrefixFrom(borrowed, 32)
 	testutil.WaitFor(t, "a routes the borrowed address to b over VXLAN", 5*time.Second, func() (bool, error) {
-		r, err := ownedRoute(na.h, host)
+		r, err := ownedRoute(na.H, host)
 		return r != nil && r.Gw.String() == "198.18.2.12" && r.Flags&int(netlink.FLAG_ONLINK) != 0, err
 	})
 	testutil.WaitFor(t, "b routes a's block over VXLAN", 5*time.Second, func() (bool, error) {
-		r, err := ownedRoute(nb.h, blockA)
+		r, err := ownedRoute(nb.H, blockA)
 		return r != nil && r.Gw.String() == "198.18.1.11", err
 	})
-	vx, err := nb.h.LinkByName(VXLANDevice)
+	vx, err := nb.H.LinkByName(route.VXLANDevice)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkPeers(t, nb.h, vx.Attrs().Index, map[string]string{"198.18.1.11": VTEPMAC("a").String()})
-	if r, _ := ownedRoute(nb.h, host); r != nil {
+	nodetest.CheckPeers(t, nb.H, vx.Attrs().Index, map[string]string{"198.18.1.11": clusterstate.VTEPMAC("a").String()})
+	if r, _ := ownedRoute(nb.H, host); r != nil {
 		t.Fatalf("b routes its own borrowed address away: %+v", r)
 	}
 }

@@ -13,6 +13,9 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/podnet/podnet/agent/clusterstate"
+	"github.com/podnet/podnet/agent/internal/nodetest"
+	"github.com/podnet/podnet/agent/route"
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/netns"
 )
@@ -55,24 +58,24 @@ func populate(b testing.TB, c *cluster, from, n int) {
 		blk.AutoAllocate(1, ipam.Attributes{Handle: "net." + name, Node: name}, nil)
 		blkJSON, _ := json.Marshal(blk)
 		idxJSON, _ := json.Marshal(ipam.NodeIndex{Node: name, Blocks: []ipam.NodeBlock{{CIDR: cidr, State: ipam.AffinityConfirmed, Since: time.Now()}}})
-		put(NodeKey(ipam.DefaultPrefix, name), recJSON)
+		put(clusterstate.NodeKey(ipam.DefaultPrefix, name), recJSON)
 		put(keys.Block(cidr), blkJSON)
 		put(keys.Node(name), idxJSON)
 	}
 }
 
-func flushOwned(b testing.TB, n *testNode) {
+func flushOwned(b testing.TB, n *nodetest.Node) {
 	b.Helper()
-	owned, err := OwnedRoutes(n.h)
+	owned, err := route.OwnedRoutes(n.H)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, r := range owned {
-		if err := n.h.RouteDel(&r); err != nil {
+		if err := n.H.RouteDel(&r); err != nil {
 			b.Fatal(err)
 		}
 	}
-	_ = n.h.LinkDel(&netlink.Vxlan{LinkAttrs: netlink.LinkAttrs{Name: VXLANDevice}})
+	_ = n.H.LinkDel(&netlink.Vxlan{LinkAttrs: netlink.LinkAttrs{Name: route.VXLANDevice}})
 }
 
 // BenchmarkStartup is agent start to every route programmed, with
@@ -82,14 +85,14 @@ func flushOwned(b testing.TB, n *testNode) {
 func BenchmarkStartup(b *testing.B) {
 	c := newCluster(b)
 	populate(b, c, 0, benchNodes)
-	for _, mode := range []Mode{ModeHostGW, ModeVXLAN} {
+	for _, mode := range []route.Mode{route.ModeHostGW, route.ModeVXLAN} {
 		for _, restart := range []bool{false, true} {
 			name := string(mode) + "/fresh"
 			if restart {
 				name = string(mode) + "/restart"
 			}
 			b.Run(name, func(b *testing.B) {
-				n := newTestNode(b, pfx("198.18.255.254/16"))
+				n := nodetest.New(b, pfx("198.18.255.254/16"))
 				var worst time.Duration
 				for b.Loop() {
 					if !restart {
@@ -102,7 +105,7 @@ func BenchmarkStartup(b *testing.B) {
 					took := time.Since(start)
 					worst = max(worst, took)
 					b.StopTimer()
-					owned, err := OwnedRoutes(n.h)
+					owned, err := route.OwnedRoutes(n.H)
 					if err != nil || len(owned) != benchNodes {
 						b.Fatalf("%d owned routes, want %d (%v)", len(owned), benchNodes, err)
 					}
@@ -117,9 +120,9 @@ func BenchmarkStartup(b *testing.B) {
 
 // startQuiet starts an agent and returns once it is ready, which is
 // after its first complete reconcile.
-func (c *cluster) startQuiet(b testing.TB, n *testNode, name string, mode Mode) *runningAgent {
+func (c *cluster) startQuiet(b testing.TB, n *nodetest.Node, name string, mode route.Mode) *runningAgent {
 	a, err := New(Config{Node: name, Store: c.store, Etcd: c.cli, Mode: mode, UnderlayInterface: "ul0",
-		NetNS: n.path, LeaseTTL: 10 * time.Second, Logger: testLogger(b, name)})
+		NetNS: n.Path, LeaseTTL: 10 * time.Second, Logger: testLogger(b, name)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -142,17 +145,17 @@ func (c *cluster) startQuiet(b testing.TB, n *testNode, name string, mode Mode) 
 // It reports p50, p99 and max; the route's arrival is observed through a
 // netlink route subscription in the node's namespace, not by polling.
 func BenchmarkAffinityToRoute(b *testing.B) {
-	for _, mode := range []Mode{ModeHostGW, ModeVXLAN} {
+	for _, mode := range []route.Mode{route.ModeHostGW, route.ModeVXLAN} {
 		b.Run(string(mode), func(b *testing.B) {
 			c := newCluster(b)
 			populate(b, c, 0, benchNodes)
-			n := newTestNode(b, pfx("198.18.255.254/16"))
+			n := nodetest.New(b, pfx("198.18.255.254/16"))
 			r := c.startQuiet(b, n, "self", mode)
 			defer r.halt(b)
 			updates := make(chan netlink.RouteUpdate, 64)
 			done := make(chan struct{})
 			defer close(done)
-			if err := netns.Do(n.path, func() error { return netlink.RouteSubscribe(updates, done) }); err != nil {
+			if err := netns.Do(n.Path, func() error { return netlink.RouteSubscribe(updates, done) }); err != nil {
 				b.Fatal(err)
 			}
 			keys := ipam.Keys{}
@@ -201,7 +204,7 @@ func waitRoute(b testing.TB, updates <-chan netlink.RouteUpdate, dst netip.Prefi
 			if !ok {
 				b.Fatal("route subscription closed")
 			}
-			if u.Type != unix.RTM_NEWROUTE || u.Dst == nil || u.Protocol != RouteProtocol {
+			if u.Type != unix.RTM_NEWROUTE || u.Dst == nil || u.Protocol != route.RouteProtocol {
 				continue
 			}
 			if p, ok := netip.AddrFromSlice(u.Dst.IP); ok {
@@ -214,4 +217,9 @@ func waitRoute(b testing.TB, updates <-chan netlink.RouteUpdate, dst netip.Prefi
 			b.Fatalf("no route to %s within 10s", dst)
 		}
 	}
+}
+
+func rec(name, addr string) clusterstate.NodeRecord {
+	a := netip.MustParseAddr(addr)
+	return clusterstate.NodeRecord{Name: name, Address: a, VTEPIP: a, VTEPMAC: clusterstate.VTEPMAC(name).String()}
 }

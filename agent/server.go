@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -10,21 +11,31 @@ import (
 // Handler serves /metrics, /healthz and /readyz.
 //
 // /healthz answers 200 while the process runs: an etcd outage must not
-// make every node's liveness probe restart its agent. /readyz answers 200
-// only once the node is registered, the watch is synced and the routes
-// programmed, and 503 with the reason otherwise.
+// make every node's liveness probe restart its agent (a service that
+// fails for good ends the process instead). /readyz names every service
+// with its readiness, one line each ("routes: ok", "ipam-socket: not
+// ready: ..."), and answers 200 when all are ready, 503 otherwise.
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(a.m.reg, promhttp.HandlerOpts{Registry: a.m.reg}))
+	mux.Handle("/metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := a.Ready(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
+		var b strings.Builder
+		code := http.StatusOK
+		for _, st := range a.readiness() {
+			if st.err != nil {
+				code = http.StatusServiceUnavailable
+				fmt.Fprintf(&b, "%s: not ready: %v\n", st.name, st.err)
+			} else {
+				fmt.Fprintf(&b, "%s: ok\n", st.name)
+			}
 		}
-		fmt.Fprintln(w, "ok")
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(code)
+		fmt.Fprint(w, b.String())
 	})
 	return mux
 }

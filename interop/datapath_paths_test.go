@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/agent/route"
 	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/install"
 	"github.com/podnet/podnet/internal/testutil"
@@ -98,9 +98,9 @@ func buildPaths(t testing.TB, want map[string]bool) []*dpPath {
 		case "ref-bridge":
 			built[g] = sameNode(t, fillConf(refBridgeConf, "", "", t.TempDir()))
 		case "hostgw":
-			built["underlay"], built["hostgw"] = crossNode(t, agent.ModeHostGW)
+			built["underlay"], built["hostgw"] = crossNode(t, route.ModeHostGW)
 		case "vxlan":
-			_, built["vxlan"] = crossNode(t, agent.ModeVXLAN)
+			_, built["vxlan"] = crossNode(t, route.ModeVXLAN)
 		}
 	}
 	var out []*dpPath
@@ -195,7 +195,7 @@ var agentDefaults = []string{"--gc-interval=5m", "--gc-grace=1m"}
 // conflist as shipped, and a pod on each. It returns the underlay path
 // (node 1 to node 2's underlay address) and the pod path (pod on node 1
 // to pod on node 2).
-func crossNode(t testing.TB, mode agent.Mode) (underlay, pods *dpPath) {
+func crossNode(t testing.TB, mode route.Mode) (underlay, pods *dpPath) {
 	t.Helper()
 	c := e2eetcd.New(t, e2enet.NewSwitch(t), mode, e2eetcd.Options{})
 	var nodes []*e2enet.Node
@@ -207,7 +207,7 @@ func crossNode(t testing.TB, mode agent.Mode) (underlay, pods *dpPath) {
 	a, z := c.AddPod(nodes[0]), c.AddPod(nodes[1])
 	for i, n := range nodes {
 		c.WaitBlockRoutes(n.Name, e2enet.Without(nodes, n), true, 30*time.Second)
-		if mode == agent.ModeVXLAN {
+		if mode == route.ModeVXLAN {
 			c.WaitVXLANPeer(n, []*e2enet.Node{nodes[1-i]}, true, 30*time.Second)
 		}
 	}

@@ -13,6 +13,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/agent/cniinstall"
+	"github.com/podnet/podnet/agent/kubeblocks"
+	"github.com/podnet/podnet/agent/route"
+	"github.com/podnet/podnet/agent/source/kvstore"
 	"github.com/podnet/podnet/install"
 	"github.com/podnet/podnet/ipamcni"
 )
@@ -67,12 +71,12 @@ restarts. It serves /metrics, /healthz and /readyz on --metrics-addr.`,
 	f.StringVar(&ao.storeSpec, "store", "", "IPAM store: etcd://HOST:PORT[,HOST:PORT] (or bolt:PATH for one node); with --datastore kubernetes, the node-local bolt:PATH (default "+ipamcni.DefaultStore+")")
 	f.StringVar(&ao.kubeconfig, "kubeconfig", "", "with --datastore kubernetes: kubeconfig file (default: the pod's in-cluster config)")
 	f.StringVar(&ao.ipamModel, "ipam", ipamNodeCIDR, "with --datastore kubernetes: node-cidr (each node's pods from its Node's spec.podCIDRs, in a local bbolt file) or blocks (block IPAM on the API: podnet.io IPPools, IPAMBlocks and IPAMNodes)")
-	f.StringVar(&ao.ipamSocket, "ipam-socket", agent.DefaultIPAMSocket, "with --ipam blocks: the unix socket the node's plugins allocate through (their conflist's ipam.store is agent:PATH)")
+	f.StringVar(&ao.ipamSocket, "ipam-socket", kubeblocks.DefaultSocket, "with --ipam blocks: the unix socket the node's plugins allocate through (their conflist's ipam.store is agent:PATH)")
 	f.StringSliceVar(&ao.clusterCIDRs, "cluster-cidr", nil, "with --datastore kubernetes: the cluster's pod CIDRs (kube-controller-manager --cluster-cidr; comma-separated for dual-stack), never masqueraded")
 	f.StringVar(&ao.certFile, "etcd-cert", "", "etcd client certificate")
 	f.StringVar(&ao.keyFile, "etcd-key", "", "etcd client key")
 	f.StringVar(&ao.caFile, "etcd-ca", "", "etcd CA bundle")
-	f.StringVar(&ao.mode, "mode", string(agent.ModeAuto), "host-gw, vxlan, or auto (host-gw on the same L2, vxlan otherwise)")
+	f.StringVar(&ao.mode, "mode", string(route.ModeAuto), "host-gw, vxlan, or auto (host-gw on the same L2, vxlan otherwise)")
 	f.StringVar(&ao.underlay, "underlay-interface", "", "interface to other nodes (default: that of the IPv4 default route)")
 	f.StringVar(&ao.metricsAddr, "metrics-addr", ":9603", "address for /metrics, /healthz and /readyz (empty: none)")
 	f.BoolVar(&ao.doInstall, "install", false, "once ready, install the plugins into --bin-dir and write the network config into --conf-dir")
@@ -100,7 +104,7 @@ func (ao *agentOptions) run(ctx context.Context, opts *globalOptions) error {
 	if cfg.Kube != nil && cfg.Kube.Blocks != nil {
 		return ao.runBlocks(ctx, cfg)
 	}
-	store, etcdClient, err := agent.OpenStore(ctx, ao.storeSpec, agent.StoreOptions{CertFile: ao.certFile, KeyFile: ao.keyFile, CAFile: ao.caFile})
+	store, etcdClient, err := kvstore.Open(ctx, ao.storeSpec, kvstore.Options{CertFile: ao.certFile, KeyFile: ao.keyFile, CAFile: ao.caFile})
 	if err != nil {
 		return err
 	}
@@ -137,7 +141,7 @@ func (ao *agentOptions) config(opts *globalOptions) (agent.Config, error) {
 		}
 		node = h
 	}
-	m, err := agent.ParseMode(ao.mode)
+	m, err := route.ParseMode(ao.mode)
 	if err != nil {
 		return agent.Config{}, fmt.Errorf("--mode: %w", err)
 	}
@@ -162,7 +166,7 @@ func (ao *agentOptions) config(opts *globalOptions) (agent.Config, error) {
 			return agent.Config{}, err
 		}
 	}
-	cfg.Install = &agent.InstallConfig{
+	cfg.Install = &cniinstall.Config{
 		SrcDir: srcDir, BinDir: opts.binDirs[0], ConfDir: opts.confDir, NetworkConfig: ao.networkConfig,
 		Network: install.Network{Store: ao.storeSpec}, UninstallOnExit: ao.uninstallOnExit,
 		NodeCIDR: nodeCIDR,

@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/agent/cniinstall"
+	"github.com/podnet/podnet/agent/kubeblocks"
 	"github.com/podnet/podnet/ipamcni"
 )
 
@@ -24,7 +26,7 @@ const (
 // datastoreConfig checks the datastore flags and sets cfg up for the one
 // chosen (the API server's address is read later, in run). For the
 // Kubernetes datastore it returns the node-CIDR install settings.
-func (ao *agentOptions) datastoreConfig(cfg *agent.Config) (*agent.NodeCIDRInstall, error) {
+func (ao *agentOptions) datastoreConfig(cfg *agent.Config) (*cniinstall.NodeCIDR, error) {
 	switch ao.datastore {
 	case datastoreEtcd:
 		if ao.storeSpec == "" {
@@ -63,7 +65,7 @@ func (ao *agentOptions) datastoreConfig(cfg *agent.Config) (*agent.NodeCIDRInsta
 		return nil, errors.New("--datastore kubernetes --install needs --cluster-cidr: traffic between pods of different nodes must not be masqueraded")
 	}
 	cfg.Kube = &agent.KubeConfig{}
-	return &agent.NodeCIDRInstall{Store: ao.storeSpec, ClusterCIDRs: cidrs}, nil
+	return &cniinstall.NodeCIDR{Store: ao.storeSpec, ClusterCIDRs: cidrs}, nil
 }
 
 // restConfig reads --kubeconfig, or without it the pod's in-cluster
@@ -96,7 +98,7 @@ func (ao *agentOptions) blocksConfig(cfg *agent.Config) error {
 	}
 	kb := &agent.KubeBlocks{}
 	if ao.networkConfig != "" {
-		pools, err := agent.ConflistPools(ao.networkConfig)
+		pools, err := cniinstall.ConflistPools(ao.networkConfig)
 		if err != nil {
 			return fmt.Errorf("--network-config: %w", err)
 		}
@@ -110,7 +112,7 @@ func (ao *agentOptions) blocksConfig(cfg *agent.Config) error {
 // the API (pools, GC) and, with --install, the socket the plugins
 // allocate through.
 func (ao *agentOptions) runBlocks(ctx context.Context, cfg agent.Config) error {
-	store, err := agent.OpenKubeStore(cfg.Kube.REST, "")
+	store, err := kubeblocks.OpenStore(cfg.Kube.REST, "")
 	if err != nil {
 		return err
 	}

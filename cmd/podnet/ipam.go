@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/agent/clusterstate"
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipam/store/kube"
@@ -393,7 +393,7 @@ func (o *ipamOptions) nodeCommand() *cobra.Command {
 				}
 				// Without its record, every agent drops the node's routes
 				// at once instead of when its lease would have expired.
-				_, err := st.Write(cmd.Context(), ipam.Write{Key: agent.NodeKey(o.prefix(), args[0]), ModRevision: ipam.AnyRevision, Delete: true})
+				_, err := st.Write(cmd.Context(), ipam.Write{Key: clusterstate.NodeKey(o.prefix(), args[0]), ModRevision: ipam.AnyRevision, Delete: true})
 				return err
 			})
 		},

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/agent/route"
 	"github.com/podnet/podnet/test/e2e/e2eetcd"
 	"github.com/podnet/podnet/test/e2e/e2enet"
 )
@@ -21,7 +21,7 @@ type cluster struct {
 // newCluster starts etcd on u and prepares the config every node's agent
 // installs: the ConfigMap's conflist as shipped, with the dual-stack edit
 // it documents when dualStack is set.
-func newCluster(t *testing.T, u *e2enet.Underlay, mode agent.Mode, dualStack bool) *cluster {
+func newCluster(t *testing.T, u *e2enet.Underlay, mode route.Mode, dualStack bool) *cluster {
 	t.Helper()
 	return &cluster{Cluster: e2eetcd.New(t, u, mode, e2eetcd.Options{DualStack: dualStack, LeaseTTL: leaseTTL}), t: t}
 }
@@ -41,7 +41,7 @@ func (c *cluster) waitRoutes(of string, on []*e2enet.Node, want bool, timeout ti
 }
 
 // checkTransport: from's route to a block of to goes the way mode says.
-func (c *cluster) checkTransport(from, to *e2enet.Node, mode agent.Mode) {
+func (c *cluster) checkTransport(from, to *e2enet.Node, mode route.Mode) {
 	c.t.Helper()
 	rec := c.NodeRecord(to.Name)
 	if !rec.LinkLocal6.IsLinkLocalUnicast() {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/agent/route"
 	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/test/e2e/e2enet"
@@ -23,7 +23,7 @@ import (
 // Nothing encapsulates: pods have the underlay's MTU, 1500.
 func TestHostGW(t *testing.T) {
 	testutil.RequireRoot(t)
-	runCluster(t, e2enet.NewSwitch(t), agent.ModeHostGW, 1500)
+	runCluster(t, e2enet.NewSwitch(t), route.ModeHostGW, 1500)
 }
 
 // TestVXLAN: three nodes on three subnets behind a router; only VXLAN
@@ -31,7 +31,7 @@ func TestHostGW(t *testing.T) {
 // less VXLAN's 50 bytes over IPv4.
 func TestVXLAN(t *testing.T) {
 	testutil.RequireRoot(t)
-	runCluster(t, e2enet.NewRouter(t), agent.ModeVXLAN, 1450)
+	runCluster(t, e2enet.NewRouter(t), route.ModeVXLAN, 1450)
 }
 
 // TestMTU: a jumbo-frame underlay (9000) is used in full: pods get it
@@ -43,13 +43,13 @@ func TestMTU(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
 		underlay func(testing.TB) *e2enet.Underlay
-		mode     agent.Mode
-		routes   agent.Mode // the way the routes between the nodes go
+		mode     route.Mode
+		routes   route.Mode // the way the routes between the nodes go
 		want     int
 	}{
-		{"vxlan", e2enet.NewRouter, agent.ModeVXLAN, agent.ModeVXLAN, 8950},
-		{"auto across a router", e2enet.NewRouter, agent.ModeAuto, agent.ModeVXLAN, 8950},
-		{"host-gw", e2enet.NewSwitch, agent.ModeHostGW, agent.ModeHostGW, 9000},
+		{"vxlan", e2enet.NewRouter, route.ModeVXLAN, route.ModeVXLAN, 8950},
+		{"auto across a router", e2enet.NewRouter, route.ModeAuto, route.ModeVXLAN, 8950},
+		{"host-gw", e2enet.NewSwitch, route.ModeHostGW, route.ModeHostGW, 9000},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			u := tt.underlay(t)
@@ -67,7 +67,7 @@ func TestMTU(t *testing.T) {
 // masquerade on) on two nodes of one L2 segment.
 func TestShippedConfig(t *testing.T) {
 	testutil.RequireRoot(t)
-	c := newCluster(t, e2enet.NewSwitch(t), agent.ModeHostGW, false)
+	c := newCluster(t, e2enet.NewSwitch(t), route.ModeHostGW, false)
 	nodes := c.startNodes(2)
 	checkInstalled(t, c, nodes[0], 1500)
 	c.CheckTraffic()
@@ -109,7 +109,7 @@ func (c *cluster) checkMTU(from, to *e2enet.Node, want int) {
 	c.CheckBulkTransfer(from.Pods[0], to.Pods[0], 4<<20)
 }
 
-func runCluster(t *testing.T, u *e2enet.Underlay, mode agent.Mode, podMTU int) {
+func runCluster(t *testing.T, u *e2enet.Underlay, mode route.Mode, podMTU int) {
 	c := newCluster(t, u, mode, true)
 	nodes := c.startNodes(3)
 	checkInstalled(t, c, nodes[0], podMTU)

@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/agent/route"
 	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/netns"
@@ -24,10 +24,10 @@ func TestSpoofAcrossNodes(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		u    func(testing.TB) *e2enet.Underlay
-		mode agent.Mode
+		mode route.Mode
 	}{
-		{"host-gw", e2enet.NewSwitch, agent.ModeHostGW},
-		{"vxlan", e2enet.NewRouter, agent.ModeVXLAN},
+		{"host-gw", e2enet.NewSwitch, route.ModeHostGW},
+		{"vxlan", e2enet.NewRouter, route.ModeVXLAN},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t, tc.u(t), tc.mode, true)

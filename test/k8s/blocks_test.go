@@ -20,7 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/agent/kubeblocks"
+	"github.com/podnet/podnet/agent/source/kubeapi"
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/test/k8s/cluster"
 )
@@ -135,17 +136,17 @@ func checkBlocksNode(ctx context.Context, t *testing.T, c *cluster.Cluster, n *c
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := node.Annotations[agent.AnnotationUnderlayAddress]; got != n.IP {
-		t.Errorf("Node %s: annotation %s=%q, want %q", n.Name, agent.AnnotationUnderlayAddress, got, n.IP)
+	if got := node.Annotations[kubeapi.AnnotationUnderlayAddress]; got != n.IP {
+		t.Errorf("Node %s: annotation %s=%q, want %q", n.Name, kubeapi.AnnotationUnderlayAddress, got, n.IP)
 	}
-	if fi, err := os.Stat(n.HostPath(agent.DefaultIPAMSocket)); err != nil || fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o600 {
-		t.Errorf("%s on %s: %v (mode %v), want a socket private to root", agent.DefaultIPAMSocket, n.Name, err, fi.Mode())
+	if fi, err := os.Stat(n.HostPath(kubeblocks.DefaultSocket)); err != nil || fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s on %s: %v (mode %v), want a socket private to root", kubeblocks.DefaultSocket, n.Name, err, fi.Mode())
 	}
 	conf, err := os.ReadFile(filepath.Join(n.CNIConfDir, "10-podnet.conflist"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{`"store": "agent:` + agent.DefaultIPAMSocket + `"`, `"node": "` + n.Name + `"`, `"cidr": "` + blocksPool.String() + `"`} {
+	for _, s := range []string{`"store": "agent:` + kubeblocks.DefaultSocket + `"`, `"node": "` + n.Name + `"`, `"cidr": "` + blocksPool.String() + `"`} {
 		if !bytes.Contains(conf, []byte(s)) {
 			t.Errorf("installed conflist of %s has no %s:\n%s", n.Name, s, conf)
 		}

@@ -23,7 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
-	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/agent/route"
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/netns"
 	"github.com/podnet/podnet/test/e2e/e2enet"
@@ -54,7 +54,7 @@ func nodeCIDRConfigMapPath(root string) string {
 // e2eShipped is what the agents run with from the shipped ConfigMap.
 type e2eShipped struct {
 	clusterCIDRs []netip.Prefix // cluster_cidr, with the dual-stack edit
-	mode         agent.Mode     // routing_mode
+	mode         route.Mode     // routing_mode
 	conflist     []byte         // 10-podnet.conflist, verbatim
 	network      string         // the conflist's name
 }
@@ -83,7 +83,7 @@ func loadShipped(t *testing.T, root string) e2eShipped {
 	if len(s.clusterCIDRs) != 2 || !s.clusterCIDRs[0].Addr().Is4() || s.clusterCIDRs[0].Bits() > 16 {
 		t.Fatalf("%s: cluster_cidr %q: want one IPv4 range of /16 or wider to add %s to", path, cm.Data["cluster_cidr"], e2eClusterCIDR6)
 	}
-	if s.mode, err = agent.ParseMode(cm.Data["routing_mode"]); err != nil {
+	if s.mode, err = route.ParseMode(cm.Data["routing_mode"]); err != nil {
 		t.Fatalf("%s: routing_mode: %v", path, err)
 	}
 	s.conflist = []byte(cm.Data[e2eConfKey])

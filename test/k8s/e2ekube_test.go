@@ -16,7 +16,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/agent/cniinstall"
+	"github.com/podnet/podnet/agent/route"
+	"github.com/podnet/podnet/agent/source/kubeapi"
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipam/store/bolt"
 	"github.com/podnet/podnet/test/e2e/e2enet"
@@ -76,13 +78,13 @@ func TestE2EKube(t *testing.T) {
 
 // transport is the way the routes between nodes go under mode: auto
 // picks host-gw on one segment and VXLAN across a router.
-func transport(t *testing.T, mode agent.Mode, routed bool) agent.Mode {
+func transport(t *testing.T, mode route.Mode, routed bool) route.Mode {
 	switch {
-	case mode == agent.ModeAuto && routed:
-		return agent.ModeVXLAN
-	case mode == agent.ModeAuto:
-		return agent.ModeHostGW
-	case mode == agent.ModeHostGW && routed:
+	case mode == route.ModeAuto && routed:
+		return route.ModeVXLAN
+	case mode == route.ModeAuto:
+		return route.ModeHostGW
+	case mode == route.ModeHostGW && routed:
 		t.Fatalf("routing_mode %s cannot carry pod traffic across a router", mode)
 	}
 	return mode
@@ -120,7 +122,7 @@ func newKubeE2E(t *testing.T, c *cluster.Cluster, shipped e2eShipped, u *e2enet.
 // bolt:/var/lib/podnet/ipam.db on a node of its own.
 func (e *kubeE2E) store(n *e2enet.Node) string { return "bolt:" + filepath.Join(n.Dir, "ipam.db") }
 
-func runKubeE2E(t *testing.T, e *kubeE2E, mode agent.Mode) {
+func runKubeE2E(t *testing.T, e *kubeE2E, mode route.Mode) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var nodes []*e2enet.Node
@@ -143,7 +145,7 @@ func runKubeE2E(t *testing.T, e *kubeE2E, mode agent.Mode) {
 	// registers again with the same podCIDRs (its agent still runs and
 	// annotates it) and they route it again.
 	n3 := nodes[2]
-	e.WaitVXLANPeer(n3, nodes[:2], mode == agent.ModeVXLAN, 0)
+	e.WaitVXLANPeer(n3, nodes[:2], mode == route.ModeVXLAN, 0)
 	if err := e.c.Client.CoreV1().Nodes().Delete(ctx, n3.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +159,7 @@ func runKubeE2E(t *testing.T, e *kubeE2E, mode agent.Mode) {
 	registerNode(ctx, t, e.c, n3.Name)
 	allocatePodCIDRs(ctx, t, e.c, n3.Name, n3.Pools)
 	e.WaitRoutes(n3.Name, n3.Pools, nodes[:2], true, e2eRouteBound)
-	e.WaitVXLANPeer(n3, nodes[:2], mode == agent.ModeVXLAN, e2eRouteBound)
+	e.WaitVXLANPeer(n3, nodes[:2], mode == route.ModeVXLAN, e2eRouteBound)
 	t.Logf("Node %s registered again: routed on the other nodes after %v", n3.Name, time.Since(start))
 	e.CheckTraffic()
 
@@ -205,7 +207,7 @@ func (e *kubeE2E) linkLocal6(ctx context.Context, n *e2enet.Node) netip.Addr {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	rec, ok := agent.NodeRecordFromNode(node)
+	rec, ok := kubeapi.NodeRecordFromNode(node)
 	if !ok || rec.Address != n.Addr || !rec.LinkLocal6.IsLinkLocalUnicast() {
 		e.t.Fatalf("Node %s: annotations %v, want underlay address %s and a link-local IPv6 address", n.Name, node.Annotations, n.Addr)
 	}
@@ -226,12 +228,12 @@ func (e *kubeE2E) checkInstalled(n *e2enet.Node) {
 	}
 	var pools, exclude []any
 	for _, p := range n.Pools {
-		pools = append(pools, map[string]any{"name": agent.NodeCIDRPoolName(p), "cidr": p.String(), "blockSize": float64(agent.NodeCIDRBlockSize(p))})
+		pools = append(pools, map[string]any{"name": cniinstall.NodeCIDRPoolName(p), "cidr": p.String(), "blockSize": float64(cniinstall.NodeCIDRBlockSize(p))})
 	}
 	for _, p := range e.shipped.clusterCIDRs {
 		exclude = append(exclude, p.String())
 	}
-	podMTU, err := agent.PodMTU(e.shipped.mode, 1500, false)
+	podMTU, err := route.PodMTU(e.shipped.mode, 1500, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/agent/clusterstate"
+	"github.com/podnet/podnet/agent/source/kubeapi"
 	"github.com/podnet/podnet/test/k8s/cluster"
 )
 
@@ -89,13 +90,13 @@ func checkNodeCIDRNode(ctx context.Context, t *testing.T, c *cluster.Cluster, n 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cidrs := agent.PodCIDRsOf(node)
+	cidrs := kubeapi.PodCIDRsOf(node)
 	if len(cidrs) != 1 || !netip.MustParsePrefix(cluster.ClusterCIDR).Contains(cidrs[0].Addr()) || cidrs[0].Bits() != 24 {
 		t.Fatalf("Node %s: podCIDRs %v, want one /24 of %s", n.Name, cidrs, cluster.ClusterCIDR)
 	}
 	for k, want := range map[string]string{
-		agent.AnnotationUnderlayAddress: n.IP,
-		agent.AnnotationVTEPMAC:         agent.VTEPMAC(n.Name).String(),
+		kubeapi.AnnotationUnderlayAddress: n.IP,
+		kubeapi.AnnotationVTEPMAC:         clusterstate.VTEPMAC(n.Name).String(),
 	} {
 		if got := node.Annotations[k]; got != want {
 			t.Errorf("Node %s: annotation %s=%q, want %q", n.Name, k, got, want)
@@ -135,8 +136,8 @@ func checkNodeCIDRNode(ctx context.Context, t *testing.T, c *cluster.Cluster, n 
 	if r := readyCondition(node); r == nil || r.LastTransitionTime.Time.Before(fi.ModTime().Truncate(time.Second)) {
 		t.Errorf("Node %s: Ready %v, before its config was written at %s", n.Name, r, fi.ModTime())
 	}
-	t.Logf("%s: podCIDRs %v, annotations %s=%s %s=%s", n.Name, cidrs, agent.AnnotationUnderlayAddress,
-		node.Annotations[agent.AnnotationUnderlayAddress], agent.AnnotationVTEPMAC, node.Annotations[agent.AnnotationVTEPMAC])
+	t.Logf("%s: podCIDRs %v, annotations %s=%s %s=%s", n.Name, cidrs, kubeapi.AnnotationUnderlayAddress,
+		node.Annotations[kubeapi.AnnotationUnderlayAddress], kubeapi.AnnotationVTEPMAC, node.Annotations[kubeapi.AnnotationVTEPMAC])
 	return cidrs
 }
 

@@ -23,6 +23,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/agent/clusterstate"
+	"github.com/podnet/podnet/agent/route"
+	"github.com/podnet/podnet/agent/source/kubeapi"
 	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/netns"
 	"github.com/podnet/podnet/test/k8s/cluster"
@@ -192,7 +195,7 @@ func runScaleAgent(ctx context.Context, b *testing.B, c *cluster.Cluster, ns str
 	cfg.UserAgent = "podnet-agent"
 	heapBefore, allocBefore := liveHeap()
 	a, err := agent.New(agent.Config{
-		Node: scaleAgentNode, Kube: m.kube(cfg), NetNS: ns, Mode: agent.ModeHostGW,
+		Node: scaleAgentNode, Kube: m.kube(cfg), NetNS: ns, Mode: route.ModeHostGW,
 		Registry: reg, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
@@ -345,8 +348,8 @@ func createScaleNodesErr(ctx context.Context, client *kubernetes.Clientset, from
 				node := &corev1.Node{
 					ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 						"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-					}, Annotations: agent.NodeAnnotations(agent.NodeRecord{
-						Name: name, Address: addr, VTEPIP: addr, VTEPMAC: agent.VTEPMAC(name).String(),
+					}, Annotations: kubeapi.NodeAnnotations(clusterstate.NodeRecord{
+						Name: name, Address: addr, VTEPIP: addr, VTEPMAC: clusterstate.VTEPMAC(name).String(),
 					})},
 					Spec: corev1.NodeSpec{PodCIDR: cidr, PodCIDRs: []string{cidr}},
 				}
@@ -422,7 +425,7 @@ func scaleRoutes(ns string, node int) (n int, has bool, err error) {
 		cidr = scalePodCIDR(node)
 	}
 	err = netns.Do(ns, func() error {
-		routes, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Protocol: agent.RouteProtocol}, netlink.RT_FILTER_PROTOCOL)
+		routes, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Protocol: route.RouteProtocol}, netlink.RT_FILTER_PROTOCOL)
 		if err != nil {
 			return err
 		}

@@ -12,7 +12,8 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 
-	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/agent/cniinstall"
+	"github.com/podnet/podnet/agent/kubeblocks"
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/install"
 	"github.com/podnet/podnet/ipamcni"
@@ -62,7 +63,7 @@ func TestBlocksDaemonSet(t *testing.T) {
 		}},
 		podCheck{"RBAC exactly what the code sends", blocksRBACCheck},
 		podCheck{"the plugins' socket on the host's path", func(t *testing.T, p *pod) {
-			sock := agent.DefaultIPAMSocket
+			sock := kubeblocks.DefaultSocket
 			if v, ok := flagValue(argv(p.agent), "ipam-socket"); ok {
 				sock = v
 			}
@@ -189,7 +190,7 @@ func blocksSeeds(t *testing.T, c *conflistCase, pools []string) {
 	if err := os.WriteFile(file, c.shipped, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	seeds, err := agent.ConflistPools(file)
+	seeds, err := cniinstall.ConflistPools(file)
 	if err != nil {
 		t.Fatalf("the agent seeds no pools from the ConfigMap's conflist: %v", err)
 	}

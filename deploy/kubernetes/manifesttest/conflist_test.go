@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/agent/cniinstall"
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/install"
 	"github.com/podnet/podnet/ipamcni"
@@ -53,7 +53,7 @@ func conflistOf(t *testing.T, dir string) *conflistCase {
 	if err := os.WriteFile(file, c.shipped, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ic := agent.InstallConfig{NetworkConfig: file}
+	ic := cniinstall.Config{NetworkConfig: file}
 	// Block IPAM on the API installs the conflist as it is, with the
 	// node's name; node CIDR makes the node's podCIDRs its pools.
 	blocks := false
@@ -66,7 +66,7 @@ func conflistOf(t *testing.T, dir string) *conflistCase {
 			t.Fatal(err)
 		}
 		store, _ := c.p.expandedFlag(t, c.p.agent, "store")
-		ic.NodeCIDR = &agent.NodeCIDRInstall{Store: store, ClusterCIDRs: cidrs}
+		ic.NodeCIDR = &cniinstall.NodeCIDR{Store: store, ClusterCIDRs: cidrs}
 		c.podCIDRs = []netip.Prefix{netip.PrefixFrom(cidrs[0].Addr(), 24)}
 	}
 	if c.rendered, err = ic.Render(renderNode, c.podCIDRs); err != nil {

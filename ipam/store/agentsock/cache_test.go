@@ -284,3 +284,46 @@ func TestStaleCacheDecisions(t *testing.T) {
 		t.Errorf("stats %+v: no fresh read", st)
 	}
 }
+
+// TestServerStoreSharesCache: the agent's own writes through
+// Server.Store update the cache the socket's clients read, so a client's
+// next CAS on the key finds the current revision instead of a conflict.
+func TestServerStoreSharesCache(t *testing.T) {
+	ctx := t.Context()
+	s := serve(t, boltStore(t), agentsock.Options{})
+	c := client(t, s.path)
+	r1, err := c.Write(ctx, ipam.Write{Key: "/blk", Value: []byte("1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := s.srv.Store()
+	kv, err := own.Get(ctx, "/blk")
+	if err != nil || kv.ModRevision != r1 {
+		t.Fatalf("the agent's Get = %+v, %v; want revision %d", kv, err, r1)
+	}
+	r2, err := own.Write(ctx, ipam.Write{Key: "/blk", ModRevision: r1, Value: []byte("2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kv, err := c.Get(ctx, "/blk"); err != nil || kv.ModRevision != r2 || string(kv.Value) != "2" {
+		t.Fatalf("the client's Get after the agent's write = %+v, %v; want 2 at %d", kv, err, r2)
+	}
+	if _, err := c.Write(ctx, ipam.Write{Key: "/blk", ModRevision: r2, Value: []byte("3")}); err != nil {
+		t.Fatalf("the client's CAS after the agent's write: %v", err)
+	}
+	if st := s.srv.Stats(); st.Conflicts != 0 || st.Writes != 3 {
+		t.Fatalf("stats %+v, want 3 writes and no conflict", st)
+	}
+	if kv, err := own.Get(ipam.FreshRead(ctx), "/blk"); err != nil || string(kv.Value) != "3" {
+		t.Fatalf("the agent's fresh Get = %+v, %v; want 3", kv, err)
+	}
+	if kvs, err := own.List(ctx, "/"); err != nil || len(kvs) != 1 {
+		t.Fatalf("the agent's List = %v, %v; want the one key", kvs, err)
+	}
+	if err := own.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctx, "/blk"); err != nil {
+		t.Fatalf("closing the agent's view closed the backend: %v", err)
+	}
+}

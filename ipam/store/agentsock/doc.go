@@ -33,6 +33,11 @@
 // behind the server's back is seen within the TTL (a List has no
 // revision to check a write against). FreshRead bypasses both caches.
 //
+// Server.Store is the same backend through the same caches, for the
+// agent's own calls in process (its GC, its removal of deleted nodes): the
+// node then has one write path, and the cache sees the agent's writes as
+// it sees the plugins'.
+//
 // What the package must not do: retry a Write (the allocator's
 // compare-and-swap retries make that safe; the store cannot know whether
 // a write it lost the answer to was applied), or answer from the cache a

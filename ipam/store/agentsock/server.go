@@ -255,3 +255,26 @@ func (s *Server) write(ctx context.Context, w ipam.Write) (int64, error) {
 	s.cache.wrote(w, rev, token)
 	return rev, nil
 }
+
+// Store is the server's backend seen through its caches, for the agent's
+// own calls in the same process (its GC, its removal of deleted nodes):
+// their writes update the cache the socket's clients read, as a
+// client's would, instead of leaving it to find them by a conflict.
+// Close does nothing: the backend stays the caller's.
+func (s *Server) Store() ipam.Store { return serverStore{s} }
+
+type serverStore struct{ s *Server }
+
+func (v serverStore) Get(ctx context.Context, key string) (ipam.KV, error) {
+	return v.s.get(ctx, key, ipam.IsFreshRead(ctx))
+}
+
+func (v serverStore) List(ctx context.Context, prefix string) ([]ipam.KV, error) {
+	return v.s.list(ctx, prefix, ipam.IsFreshRead(ctx))
+}
+
+func (v serverStore) Write(ctx context.Context, w ipam.Write) (int64, error) {
+	return v.s.write(ctx, w)
+}
+
+func (serverStore) Close() error { return nil }

@@ -12,7 +12,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/agent/clusterstate"
+	"github.com/podnet/podnet/agent/route"
+	"github.com/podnet/podnet/agent/source/kvstore"
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/test/e2e/e2enet"
 )
@@ -49,7 +51,7 @@ type Cluster struct {
 // New starts etcd on u, puts the cluster pools there and prepares the
 // config every node's agent installs: the ConfigMap's conflist as
 // shipped, with the dual-stack edit it documents when o.DualStack is set.
-func New(t testing.TB, u *e2enet.Underlay, mode agent.Mode, o Options) *Cluster {
+func New(t testing.TB, u *e2enet.Underlay, mode route.Mode, o Options) *Cluster {
 	t.Helper()
 	c := &Cluster{Cluster: e2enet.New(t, u, mode)}
 	c.Store = "etcd://" + startEtcd(t, u)
@@ -80,7 +82,7 @@ func New(t testing.TB, u *e2enet.Underlay, mode agent.Mode, o Options) *Cluster 
 		flags = append(flags, "--lease-ttl", o.LeaseTTL.String())
 	}
 	c.AgentFlags = func(*e2enet.Node) []string { return flags }
-	s, cli, err := agent.OpenStore(context.Background(), c.Store, agent.StoreOptions{Dialer: e2enet.DialerIn(u.Hub.Path)})
+	s, cli, err := kvstore.Open(context.Background(), c.Store, kvstore.Options{Dialer: e2enet.DialerIn(u.Hub.Path)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,16 +138,16 @@ func (c *Cluster) WaitBlockRoutes(of string, on []*e2enet.Node, want bool, timeo
 }
 
 // NodeRecord reads a node's record from the store.
-func (c *Cluster) NodeRecord(name string) agent.NodeRecord {
+func (c *Cluster) NodeRecord(name string) clusterstate.NodeRecord {
 	t := c.T
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	kv, err := c.IPAM.Get(ctx, agent.NodeKey(ipam.DefaultPrefix, name))
+	kv, err := c.IPAM.Get(ctx, clusterstate.NodeKey(ipam.DefaultPrefix, name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rec agent.NodeRecord
+	var rec clusterstate.NodeRecord
 	if err := json.Unmarshal(kv.Value, &rec); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/agent/route"
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/netns"
@@ -38,7 +38,7 @@ type Cluster struct {
 	T testing.TB
 	U *Underlay
 	// Mode is the agents' --mode.
-	Mode agent.Mode
+	Mode route.Mode
 	// Podnet is the podnet binary (CLI and agent); PluginDir holds the
 	// plugins the agents install.
 	Podnet, PluginDir string
@@ -85,7 +85,7 @@ type Node struct {
 
 // New builds the podnet binary and plugins, as `make build` does, and
 // starts the outside hosts on u.
-func New(t testing.TB, u *Underlay, mode agent.Mode) *Cluster {
+func New(t testing.TB, u *Underlay, mode route.Mode) *Cluster {
 	t.Helper()
 	dir := t.TempDir()
 	c := &Cluster{T: t, U: u, Mode: mode, Dir: dir}

@@ -8,12 +8,13 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/agent/clusterstate"
+	"github.com/podnet/podnet/agent/route"
 )
 
 // RouteTo reports whether n has a route of its agent's to dst.
 func (n *Node) RouteTo(dst netip.Prefix) (bool, error) {
-	owned, err := agent.OwnedRoutes(n.NS.Handle)
+	owned, err := route.OwnedRoutes(n.NS.Handle)
 	if err != nil {
 		return false, err
 	}
@@ -58,10 +59,10 @@ func (c *Cluster) WaitRoutes(of string, dsts []netip.Prefix, on []*Node, want bo
 // mode (host-gw or vxlan) says: via to's underlay address on eth0 (for
 // IPv6 via toLinkLocal6, its link-local address there), or over the
 // VXLAN device to its VTEP.
-func (c *Cluster) CheckTransport(from, to *Node, dsts []netip.Prefix, mode agent.Mode, toLinkLocal6 netip.Addr) {
+func (c *Cluster) CheckTransport(from, to *Node, dsts []netip.Prefix, mode route.Mode, toLinkLocal6 netip.Addr) {
 	t := c.T
 	t.Helper()
-	owned, err := agent.OwnedRoutes(from.NS.Handle)
+	owned, err := route.OwnedRoutes(from.NS.Handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,10 +77,10 @@ func (c *Cluster) CheckTransport(from, to *Node, dsts []netip.Prefix, mode agent
 		}
 		wantDev, wantVia := "eth0", to.Addr.String()
 		switch {
-		case mode == agent.ModeVXLAN && b.Addr().Is6():
-			wantDev, wantVia = agent.VXLANDevice, agent.VTEPLinkLocal6(agent.VTEPMAC(to.Name)).String()
-		case mode == agent.ModeVXLAN:
-			wantDev = agent.VXLANDevice
+		case mode == route.ModeVXLAN && b.Addr().Is6():
+			wantDev, wantVia = route.VXLANDevice, route.VTEPLinkLocal6(clusterstate.VTEPMAC(to.Name)).String()
+		case mode == route.ModeVXLAN:
+			wantDev = route.VXLANDevice
 		case b.Addr().Is6():
 			wantVia = toLinkLocal6.String()
 		}
@@ -140,7 +141,7 @@ func Without(nodes []*Node, n *Node) []*Node {
 // forwarding entry for m's VTEP (its MAC): what n keeps of m besides
 // routes. A node without the device has none.
 func (n *Node) VXLANPeer(m *Node) (bool, error) {
-	l, err := n.NS.Handle.LinkByName(agent.VXLANDevice)
+	l, err := n.NS.Handle.LinkByName(route.VXLANDevice)
 	if err != nil {
 		var notFound netlink.LinkNotFoundError
 		if errors.As(err, &notFound) {
@@ -148,7 +149,7 @@ func (n *Node) VXLANPeer(m *Node) (bool, error) {
 		}
 		return false, err
 	}
-	mac := agent.VTEPMAC(m.Name).String()
+	mac := clusterstate.VTEPMAC(m.Name).String()
 	for _, family := range []int{unix.AF_INET, unix.AF_INET6, unix.AF_BRIDGE} {
 		neighs, err := n.NS.Handle.NeighList(l.Attrs().Index, family)
 		if err != nil {

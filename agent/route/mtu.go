@@ -1,0 +1,57 @@
+package route
+
+import (
+	"fmt"
+)
+
+// What VXLAN adds to a pod's packet: the inner Ethernet header (14), the
+// VXLAN header (8), UDP (8), and the outer IP header of the underlay's
+// family (20 for IPv4, 40 for IPv6, without options or extension
+// headers).
+const (
+	vxlanOverhead4 = 50
+	vxlanOverhead6 = 70
+)
+
+// Bounds of a pod MTU: IPv4's minimum (RFC 791), and the largest IP
+// packet's length, which the podnet plugin's config also allows.
+const (
+	minPodMTU = 68
+	maxPodMTU = 65535
+)
+
+// vxlanOverhead is what VXLAN encapsulation adds over an underlay of
+// IPv6 (underlay6) or IPv4.
+func vxlanOverhead(underlay6 bool) int {
+	if underlay6 {
+		return vxlanOverhead6
+	}
+	return vxlanOverhead4
+}
+
+// EncapOverhead is what the routes of mode may add to a pod's packet on
+// an underlay of IPv6 (underlay6) or IPv4: VXLAN's headers in vxlan mode,
+// and in auto mode too, where any peer outside this node's subnets is
+// reached over VXLAN; nothing in host-gw mode, which only routes.
+func EncapOverhead(mode Mode, underlay6 bool) int {
+	if mode == ModeHostGW {
+		return 0
+	}
+	return vxlanOverhead(underlay6)
+}
+
+// PodMTU is the MTU of a node's pod interfaces: the underlay interface's
+// MTU less what mode's encapsulation adds, so that a full-sized packet
+// of a pod still fits the underlay once encapsulated and no pod depends
+// on ICMP "fragmentation needed" (path MTU discovery) to find it out.
+// Jumbo frames are used in full. It fails when the underlay leaves less
+// than IPv4's minimum.
+func PodMTU(mode Mode, underlayMTU int, underlay6 bool) (int, error) {
+	overhead := EncapOverhead(mode, underlay6)
+	mtu := min(underlayMTU-overhead, maxPodMTU)
+	if mtu < minPodMTU {
+		return 0, fmt.Errorf("underlay MTU %d: %d bytes left for pods after %d of encapsulation (mode %s), below IPv4's minimum of %d",
+			underlayMTU, mtu, overhead, mode, minPodMTU)
+	}
+	return mtu, nil
+}
