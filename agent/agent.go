@@ -28,6 +28,13 @@ import (
 	"github.com/podnet/podnet/ipamcni"
 )
 
+// DefaultBlockGrace is how long a node's block stays empty before GC lets
+// it go back to its pool: long enough that a deployment's rolling update
+// or a burst of jobs does not make the node give blocks up and claim
+// them again, and well above the clock skew between nodes (the time a
+// block became empty is written by whichever node emptied it).
+const DefaultBlockGrace = 15 * time.Minute
+
 // Config configures an Agent. Node is required, and Store unless Kube is
 // set.
 type Config struct {
@@ -60,6 +67,10 @@ type Config struct {
 	// GCInterval is how often IPAM GC runs (0: never); GCGrace how long a
 	// handle must have been uncached before it is released (default 1m).
 	GCInterval, GCGrace time.Duration
+	// BlockGrace is how long one of the node's blocks must have been
+	// empty before GC lets it go back to its pool, one spare per pool
+	// kept (default DefaultBlockGrace; negative: never).
+	BlockGrace time.Duration
 	// CacheDir is the CNI cache directory GC reads attachments from
 	// (default cni.DefaultCacheDir; the results are under results/).
 	CacheDir string
@@ -86,6 +97,10 @@ type KubeConfig struct {
 	// Blocks, when set, selects block IPAM on the API instead of node
 	// CIDRs (see KubeBlocks).
 	Blocks *KubeBlocks
+	// Requests, when set, is the counter of the agent's API requests that
+	// its block IPAM store (opened before the agent) counts in too; nil:
+	// the agent makes its own.
+	Requests *kubeapi.RequestCounter
 }
 
 // KubeBlocks selects block IPAM on the Kubernetes API (model B): pools,
@@ -174,6 +189,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.ResyncInterval <= 0 {
 		cfg.ResyncInterval = time.Minute
 	}
+	if cfg.BlockGrace == 0 {
+		cfg.BlockGrace = DefaultBlockGrace
+	}
 	if cfg.GCGrace <= 0 {
 		cfg.GCGrace = time.Minute
 	}
@@ -218,7 +236,7 @@ func New(cfg Config) (*Agent, error) {
 	var err error
 	if cfg.Kube != nil {
 		a.kube, err = kubeapi.New(kubeapi.Config{Node: cfg.Node, REST: cfg.Kube.REST, Blocks: cfg.Kube.Blocks != nil, Prefix: cfg.Prefix,
-			View: a.view, Registered: &a.registered, Restarts: restarts, Registry: reg, Logger: log})
+			View: a.view, Registered: &a.registered, Restarts: restarts, Requests: cfg.Kube.Requests, Registry: reg, Logger: log})
 		a.src = a.kube
 	} else {
 		a.src, err = kvstore.New(kvstore.Config{Node: cfg.Node, Store: cfg.Store, Etcd: cfg.Etcd, Prefix: cfg.Prefix, LeaseTTL: cfg.LeaseTTL,
@@ -292,7 +310,7 @@ func (a *Agent) plan(registered chan struct{}) []service {
 		svcs = append(svcs, service{name: "install", run: in.Run, ready: in.Ready, first: in.ReadyC()})
 	}
 	if cfg.GCInterval > 0 && a.ipamStore() != nil {
-		gc := ipamgc.New(ipamgc.Config{Node: cfg.Node, Store: a.ipamStore(), Prefix: cfg.Prefix, Interval: cfg.GCInterval, Grace: cfg.GCGrace,
+		gc := ipamgc.New(ipamgc.Config{Node: cfg.Node, Store: a.ipamStore(), Prefix: cfg.Prefix, Interval: cfg.GCInterval, Grace: cfg.GCGrace, BlockGrace: max(cfg.BlockGrace, 0),
 			CacheDir: cfg.CacheDir, ReleaseDir: cfg.ReleaseDir, Metrics: a.gc, Logger: a.log})
 		svcs = append(svcs, service{name: "ipam-gc", run: gc.Run, ready: gc.Ready})
 	}

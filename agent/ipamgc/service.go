@@ -21,6 +21,10 @@ type Config struct {
 	// Interval is how often GC runs; Grace how long a handle must have
 	// been uncached before it is released.
 	Interval, Grace time.Duration
+	// BlockGrace is how long a block of the node must have been empty
+	// before GC lets it go back to its pool; the node keeps one empty
+	// block per pool beyond those in use. 0: blocks are never let go.
+	BlockGrace time.Duration
 	// CacheDir is the CNI cache directory (the results are under
 	// results/).
 	CacheDir string
@@ -33,8 +37,9 @@ type Config struct {
 
 // Metrics are GC's, registered whether or not GC runs.
 type Metrics struct {
-	released prometheus.Counter
-	errors   prometheus.Counter
+	released       prometheus.Counter
+	releasedBlocks prometheus.Counter
+	errors         prometheus.Counter
 }
 
 // NewMetrics registers GC's metrics on reg.
@@ -44,12 +49,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "podnet", Subsystem: "agent", Name: "gc_released_addresses_total",
 			Help: "Addresses released by IPAM GC because their attachment no longer exists on this node.",
 		}),
+		releasedBlocks: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "podnet", Subsystem: "agent", Name: "gc_released_blocks_total",
+			Help: "Blocks this node let go back to their pool after they stayed empty for the block grace period.",
+		}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "podnet", Subsystem: "agent", Name: "gc_errors_total",
 			Help: "IPAM GC passes that failed.",
 		}),
 	}
-	reg.MustRegister(m.released, m.errors)
+	reg.MustRegister(m.released, m.releasedBlocks, m.errors)
 	return m
 }
 
@@ -94,8 +103,31 @@ func (s *Service) Run(ctx context.Context) error {
 		if n > 0 {
 			s.cfg.Logger.Info("IPAM GC released leaked addresses", "count", n)
 		}
+		s.reclaimBlocks(ctx, c)
 	}
 }
+
+// reclaimBlocks lets the node's blocks that stayed empty for BlockGrace
+// go back to their pools, keeping one spare per pool, so that a node that
+// once ran many pods does not hold their blocks for ever.
+func (s *Service) reclaimBlocks(ctx context.Context, c *collector) {
+	if s.cfg.BlockGrace <= 0 {
+		return
+	}
+	n, err := c.alloc.ReclaimIdleBlocks(ctx, s.cfg.Node, spareBlocks, s.cfg.BlockGrace)
+	s.releasedBlocks.Add(float64(n))
+	if err != nil {
+		s.errors.Inc()
+		s.cfg.Logger.Warn("IPAM GC: letting empty blocks go", "err", err)
+	}
+	if n > 0 {
+		s.cfg.Logger.Info("IPAM GC let empty blocks go back to their pools", "blocks", n, "empty_for", s.cfg.BlockGrace)
+	}
+}
+
+// spareBlocks is how many empty blocks per pool a node keeps: the next
+// pod after a scale-down gets its address without claiming a block.
+const spareBlocks = 1
 
 // reportReleaseRecords runs c.finishReleaseRecords and reports what it
 // did.

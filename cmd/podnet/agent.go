@@ -33,7 +33,9 @@ type agentOptions struct {
 	// it.
 	ipamModel, ipamSocket         string
 	gcInterval, gcGrace, leaseTTL time.Duration
-	releaseDir                    string
+	// blockGrace: how long a block stays empty before GC lets it go.
+	blockGrace time.Duration
+	releaseDir string
 	// --install, and what it installs from where.
 	doInstall, uninstallOnExit bool
 	srcDir, networkConfig      string
@@ -85,6 +87,7 @@ restarts. It serves /metrics, /healthz and /readyz on --metrics-addr.`,
 	f.BoolVar(&ao.uninstallOnExit, "uninstall-on-exit", false, "remove the network config when the agent exits")
 	f.DurationVar(&ao.gcInterval, "gc-interval", 5*time.Minute, "how often to release this node's leaked addresses (0: never)")
 	f.DurationVar(&ao.gcGrace, "gc-grace", time.Minute, "how long an address's attachment must be missing before GC releases it")
+	f.DurationVar(&ao.blockGrace, "block-grace", agent.DefaultBlockGrace, "how long one of this node's blocks must have been empty before GC lets it go back to its pool, one spare per pool kept (negative: never)")
 	f.StringVar(&ao.releaseDir, "release-dir", ipamcni.DefaultReleaseDir, "where DELs record releases they could not make while the store was unreachable; GC finishes them")
 	f.DurationVar(&ao.leaseTTL, "lease-ttl", 10*time.Second, "TTL of the node registration's etcd lease")
 	return cmd
@@ -147,7 +150,7 @@ func (ao *agentOptions) config(opts *globalOptions) (agent.Config, error) {
 	}
 	cfg := agent.Config{
 		Node: node, Mode: m, UnderlayInterface: ao.underlay,
-		LeaseTTL: ao.leaseTTL, GCInterval: ao.gcInterval, GCGrace: ao.gcGrace, CacheDir: opts.cacheDir, ReleaseDir: ao.releaseDir,
+		LeaseTTL: ao.leaseTTL, GCInterval: ao.gcInterval, GCGrace: ao.gcGrace, BlockGrace: ao.blockGrace, CacheDir: opts.cacheDir, ReleaseDir: ao.releaseDir,
 		Logger: slog.Default(),
 	}
 	nodeCIDR, err := ao.datastoreConfig(&cfg)

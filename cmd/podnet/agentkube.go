@@ -13,6 +13,7 @@ import (
 	"github.com/podnet/podnet/agent"
 	"github.com/podnet/podnet/agent/cniinstall"
 	"github.com/podnet/podnet/agent/kubeblocks"
+	"github.com/podnet/podnet/agent/source/kubeapi"
 	"github.com/podnet/podnet/ipamcni"
 )
 
@@ -112,7 +113,10 @@ func (ao *agentOptions) blocksConfig(cfg *agent.Config) error {
 // the API (pools, GC) and, with --install, the socket the plugins
 // allocate through.
 func (ao *agentOptions) runBlocks(ctx context.Context, cfg agent.Config) error {
-	store, err := kubeblocks.OpenStore(cfg.Kube.REST, "")
+	// The store's requests (every plugin's, through the socket) are
+	// counted with the agent's own.
+	cfg.Kube.Requests = kubeapi.NewRequestCounter()
+	store, err := kubeblocks.OpenStore(cfg.Kube.REST, "", cfg.Kube.Requests.Wrap)
 	if err != nil {
 		return err
 	}

@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -44,6 +42,10 @@ type Config struct {
 	Registered *atomic.Bool
 	// Restarts counts the Node informer's list or watch failures.
 	Restarts prometheus.Counter
+	// Requests, when set, is the request counter the agent's other
+	// clients count in too (the block IPAM store's); nil: a new one. The
+	// source registers it.
+	Requests *RequestCounter
 	Registry prometheus.Registerer
 	Logger   *slog.Logger
 }
@@ -60,7 +62,7 @@ type Source struct {
 	client  *rest.RESTClient
 	dynamic dynamic.Interface
 	// requests counts every request to the API server, by verb and code.
-	requests *prometheus.CounterVec
+	requests *RequestCounter
 	// ownChanged is signalled when this node's Node changed in the cache
 	// (its podCIDRs for the install, its annotations for the
 	// registration, both read from the cache again).
@@ -81,11 +83,11 @@ func New(cfg Config) (*Source, error) {
 	if cfg.REST == nil {
 		return nil, errors.New("agent: Kubernetes datastore without an API server config")
 	}
-	counter := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "podnet", Subsystem: "agent", Name: "api_requests_total",
-		Help: "Requests to the Kubernetes API server, by verb (GET, LIST, WATCH, PATCH, ...) and HTTP status code.",
-	}, []string{"verb", "code"})
-	cfg.Registry.MustRegister(counter)
+	counter := cfg.Requests
+	if counter == nil {
+		counter = NewRequestCounter()
+	}
+	cfg.Registry.MustRegister(counter.n)
 	s := &Source{cfg: cfg, keys: ipam.Keys{Prefix: cfg.Prefix}, requests: counter,
 		ownChanged: make(chan struct{}, 1), ownRegistration: make(chan struct{}, 1), synced: make(chan struct{})}
 	scheme := runtime.NewScheme()
@@ -120,7 +122,7 @@ func New(cfg Config) (*Source, error) {
 // podnet_agent_api_requests_total: every client the agent makes to the
 // API server goes through it.
 func (s *Source) CountRequests(rt http.RoundTripper) http.RoundTripper {
-	return &countingTransport{rt: rt, n: s.requests}
+	return s.requests.Wrap(rt)
 }
 
 // Ready returns nil while the node is registered and the informers
@@ -179,31 +181,6 @@ func (s *Source) IndexedNodes() []string {
 		}
 	}
 	return out
-}
-
-// countingTransport counts requests by verb and status.
-type countingTransport struct {
-	rt http.RoundTripper
-	n  *prometheus.CounterVec
-}
-
-func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	verb := r.Method
-	if verb == http.MethodGet {
-		switch q := r.URL.Query(); {
-		case q.Get("watch") == "true" || q.Get("watch") == "1":
-			verb = "WATCH"
-		case strings.HasSuffix(r.URL.Path, "/nodes"):
-			verb = "LIST"
-		}
-	}
-	resp, err := t.rt.RoundTrip(r)
-	code := "error"
-	if err == nil {
-		code = strconv.Itoa(resp.StatusCode)
-	}
-	t.n.WithLabelValues(verb, code).Inc()
-	return resp, err
 }
 
 // Run follows every Node (and IPAMNode) until ctx ends and keeps this
