@@ -227,9 +227,22 @@ func (c *Cluster) deletePods(ctx context.Context, sel string) error {
 	}
 	for _, p := range pods.Items {
 		opts := metav1.DeleteOptions{}
-		if g := p.Spec.TerminationGracePeriodSeconds; g == nil || *g > drainGrace {
-			grace := drainGrace
-			opts.GracePeriodSeconds = &grace
+		switch g := p.DeletionGracePeriodSeconds; {
+		case p.DeletionTimestamp != nil && g != nil && *g > drainGrace:
+			// Already terminating with a long grace (a spec deleted it
+			// with its own 300 s): the kubelet does not shorten a stop it
+			// has begun, so the API object goes now, and the kubelet's
+			// stop and removeSandboxes tear the pod down (CNI DEL
+			// included).
+			force := int64(0)
+			opts.GracePeriodSeconds = &force
+			c.t.Logf("cluster: pod %s/%s was terminating with %d s of grace; deleted at once", p.Namespace, p.Name, *g)
+		case p.DeletionTimestamp != nil:
+		default:
+			if g := p.Spec.TerminationGracePeriodSeconds; g == nil || *g > drainGrace {
+				grace := drainGrace
+				opts.GracePeriodSeconds = &grace
+			}
 		}
 		if err := c.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, opts); err != nil && !apierrors.IsNotFound(err) {
 			return err
