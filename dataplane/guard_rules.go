@@ -195,12 +195,21 @@ func (g Guard) rules(o *guardObjects) (sets []*nftables.Set, setElems [][]nftabl
 	var nextID uint32
 	anon := func(key nftables.SetDatatype, ps []netip.Prefix) *nftables.Set {
 		nextID++
+		// Addresses alone (the usual pod) make a hash set; only a wider
+		// allowed prefix needs an interval set, which costs the kernel
+		// several times more to build: it was most of the guard's share
+		// of an ADD.
+		interval := slices.ContainsFunc(ps, func(p netip.Prefix) bool { return !p.IsSingleIP() })
 		set := &nftables.Set{
 			Table: o.table, ID: nextID, Name: "__set%d", KeyType: key,
-			Anonymous: true, Constant: true, Interval: true,
+			Anonymous: true, Constant: true, Interval: interval,
 		}
 		var elems []nftables.SetElement
 		for _, p := range ps {
+			if !interval {
+				elems = append(elems, nftables.SetElement{Key: p.Addr().AsSlice()})
+				continue
+			}
 			elems = append(elems, intervalElements(p)...)
 		}
 		sets = append(sets, set)
