@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/podnet/podnet/agent/clusterstate"
 	"github.com/podnet/podnet/agent/internal/nodetest"
 	"github.com/podnet/podnet/agent/route"
 	"github.com/podnet/podnet/internal/testutil"
@@ -75,5 +76,42 @@ func TestServiceFailureEndsRun(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run still running 10s after a service failed")
+	}
+}
+
+// brokenSource is a datastore whose watch cannot be set up: its Run
+// fails at once, as the Kubernetes source's does when an informer cannot
+// be made.
+type brokenSource struct{}
+
+func (brokenSource) Run(context.Context, clusterstate.NodeRecord, func()) error {
+	return errors.New("informer of Nodes: cannot be set up")
+}
+func (brokenSource) Ready() error { return errors.New("never synced") }
+
+// TestSourceFailureEndsRun: the datastore's failure ends the agent with
+// its error, named, instead of leaving a process that is never ready and
+// never restarted.
+func TestSourceFailureEndsRun(t *testing.T) {
+	node := nodetest.New(t, pfx("198.18.0.12/24"))
+	store, err := bolt.Open(context.Background(), bolt.Options{Path: filepath.Join(t.TempDir(), "ipam.db"), HoldOpen: true, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	a, err := New(Config{Node: "a", Store: store, Mode: route.ModeHostGW, UnderlayInterface: "ul0", NetNS: node.Path, Logger: testLogger(t, "a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.src = brokenSource{}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil || err.Error() != "source: informer of Nodes: cannot be set up" {
+			t.Fatalf("Run returned %v, want the source's error, named", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run still running 10s after its source failed")
 	}
 }
