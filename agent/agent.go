@@ -19,6 +19,7 @@ import (
 	"github.com/podnet/podnet/agent/cniinstall"
 	"github.com/podnet/podnet/agent/ipamgc"
 	"github.com/podnet/podnet/agent/kubeblocks"
+	"github.com/podnet/podnet/agent/netpol"
 	"github.com/podnet/podnet/agent/noderemoval"
 	"github.com/podnet/podnet/agent/route"
 	"github.com/podnet/podnet/agent/source/kubeapi"
@@ -80,6 +81,11 @@ type Config struct {
 	ReleaseDir string
 	// Install, when set, is applied once the agent is ready.
 	Install *cniinstall.Config
+	// NetworkPolicy enforces NetworkPolicy for the node's pods (netpol),
+	// with the Kubernetes datastore only. Off by default until CNI ADD
+	// waits for a selected pod's rules (netpol.Service.Admit): until then
+	// a new pod's first packets pass before its rules are in place.
+	NetworkPolicy bool
 	// Registry receives the agent's metrics; nil makes a new one with the
 	// Go and process collectors.
 	Registry *prometheus.Registry
@@ -152,6 +158,7 @@ type Agent struct {
 	kube   *kubeapi.Source     // src, with the Kubernetes datastore
 	blocks *kubeblocks.Service // with block IPAM on the API
 	routes *route.Service
+	policy *netpol.Service // with Config.NetworkPolicy
 	gc     *ipamgc.Metrics
 	// registered is set while the node is registered (the source's).
 	registered atomic.Bool
@@ -214,6 +221,9 @@ func New(cfg Config) (*Agent, error) {
 			return nil, errors.New("agent: the node-CIDR install goes with the Kubernetes datastore's node-CIDR IPAM, and only with it")
 		}
 	}
+	if cfg.NetworkPolicy && cfg.Kube == nil {
+		return nil, errors.New("agent: network policy needs the Kubernetes datastore (--datastore kubernetes): NetworkPolicies, Namespaces and Pods are read from the API")
+	}
 	if cfg.Kube != nil && cfg.Kube.Blocks != nil && cfg.Kube.Blocks.Socket != "" && cfg.Store == nil {
 		return nil, errors.New("agent: an IPAM socket without block IPAM's store to serve (kubeblocks.OpenStore)")
 	}
@@ -251,6 +261,14 @@ func New(cfg Config) (*Agent, error) {
 		// Without a store the agent only routes (a benchmark's agent).
 		a.blocks = kubeblocks.New(kubeblocks.Config{Store: cfg.Store, Prefix: cfg.Prefix, Pools: cfg.Kube.Blocks.Pools,
 			Socket: cfg.Kube.Blocks.Socket, Registry: reg, Logger: log})
+	}
+	if cfg.NetworkPolicy {
+		src, err := netpol.NewSources(cfg.Kube.REST, cfg.Node, a.kube.CountRequests)
+		if err != nil {
+			return nil, err
+		}
+		a.policy = netpol.New(netpol.Config{Node: cfg.Node, NetNS: cfg.NetNS, Sources: src, ResyncInterval: cfg.ResyncInterval,
+			Registry: reg, Logger: log})
 	}
 	a.gc = ipamgc.NewMetrics(reg)
 	return a, nil
@@ -299,6 +317,11 @@ func (a *Agent) plan(registered chan struct{}) []service {
 	if a.blocks != nil {
 		svcs = append(svcs, service{name: "ipam-socket", run: a.blocks.Run, ready: a.blocks.Ready, first: a.blocks.ReadyC()})
 		after = append(after, a.blocks.ReadyC())
+	}
+	if a.policy != nil {
+		// Pods start only on a node whose policy is in place.
+		svcs = append(svcs, service{name: "network-policy", run: a.policy.Run, ready: a.policy.Ready, first: a.policy.FirstApplied()})
+		after = append(after, a.policy.FirstApplied())
 	}
 	if cfg.Install != nil {
 		sc := cniinstall.ServiceConfig{Node: cfg.Node, Mode: string(cfg.Mode), PodMTU: a.routes.PodMTU(), After: after, Logger: a.log}

@@ -30,6 +30,10 @@
 //   - ipamgc: IPAM GC of this node's leaked addresses, and the release
 //     records DELs left when the store was unreachable.
 //   - noderemoval: removal of the IPAM of deleted Nodes (model B).
+//   - netpol: NetworkPolicy for the node's pods in nftables (with
+//     NetworkPolicy set, the Kubernetes datastore only): its own
+//     informers of NetworkPolicies, Namespaces, Pods and the node's Node,
+//     and Admit, the seam for CNI ADD's first-packet handshake.
 //
 // The models, and what runs in each:
 //
@@ -37,6 +41,10 @@
 //	etcd / bbolt     kvstore         routes, install, ipam-gc
 //	API, node CIDR   kubeapi         routes, install (node-CIDR), ipam-gc (node-local bbolt)
 //	API, blocks      kubeapi+index   routes, ipam-socket, install, ipam-gc, node-removal
+//
+// With the Kubernetes datastore, Config.NetworkPolicy adds network-policy
+// (off by default until CNI ADD waits for a selected pod's rules); the
+// install then waits for its first apply.
 //
 // With block IPAM the agent's own IPAM writers (GC, release records,
 // node removal, pool seeding) write through the store the socket serves

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,6 +27,7 @@ func TestNewKube(t *testing.T) {
 		{"kube without API server", Config{Node: "n", Kube: &KubeConfig{}}, false},
 		{"node-CIDR install on the store", Config{Node: "n", Store: nopStore{}, Install: ic}, false},
 		{"neither", Config{Node: "n"}, false},
+		{"network policy", Config{Node: "n", Kube: &KubeConfig{REST: &rest.Config{Host: "https://192.0.2.1"}}, NetworkPolicy: true}, true},
 	} {
 		if _, err := New(tt.cfg); (err == nil) != tt.ok {
 			t.Errorf("%s: New: %v", tt.name, err)
@@ -57,6 +59,26 @@ func TestNewChecksInstall(t *testing.T) {
 		if _, err := New(Config{Node: "n", Store: nopWatchStore{}, Install: bad}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("New with %s: %v, want an error naming %s", file, err, want)
 		}
+	}
+}
+
+// TestNewNetworkPolicyNeedsKube: NetworkPolicy is read from the API, so
+// the store datastore refuses it, saying so.
+func TestNewNetworkPolicyNeedsKube(t *testing.T) {
+	_, err := New(Config{Node: "n", Store: nopWatchStore{}, NetworkPolicy: true})
+	if err == nil || !strings.Contains(err.Error(), "network policy needs the Kubernetes datastore") {
+		t.Errorf("New with network policy on the store datastore: %v", err)
+	}
+	a, err := New(Config{Node: "n", Kube: &KubeConfig{REST: &rest.Config{Host: "https://192.0.2.1"}}, NetworkPolicy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range a.plan(make(chan struct{})) {
+		names = append(names, s.name)
+	}
+	if !slices.Contains(names, "network-policy") {
+		t.Errorf("services %v, want network-policy among them", names)
 	}
 }
 

@@ -32,9 +32,11 @@ import (
 // an allocation or release updates a block); its GC (Repair, CheckNode,
 // ReleaseByHandle; a block whose release was under way deleted); and
 // RemoveNode of a Node deleted for DeletedNodeGrace (its blocks updated
-// or deleted, its index deleted).
+// or deleted, its index deleted). The policy service's, as in the
+// default (policyRules).
 var blocksAgentRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch", "patch"}},
+	policyRules[0], policyRules[1],
 	{APIGroups: []string{"podnet.io"}, Resources: []string{"ippools"}, Verbs: []string{"list", "create"}},
 	{APIGroups: []string{"podnet.io"}, Resources: []string{"ipamnodes"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 	{APIGroups: []string{"podnet.io"}, Resources: []string{"ipamblocks"}, Verbs: []string{"get", "list", "create", "update", "delete"}},

@@ -19,6 +19,15 @@ import (
 // nodes, and no others.
 var nodeVerbs = []string{"list", "watch", "patch"}
 
+// policyRules are the rights of the policy service (agent --network-policy):
+// its informers of Namespaces, Pods and NetworkPolicies (its own Node's
+// is within nodeVerbs). Granted before the DaemonSet turns it on, so that
+// turning it on is a flag.
+var policyRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"namespaces", "pods"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"list", "watch"}},
+}
+
 // TestDaemonSet checks the default DaemonSet: what every podnet
 // DaemonSet must be, an agent on the Kubernetes datastore with only the
 // rights it uses, and a store the plugins on the host and the agent in
@@ -82,7 +91,7 @@ func kubeRBACCheck(t *testing.T, p *pod) {
 		if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.APIGroup != rbacv1.GroupName || role == nil {
 			t.Fatalf("ClusterRoleBinding %s: roleRef %+v is not a ClusterRole of the manifests", b.Name, b.RoleRef)
 		}
-		want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: nodeVerbs}}
+		want := append([]rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: nodeVerbs}}, policyRules...)
 		if !reflect.DeepEqual(role.Rules, want) || role.AggregationRule != nil {
 			t.Errorf("ClusterRole %s: rules %+v, want %+v", role.Name, role.Rules, want)
 		}

@@ -1,0 +1,138 @@
+package netpol
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/podnet/podnet/policy"
+)
+
+// Admit is the seam for CNI ADD's first-packet handshake (the node socket
+// that calls it is not built yet): ADD tells the agent the identity and
+// addresses of a pod whose sandbox it is wiring, before the pod's status
+// has them in the API, and returns only when the pod is closed as its
+// policies say.
+//
+// Admit waits until the informers have synced and the pod is in the
+// cache (it exists in the API before its sandbox does; the watch may lag
+// behind). It then records ips for the pod until its status has
+// addresses of its own. When no NetworkPolicy of the pod's namespace
+// selects the pod it returns at once with selected false: the pod is not
+// isolated, and a policy that comes later finds its addresses recorded.
+// Otherwise it asks for a rebuild and returns selected true once an apply
+// that saw ips has succeeded (selected false if, meanwhile, no policy
+// selects it any more).
+//
+// It returns ctx's error, wrapped with what it was waiting for, when ctx
+// ends first: the caller must then keep the pod closed.
+func (s *Service) Admit(ctx context.Context, namespace, name string, ips []netip.Addr) (selected bool, err error) {
+	key := policy.PodKey{Namespace: namespace, Name: name}
+	select {
+	case <-s.synced:
+	case <-ctx.Done():
+		return false, fmt.Errorf("admit %s: informers not synced: %w", key, ctx.Err())
+	}
+	var pod policy.Pod
+	for {
+		ch := s.events.wait()
+		if p, ok := s.cachedPod(key); ok {
+			pod = p
+			break
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false, fmt.Errorf("admit %s: pod not in the agent's cache: %w", key, ctx.Err())
+		}
+	}
+	if pod.HostNetwork {
+		return false, nil
+	}
+	addrs := make([]netip.Addr, 0, len(ips))
+	for _, ip := range ips {
+		if ip = ip.Unmap().WithZone(""); ip.IsValid() && !slices.Contains(addrs, ip) {
+			addrs = append(addrs, ip)
+		}
+	}
+	s.mu.Lock()
+	s.admitted[key] = addrs
+	s.mu.Unlock()
+	if !s.selects(&pod) {
+		return false, nil
+	}
+	gen := s.reqGen.Add(1)
+	s.changed()
+	for {
+		ch := s.applied.wait()
+		s.mu.Lock()
+		done, ir := s.appliedGen >= gen, s.ir
+		s.mu.Unlock()
+		if done {
+			return inIR(ir, key), nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			s.mu.Lock()
+			lastErr := s.lastErr
+			s.mu.Unlock()
+			if lastErr != nil {
+				return true, fmt.Errorf("admit %s: rules not applied (last error: %v): %w", key, lastErr, ctx.Err())
+			}
+			return true, fmt.Errorf("admit %s: rules not applied: %w", key, ctx.Err())
+		}
+	}
+}
+
+// cachedPod returns the pod's slim object from the cache.
+func (s *Service) cachedPod(key policy.PodKey) (policy.Pod, bool) {
+	obj, ok, err := s.pods.GetByKey(key.String())
+	if err != nil || !ok {
+		return policy.Pod{}, false
+	}
+	p, ok := obj.(*podObj)
+	if !ok {
+		return policy.Pod{}, false
+	}
+	return p.Pod, true
+}
+
+// selects reports whether a NetworkPolicy of the pod's namespace selects
+// it. A selector that does not parse selects nothing, as in Compile.
+func (s *Service) selects(pod *policy.Pod) bool {
+	objs, err := s.policies.ByIndex(cache.NamespaceIndex, pod.Namespace)
+	if err != nil {
+		return true // cannot tell: wait for the rules
+	}
+	set := labels.Set(pod.Labels)
+	for _, o := range objs {
+		np, ok := o.(*networkingv1.NetworkPolicy)
+		if !ok {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		if err == nil && sel.Matches(set) {
+			return true
+		}
+	}
+	return false
+}
+
+func inIR(ir *policy.IR, key policy.PodKey) bool {
+	if ir == nil {
+		return false
+	}
+	// IR.Pods are sorted by namespace, then name.
+	_, found := slices.BinarySearchFunc(ir.Pods, key, func(p policy.PodRules, k policy.PodKey) int {
+		return cmp.Or(cmp.Compare(p.Pod.Namespace, k.Namespace), cmp.Compare(p.Pod.Name, k.Name))
+	})
+	return found
+}

@@ -1,0 +1,64 @@
+package netpol
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/dataplane/policyrules"
+	"github.com/podnet/podnet/netns"
+)
+
+// openNetNS opens the nftables and rtnetlink sockets in the node's
+// namespace (Config.NetNS, else the process's own). Sockets stay bound to
+// the namespace they were opened in, so the service never switches a
+// thread's namespace after this.
+func (s *Service) openNetNS() (renderer, func() ([]netip.Addr, error), func(), error) {
+	var (
+		r *policyrules.Renderer
+		h *netlink.Handle
+	)
+	open := func() (err error) {
+		if r, err = policyrules.New(s.cfg.Node); err != nil {
+			return err
+		}
+		if h, err = dataplane.NewHandle(); err != nil {
+			r.Close()
+		}
+		return err
+	}
+	var err error
+	if s.cfg.NetNS != "" {
+		err = netns.Do(s.cfg.NetNS, open)
+	} else {
+		err = open()
+	}
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("network policy: %w", err)
+	}
+	return r, func() ([]netip.Addr, error) { return globalAddrs(h) }, func() { r.Close(); h.Close() }, nil
+}
+
+// globalAddrs are the node's addresses of global scope, on any interface:
+// those it may send from to its pods (an underlay address, a bridge's
+// gateway, another interface's). Loopback and link-local addresses are
+// not: the node does not reach a pod's global address from them.
+func globalAddrs(h *netlink.Handle) ([]netip.Addr, error) {
+	as, err := h.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, fmt.Errorf("list addresses: %w", err)
+	}
+	var out []netip.Addr
+	for _, a := range as {
+		if a.Scope != unix.RT_SCOPE_UNIVERSE || a.IPNet == nil {
+			continue
+		}
+		if ip, ok := netip.AddrFromSlice(a.IP); ok {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out, nil
+}

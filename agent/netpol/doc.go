@@ -1,0 +1,39 @@
+// Package netpol is the agent's policy service: it enforces NetworkPolicy
+// (networking.k8s.io/v1) for this node's pods, in the kernel, by keeping
+// the node's nftables table (dataplane/policyrules) equal to the policy
+// that policy.Compile computes from the cluster.
+//
+// Four informers feed it (sources.go): every NetworkPolicy, every
+// Namespace, every unfinished Pod of the cluster (peers are on any node)
+// and this node's own Node (its addresses: traffic from a pod's own node
+// is always allowed in). Each one's transform (slim.go) keeps only what
+// policy reads, and the Pod cache holds policy.Pod values themselves, so
+// a remote pod costs the agent well under a kilobyte
+// (BenchmarkPodCacheMemory). The node's global addresses in its network
+// namespace are added to its Node's (a node sends from any of them).
+//
+// On a change (service.go) the service waits Debounce (10 ms: one window
+// from the first event, not sliding, so a stream of events cannot hold
+// the rules back), builds a Snapshot (snapshot.go), compiles it for this
+// node and applies the difference in one batch. Updates that change
+// nothing policy reads (pod status) cost nothing. Every ResyncInterval
+// the table is rewritten whole, to repair a change made behind the
+// agent's back. A failed apply is retried with backoff; Ready says why
+// it failed, and is not ready before the informers synced and the first
+// apply succeeded.
+//
+// Admit (admit.go) is the seam for CNI ADD's first-packet handshake: it
+// returns once the pod's addresses, told by ADD before the API has them,
+// are in the rules, or at once when no policy selects the pod. The
+// handshake's socket is not built yet.
+//
+// Metrics (metrics.go): compile, apply and event-to-enforced latency,
+// apply errors, isolated pods, sets and elements, and the kernel's
+// packet counters read at scrape time: allowed by policy rule, denied by
+// namespace and direction.
+//
+// The service writes nothing to the API. It never switches a thread's
+// namespace except through netns.Do when it opens its sockets, and it
+// leaves the table in place when it stops, so that pods stay protected
+// while the agent restarts.
+package netpol

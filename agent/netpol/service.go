@@ -1,0 +1,412 @@
+package netpol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/podnet/podnet/dataplane/policyrules"
+	"github.com/podnet/podnet/policy"
+)
+
+// Defaults of Config.
+const (
+	// DefaultDebounce coalesces the events of one change (a Deployment's
+	// pods, a namespace's policies applied together) into one compile
+	// and one batch, at a cost of this much latency on the first event.
+	DefaultDebounce = 10 * time.Millisecond
+	// DefaultResyncInterval is how often the table is rewritten whole,
+	// repairing anything changed behind the service's back.
+	DefaultResyncInterval = time.Minute
+)
+
+// Backoff of a failed apply.
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 10 * time.Second
+)
+
+// Config configures the policy service.
+type Config struct {
+	// Node is this node's name: the pods it enforces for are its.
+	Node string
+	// NetNS is the network namespace to program (a path); empty: the
+	// process's own.
+	NetNS string
+	// Sources are the informers' list-watchers (NewSources).
+	Sources Sources
+	// Debounce is how long the first event of a change waits for more
+	// (default DefaultDebounce); ResyncInterval how often the table is
+	// rewritten whole (default DefaultResyncInterval).
+	Debounce, ResyncInterval time.Duration
+	Registry                 prometheus.Registerer
+	Logger                   *slog.Logger
+}
+
+// renderer is what the service needs of policyrules.Renderer.
+type renderer interface {
+	Apply(*policy.IR) (policyrules.Stats, error)
+	Resync(*policy.IR) (policyrules.Stats, error)
+	Counters() (policyrules.Counters, error)
+	Close() error
+}
+
+// dataplaneOpener opens the renderer and the lister of the node's own
+// addresses in the node's network namespace; close releases both.
+type dataplaneOpener func() (r renderer, localIPs func() ([]netip.Addr, error), close func(), err error)
+
+// Service enforces NetworkPolicy for this node's pods (see the package
+// documentation). Create it with New, run it with Run.
+//
+// Locking: mu guards what the loop shares with Admit and Ready; rmu
+// serializes the renderer between the loop and the metrics collector.
+// Neither is held while the other is taken.
+type Service struct {
+	cfg  Config
+	log  *slog.Logger
+	m    *metrics
+	open dataplaneOpener
+
+	// kick is signalled on every change of the caches that may change
+	// the rules.
+	kick chan struct{}
+	// events is broadcast on every change of the caches (Admit waits for
+	// its pod), applied after every successful apply.
+	events, applied notifier
+	// synced is closed once the informers have synced; the stores are
+	// set before.
+	synced                            chan struct{}
+	policies, namespaces, pods, nodes cache.Indexer
+	firstApplied                      chan struct{}
+	// reqGen counts the requests for a rebuild that must be waited for
+	// (Admit); a reconcile that read n applied every request up to n.
+	reqGen atomic.Uint64
+
+	rmu sync.Mutex
+	r   renderer // nil while Run is not running
+
+	mu sync.Mutex
+	// admitted are the addresses Admit was told for pods whose status
+	// has none yet.
+	admitted   map[policy.PodKey][]netip.Addr
+	ir         *policy.IR // the last applied
+	appliedGen uint64
+	lastErr    error
+}
+
+// New returns the service, its metrics registered in cfg.Registry.
+func New(cfg Config) *Service {
+	if cfg.Debounce <= 0 {
+		cfg.Debounce = DefaultDebounce
+	}
+	if cfg.ResyncInterval <= 0 {
+		cfg.ResyncInterval = DefaultResyncInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Service{cfg: cfg, log: cfg.Logger.With("service", "network-policy"),
+		kick: make(chan struct{}, 1), synced: make(chan struct{}), firstApplied: make(chan struct{}),
+		admitted: map[policy.PodKey][]netip.Addr{}}
+	s.open = s.openNetNS
+	s.m = newMetrics(s)
+	if cfg.Registry != nil {
+		s.m.register(cfg.Registry)
+	}
+	return s
+}
+
+// FirstApplied is closed after the first successful apply.
+func (s *Service) FirstApplied() <-chan struct{} { return s.firstApplied }
+
+// Ready returns nil while the rules in the kernel are those of the
+// caches' last state the service compiled: the informers have synced
+// and the last apply succeeded. A failed apply makes it not ready until
+// a retry succeeds.
+func (s *Service) Ready() error {
+	select {
+	case <-s.synced:
+	default:
+		return errors.New("informers of NetworkPolicies, Namespaces, Pods and the Node not synced")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.lastErr != nil:
+		return fmt.Errorf("policy not applied: %w", s.lastErr)
+	case s.ir == nil:
+		return errors.New("policy not applied yet")
+	}
+	return nil
+}
+
+// Run follows the cluster and keeps the node's policy table current until
+// ctx ends. The table stays when it returns: the node's pods stay
+// protected while the agent restarts. An informer or a renderer that
+// cannot be set up ends Run with its error; a failed apply is retried
+// with backoff and never ends it.
+func (s *Service) Run(ctx context.Context) error {
+	r, localIPs, closeDP, err := s.open()
+	if err != nil {
+		return err
+	}
+	defer closeDP()
+	s.rmu.Lock()
+	s.r = r
+	s.rmu.Unlock()
+	defer func() {
+		s.rmu.Lock()
+		s.r = nil
+		s.rmu.Unlock()
+	}()
+	infs, err := s.informers()
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	for _, i := range infs {
+		wg.Go(func() { i.RunWithContext(ctx) })
+	}
+	defer wg.Wait()
+	for _, i := range infs {
+		if !cache.WaitForCacheSync(ctx.Done(), i.HasSynced) {
+			return nil // ctx ended
+		}
+	}
+	close(s.synced)
+	s.loop(ctx, localIPs)
+	return nil
+}
+
+// informers makes the four informers, their transforms and handlers.
+func (s *Service) informers() ([]cache.SharedIndexInformer, error) {
+	src := s.cfg.Sources
+	if src.Policies == nil || src.Namespaces == nil || src.Pods == nil || src.Node == nil {
+		return nil, errors.New("network policy: missing sources")
+	}
+	type spec struct {
+		name      string
+		lw        cache.ListerWatcher
+		obj       runtime.Object
+		transform cache.TransformFunc
+		same      func(a, b any) bool
+		store     *cache.Indexer
+	}
+	specs := []spec{
+		{"NetworkPolicies", src.Policies, &networkingv1.NetworkPolicy{}, slimPolicy, nil, &s.policies},
+		{"Namespaces", src.Namespaces, &corev1.Namespace{}, slimNamespace, sameNamespace, &s.namespaces},
+		{"Pods", src.Pods, &corev1.Pod{}, slimPod, samePod, &s.pods},
+		{"Node", src.Node, &corev1.Node{}, slimNode, sameNode, &s.nodes},
+	}
+	var out []cache.SharedIndexInformer
+	for _, sp := range specs {
+		idx := cache.Indexers{}
+		if sp.name == "NetworkPolicies" {
+			idx[cache.NamespaceIndex] = cache.MetaNamespaceIndexFunc // Admit's question
+		}
+		inf := cache.NewSharedIndexInformer(sp.lw, sp.obj, 0, idx)
+		// Neither fails before the informer runs.
+		_ = inf.SetTransform(sp.transform)
+		_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			s.m.watchRestarts.Inc()
+			s.log.Warn("list or watch failed; the informer lists again", "resource", sp.name, "err", err)
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+		})
+		same := sp.same
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { s.changed() },
+			UpdateFunc: func(old, obj any) {
+				if same != nil && same(old, obj) {
+					s.events.broadcast() // a status update policy does not see
+					return
+				}
+				s.changed()
+			},
+			DeleteFunc: func(any) { s.changed() },
+		}); err != nil {
+			return nil, fmt.Errorf("informer of %s: %w", sp.name, err)
+		}
+		*sp.store = inf.GetIndexer()
+		out = append(out, inf)
+	}
+	return out, nil
+}
+
+// changed asks for a rebuild.
+func (s *Service) changed() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	s.events.broadcast()
+}
+
+// loop rebuilds at once, then after every change (debounced), every
+// ResyncInterval (whole), and after a failure (with backoff), until ctx
+// ends.
+func (s *Service) loop(ctx context.Context, localIPs func() ([]netip.Addr, error)) {
+	resync := time.NewTicker(s.cfg.ResyncInterval)
+	defer resync.Stop()
+	var debounce, retry <-chan time.Time
+	backoff := minBackoff
+	full := false
+	var since time.Time // the oldest change not applied yet
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.kick:
+				if debounce == nil {
+					debounce = time.After(s.cfg.Debounce)
+				}
+				if since.IsZero() {
+					since = time.Now()
+				}
+				continue
+			case <-debounce:
+			case <-retry:
+			case <-resync.C:
+				full = true
+			}
+		}
+		debounce, retry = nil, nil
+		if err := s.reconcile(full, localIPs); err != nil {
+			s.log.Warn("policy not applied", "err", err, "retry_in", backoff)
+			retry = time.After(backoff)
+			backoff = min(backoff*2, maxBackoff)
+			continue
+		}
+		full, backoff = false, minBackoff
+		if !since.IsZero() {
+			s.m.enforceLatency.Observe(time.Since(since).Seconds())
+			since = time.Time{}
+		}
+	}
+}
+
+// reconcile compiles the caches' current state for this node and applies
+// it (or, with full, rewrites the table whole).
+func (s *Service) reconcile(full bool, localIPs func() ([]netip.Addr, error)) error {
+	gen := s.reqGen.Load()
+	local, err := localIPs()
+	if err != nil {
+		s.fail(err)
+		return fmt.Errorf("list the node's addresses: %w", err)
+	}
+	s.mu.Lock()
+	admitted := maps.Clone(s.admitted)
+	s.mu.Unlock()
+	start := time.Now()
+	snap, stale := buildSnapshot(contents{
+		policies: s.policies.List(), namespaces: s.namespaces.List(), pods: s.pods.List(), nodes: s.nodes.List(),
+	}, snapshotInput{node: s.cfg.Node, localIPs: local, admitted: admitted})
+	ir := policy.Compile(snap, policy.Options{Node: s.cfg.Node})
+	compiled := time.Now()
+	s.m.compile.Observe(compiled.Sub(start).Seconds())
+	op := "apply"
+	s.rmu.Lock()
+	var st policyrules.Stats
+	if full {
+		op = "resync"
+		st, err = s.r.Resync(ir)
+	} else {
+		st, err = s.r.Apply(ir)
+	}
+	s.rmu.Unlock()
+	s.m.apply.WithLabelValues(op).Observe(time.Since(compiled).Seconds())
+	s.mu.Lock()
+	for _, k := range stale {
+		// Admit may have been told new addresses meanwhile (the pod
+		// created again under its name): those stay.
+		if slices.Equal(s.admitted[k], admitted[k]) {
+			delete(s.admitted, k)
+		}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.fail(err)
+		return err
+	}
+	s.mu.Lock()
+	first := s.ir == nil
+	s.ir, s.appliedGen, s.lastErr = ir, gen, nil
+	s.mu.Unlock()
+	s.applied.broadcast()
+	if first {
+		close(s.firstApplied)
+	}
+	s.m.observe(snap, ir)
+	if st != (policyrules.Stats{}) || first {
+		s.log.Debug("policy applied", "op", op, "isolated_pods", len(ir.Pods), "problems", len(ir.Problems),
+			"stats", fmt.Sprintf("%+v", st), "took", time.Since(start))
+	}
+	return nil
+}
+
+func (s *Service) fail(err error) {
+	s.m.applyErrors.Inc()
+	s.mu.Lock()
+	s.lastErr = err
+	s.mu.Unlock()
+}
+
+// The update filters: an update that changes nothing policy reads (most
+// pod updates are status changes of its containers) costs no rebuild.
+
+func samePod(a, b any) bool {
+	x, ok1 := a.(*podObj)
+	y, ok2 := b.(*podObj)
+	return ok1 && ok2 && x.Node == y.Node && x.HostNetwork == y.HostNetwork && maps.Equal(x.Labels, y.Labels) &&
+		slices.Equal(x.IPs, y.IPs) && slices.Equal(x.Ports, y.Ports)
+}
+
+func sameNamespace(a, b any) bool {
+	x, ok1 := a.(*namespaceObj)
+	y, ok2 := b.(*namespaceObj)
+	return ok1 && ok2 && maps.Equal(x.Labels, y.Labels)
+}
+
+func sameNode(a, b any) bool {
+	x, ok1 := a.(*nodeObj)
+	y, ok2 := b.(*nodeObj)
+	return ok1 && ok2 && slices.Equal(x.IPs, y.IPs)
+}
+
+// notifier wakes every waiter at once.
+type notifier struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// wait returns a channel closed at the next broadcast.
+func (n *notifier) wait() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ch == nil {
+		n.ch = make(chan struct{})
+	}
+	return n.ch
+}
+
+func (n *notifier) broadcast() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ch != nil {
+		close(n.ch)
+		n.ch = nil
+	}
+}

@@ -1,0 +1,90 @@
+package netpol
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podnet/podnet/policy"
+)
+
+// The informers' caches hold these slim objects, made by the transforms
+// below from the decoded API objects, which are dropped at once: a pod
+// costs the agent its policy.Pod (labels, addresses, named ports) and a
+// resource version, not its spec and status (BenchmarkPodCacheMemory).
+//
+// The informer needs of a cached object only its key (namespace/name,
+// through metav1.ObjectMetaAccessor) and its resource version (an update
+// with the same version is taken for a resync and not delivered), so the
+// slim types carry those and build the ObjectMeta only when asked.
+
+// podObj is a Pod in the cache.
+type podObj struct {
+	rv string
+	policy.Pod
+}
+
+func (p *podObj) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, ResourceVersion: p.rv}
+}
+
+// namespaceObj is a Namespace in the cache.
+type namespaceObj struct {
+	rv string
+	policy.Namespace
+}
+
+func (n *namespaceObj) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Name: n.Name, ResourceVersion: n.rv}
+}
+
+// nodeObj is this node's Node in the cache.
+type nodeObj struct {
+	rv string
+	policy.Node
+}
+
+func (n *nodeObj) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Name: n.Name, ResourceVersion: n.rv}
+}
+
+// Each transform passes anything that is not its type through: a
+// tombstone's object was transformed when it was cached.
+
+func slimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	return &podObj{rv: p.ResourceVersion, Pod: policy.PodFromAPI(p)}, nil
+}
+
+func slimNamespace(obj any) (any, error) {
+	n, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return obj, nil
+	}
+	return &namespaceObj{rv: n.ResourceVersion, Namespace: policy.NamespaceFromAPI(n)}, nil
+}
+
+func slimNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	return &nodeObj{rv: n.ResourceVersion, Node: policy.NodeFromAPI(n)}, nil
+}
+
+// slimPolicy keeps a NetworkPolicy's key, version and spec: what Compile
+// reads. Its annotations (kubectl's last-applied copy of the whole
+// object), managed fields and status go.
+func slimPolicy(obj any) (any, error) {
+	np, ok := obj.(*networkingv1.NetworkPolicy)
+	if !ok {
+		return obj, nil
+	}
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: np.Namespace, Name: np.Name, UID: np.UID, ResourceVersion: np.ResourceVersion},
+		Spec:       np.Spec,
+	}, nil
+}

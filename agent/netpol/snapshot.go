@@ -1,0 +1,93 @@
+package netpol
+
+import (
+	"net/netip"
+	"slices"
+
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/podnet/podnet/policy"
+)
+
+// contents are the informers' caches at one moment, as their List
+// returns them.
+type contents struct {
+	policies, namespaces, pods, nodes []any
+}
+
+// snapshotInput is what a snapshot is made of besides the caches.
+type snapshotInput struct {
+	// node is this node's name.
+	node string
+	// localIPs are the addresses the node has in its network namespace,
+	// added to its Node's: traffic from any of them is "from the pod's
+	// own node" (the node picks a source address among all of its own,
+	// for a kubelet probe as for anything else).
+	localIPs []netip.Addr
+	// admitted are the addresses CNI ADD reported (Admit) for pods whose
+	// status has none yet.
+	admitted map[policy.PodKey][]netip.Addr
+}
+
+// buildSnapshot makes the Snapshot Compile reads. It also returns the
+// admitted pods whose addresses are no longer needed: the pod is gone
+// from the cache, or its status has addresses of its own (the API is the
+// truth once it has them).
+func buildSnapshot(c contents, in snapshotInput) (*policy.Snapshot, []policy.PodKey) {
+	s := &policy.Snapshot{
+		Policies:   make([]*networkingv1.NetworkPolicy, 0, len(c.policies)),
+		Namespaces: make([]policy.Namespace, 0, len(c.namespaces)),
+		Pods:       make([]policy.Pod, 0, len(c.pods)),
+	}
+	for _, o := range c.policies {
+		if np, ok := o.(*networkingv1.NetworkPolicy); ok {
+			s.Policies = append(s.Policies, np)
+		}
+	}
+	for _, o := range c.namespaces {
+		if n, ok := o.(*namespaceObj); ok {
+			s.Namespaces = append(s.Namespaces, n.Namespace)
+		}
+	}
+	var seen map[policy.PodKey]bool
+	if len(in.admitted) > 0 {
+		seen = map[policy.PodKey]bool{}
+	}
+	var stale []policy.PodKey
+	for _, o := range c.pods {
+		p, ok := o.(*podObj)
+		if !ok {
+			continue
+		}
+		pod := p.Pod // a shallow copy: Compile modifies nothing
+		if ips, ok := in.admitted[pod.Key()]; ok {
+			seen[pod.Key()] = true
+			if len(pod.IPs) == 0 && !pod.HostNetwork {
+				pod.IPs = ips
+			} else {
+				stale = append(stale, pod.Key())
+			}
+		}
+		s.Pods = append(s.Pods, pod)
+	}
+	for k := range in.admitted {
+		if !seen[k] {
+			stale = append(stale, k)
+		}
+	}
+	self := policy.Node{Name: in.node}
+	for _, o := range c.nodes {
+		if n, ok := o.(*nodeObj); ok && n.Name == in.node {
+			self.IPs = slices.Clone(n.IPs)
+		}
+	}
+	for _, ip := range in.localIPs {
+		if ip = ip.Unmap().WithZone(""); !slices.Contains(self.IPs, ip) {
+			self.IPs = append(self.IPs, ip)
+		}
+	}
+	// Only this node's addresses matter to its rules (the renderer's
+	// node sets); the other nodes' are not followed at all.
+	s.Nodes = []policy.Node{self}
+	return s, stale
+}
