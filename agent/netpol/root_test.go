@@ -3,6 +3,7 @@ package netpol
 import (
 	"context"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -30,6 +31,18 @@ var baseChains = []string{"forward", "input", "output"}
 
 func readTable(t testing.TB, path string) table {
 	t.Helper()
+	tb, err := tryReadTable(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+// tryReadTable lists the table's parts, each with a request of its own:
+// a commit between two of them gives a view no commit made (a map's
+// jump to a chain not listed, a set gone before its elements are read),
+// which is why waitTable wants two equal reads in a row.
+func tryReadTable(path string) (table, error) {
 	var tb table
 	err := netns.Do(path, func() error {
 		c, err := nftables.New()
@@ -86,10 +99,7 @@ func readTable(t testing.TB, path string) table {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tb
+	return tb, err
 }
 
 // TestServiceProgramsTable runs the service against a fake API in a fresh
@@ -124,19 +134,32 @@ func TestServiceProgramsTable(t *testing.T) {
 	waitTable := func(what string, ok func(table) bool) table {
 		t.Helper()
 		var tb table
-		itestutil.Eventually(t, what, 5*time.Second, func() bool { tb = readTable(t, path); return ok(tb) })
+		itestutil.Eventually(t, what, 5*time.Second, func() bool {
+			a, err := tryReadTable(path)
+			if err != nil {
+				return false
+			}
+			b, err := tryReadTable(path)
+			if err != nil || !reflect.DeepEqual(a, b) {
+				return false
+			}
+			tb = b
+			return ok(tb)
+		})
 		return tb
 	}
 	tb := waitTable("the table with no pod chains", func(tb table) bool { return tb.exists })
 	if len(tb.chains) != 0 || len(tb.sets) != 0 || !slices.Equal(tb.node4, []string{"198.18.0.1"}) {
 		t.Errorf("table without policies: %+v, want no chains or sets, node4 the Node's address", tb)
 	}
-	if err := s.Ready(); err != nil {
-		t.Errorf("Ready: %v", err)
-	}
+	// The table is in the kernel the moment Apply commits; the service
+	// marks itself ready when Apply returns, a moment later.
+	itestutil.Eventually(t, "ready after the first apply", 5*time.Second, func() bool { return s.Ready() == nil })
 
 	c.addPolicy(denyFrom("x", "db", "db", "web"))
-	tb = waitTable("db's ingress dispatch", func(tb table) bool { return slices.Contains(tb.maps["in4"], "10.244.0.2") })
+	tb = waitTable("db's ingress dispatch", func(tb table) bool {
+		return slices.Contains(tb.maps["in4"], "10.244.0.2") && len(tb.chains) == 1 && len(tb.sets) > 0
+	})
 	if !slices.Equal(tb.maps["in6"], []string{"fd00::2"}) || len(tb.maps["out4"]) != 0 || len(tb.chains) != 1 || len(tb.sets) == 0 {
 		t.Errorf("table with x/db: %+v, want one ingress chain for db, its two addresses in in4/in6, its peer set", tb)
 	}
@@ -153,7 +176,9 @@ func TestServiceProgramsTable(t *testing.T) {
 	}
 
 	c.deletePolicy("x", "db")
-	tb = waitTable("db's rules gone", func(tb table) bool { return len(tb.maps["in4"]) == 0 })
+	tb = waitTable("db's rules gone", func(tb table) bool {
+		return len(tb.maps["in4"]) == 0 && len(tb.chains) == 0 && len(tb.sets) == 0
+	})
 	if len(tb.chains) != 0 || len(tb.sets) != 0 || len(tb.maps["in6"]) != 0 {
 		t.Errorf("table after the policy's deletion: %+v, want no chain, set or element of it", tb)
 	}
