@@ -25,8 +25,10 @@ import (
 	"github.com/podnet/podnet/agent/source/kubeapi"
 	"github.com/podnet/podnet/agent/source/kvstore"
 	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/dataplane/policyrules"
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipamcni"
+	"github.com/podnet/podnet/netns"
 )
 
 // DefaultBlockGrace is how long a node's block stays empty before GC lets
@@ -303,6 +305,32 @@ func (a *Agent) ipamStore() ipam.Store {
 	return a.cfg.Store
 }
 
+// removePolicyTable deletes the NetworkPolicy table an earlier run of
+// the agent with the policy service left in the node's namespace (it
+// stays when the agent stops, so that pods stay protected while it
+// restarts): an agent that no longer enforces policy must not leave
+// rules nobody updates.
+func (a *Agent) removePolicyTable() error {
+	remove := func() error {
+		r, err := policyrules.New(a.cfg.Node)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		return r.Remove()
+	}
+	var err error
+	if a.cfg.NetNS != "" {
+		err = netns.Do(a.cfg.NetNS, remove)
+	} else {
+		err = remove()
+	}
+	if err != nil {
+		return fmt.Errorf("network policy off: remove the table an earlier run left: %w", err)
+	}
+	return nil
+}
+
 // plan makes the list of services Run runs, in the order /readyz reports
 // them. The route service has found the underlay: the source registers
 // its record, and the install writes its pod MTU.
@@ -356,6 +384,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer a.routes.Close()
+	if a.policy == nil {
+		if err := a.removePolicyTable(); err != nil {
+			return err
+		}
+	}
 	registered := make(chan struct{})
 	svcs := a.plan(registered)
 	a.mu.Lock()

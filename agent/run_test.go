@@ -11,11 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/nftables"
+
 	"github.com/podnet/podnet/agent/clusterstate"
 	"github.com/podnet/podnet/agent/internal/nodetest"
 	"github.com/podnet/podnet/agent/route"
+	"github.com/podnet/podnet/dataplane/policyrules"
 	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/ipam/store/bolt"
+	"github.com/podnet/podnet/netns"
 )
 
 // TestServiceFailureEndsRun: /readyz names every service, and the one
@@ -113,5 +117,64 @@ func TestSourceFailureEndsRun(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run still running 10s after its source failed")
+	}
+}
+
+// TestPolicyTableRemovedWhenOff: an agent without the policy service
+// removes the table an earlier run with it left, so that no rules stay
+// in force that nobody updates.
+func TestPolicyTableRemovedWhenOff(t *testing.T) {
+	node := nodetest.New(t, pfx("198.18.0.13/24"))
+	table := &nftables.Table{Name: policyrules.TableName, Family: nftables.TableFamilyINet}
+	tables := func() (n int) {
+		if err := netns.Do(node.Path, func() error {
+			c, err := nftables.New()
+			if err != nil {
+				return err
+			}
+			ts, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
+			for _, x := range ts {
+				if x.Name == table.Name {
+					n++
+				}
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if err := netns.Do(node.Path, func() error {
+		c, err := nftables.New()
+		if err != nil {
+			return err
+		}
+		c.AddTable(table)
+		return c.Flush()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if tables() != 1 {
+		t.Fatal("no policy table to start with")
+	}
+	store, err := bolt.Open(context.Background(), bolt.Options{Path: filepath.Join(t.TempDir(), "ipam.db"), HoldOpen: true, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	a, err := New(Config{Node: "a", Store: store, Mode: route.ModeHostGW, UnderlayInterface: "ul0", NetNS: node.Path, Logger: testLogger(t, "a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	testutil.WaitFor(t, "the agent ready", 30*time.Second, func() (bool, error) { return a.Ready() == nil, nil })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := tables(); n != 0 {
+		t.Errorf("%d policy tables left after an agent without network policy ran", n)
 	}
 }
