@@ -2,9 +2,9 @@ package policy
 
 import (
 	"fmt"
+	"github.com/podnet/podnet/policy/policytest"
 	"net/netip"
 	"runtime"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -85,17 +85,7 @@ func BenchmarkSlimPodMemory(b *testing.B) {
 	const n = 5000
 	api := make([]*corev1.Pod, n)
 	for i := range api {
-		c := strings.Clone
-		api[i] = &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: c("production-payments"), Name: fmt.Sprintf("checkout-api-7d9c8b6f5d-%05d", i),
-				Labels: map[string]string{c("app.kubernetes.io/name"): c("checkout-api"), c("app.kubernetes.io/part-of"): c("payments"),
-					c("app.kubernetes.io/version"): c("v1.42.0"), c("pod-template-hash"): fmt.Sprintf("7d9c8b6f%02d", i%10),
-					c("tier"): c("backend"), c("team"): c("payments")}},
-			Spec: corev1.PodSpec{NodeName: fmt.Sprintf("node-%03d", i%100), Containers: []corev1.Container{{Name: c("app"), Ports: []corev1.ContainerPort{
-				{Name: c("http"), ContainerPort: 8080}, {Name: c("grpc"), ContainerPort: 9090}, {Name: c("metrics"), ContainerPort: 9102}}}}},
-			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{
-				{IP: fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255)}, {IP: fmt.Sprintf("fd00::%x", i)}}},
-		}
+		api[i] = policytest.DecodedPod(i)
 	}
 	b.ReportAllocs()
 	var perPod float64

@@ -3,10 +3,10 @@ package netpol
 import (
 	"context"
 	"fmt"
+	"github.com/podnet/podnet/policy/policytest"
 	"net/netip"
 	"os"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -168,20 +168,6 @@ func hasPortSet(ir *policy.IR, key string) bool {
 // the transform into an indexer like the informer's.
 func BenchmarkPodCacheMemory(b *testing.B) {
 	const n = 5000
-	mk := func(i int) *corev1.Pod {
-		c := strings.Clone
-		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: c("production-payments"), Name: fmt.Sprintf("checkout-api-7d9c8b6f5d-%05d", i),
-				ResourceVersion: fmt.Sprint(1000000 + i), UID: "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
-				Labels: map[string]string{c("app.kubernetes.io/name"): c("checkout-api"), c("app.kubernetes.io/part-of"): c("payments"),
-					c("app.kubernetes.io/version"): c("v1.42.0"), c("pod-template-hash"): fmt.Sprintf("7d9c8b6f%02d", i%10),
-					c("tier"): c("backend"), c("team"): c("payments")}},
-			Spec: corev1.PodSpec{NodeName: fmt.Sprintf("node-%03d", i%100), Containers: []corev1.Container{{Name: c("app"), Image: c("registry.example/checkout:v1.42.0"),
-				Ports: []corev1.ContainerPort{{Name: c("http"), ContainerPort: 8080}, {Name: c("grpc"), ContainerPort: 9090}, {Name: c("metrics"), ContainerPort: 9102}}}}},
-			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{
-				{IP: fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255)}, {IP: fmt.Sprintf("fd00::%x", i)}}},
-		}
-	}
 	b.ReportAllocs()
 	var perPod float64
 	for b.Loop() {
@@ -190,7 +176,7 @@ func BenchmarkPodCacheMemory(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		idx := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{})
 		for i := range n {
-			obj, _ := slimPod(mk(i)) // the API pod is garbage at once, as in the informer
+			obj, _ := slimPod(policytest.DecodedPod(i)) // the API pod is garbage at once, as in the informer
 			if err := idx.Add(obj); err != nil {
 				b.Fatal(err)
 			}
