@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,11 +13,14 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/podnet/podnet/agent/clusterstate"
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipam/store/kube"
+	"github.com/podnet/podnet/ipam/store/kube/kubehttp"
 	"github.com/podnet/podnet/ipamcni"
 )
 
@@ -30,12 +34,40 @@ func (o *ipamOptions) with(cmd *cobra.Command, fn func(a *ipam.Allocator) error)
 }
 
 func (o *ipamOptions) withStore(cmd *cobra.Command, fn func(a *ipam.Allocator, st ipam.Store) error) error {
-	st, err := ipamcni.OpenStore(cmd.Context(), &o.cfg)
+	st, err := o.openStore(cmd.Context())
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	return fn(ipam.New(st, ipamcni.AllocatorConfig(&o.cfg)), st)
+}
+
+// openStore opens the configured store. The Kubernetes API is reached
+// through client-go's transport, as the agent reaches it (HTTP/2, every
+// credential a kubeconfig can name), rather than the plugins' minimal
+// client: the CLI links client-go anyway.
+func (o *ipamOptions) openStore(ctx context.Context) (ipam.Store, error) {
+	path, ok := kube.ParseSpec(o.cfg.Store)
+	if !ok {
+		return ipamcni.OpenStore(ctx, &o.cfg)
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("--store %s: %w", o.cfg.Store, err)
+	}
+	rt, err := rest.TransportFor(rc)
+	if err != nil {
+		return nil, fmt.Errorf("--store %s: %w", o.cfg.Store, err)
+	}
+	host, _, err := rest.DefaultServerUrlFor(rc)
+	if err != nil {
+		return nil, fmt.Errorf("--store %s: %w", o.cfg.Store, err)
+	}
+	t, err := kubehttp.New(rt, host.String())
+	if err != nil {
+		return nil, err
+	}
+	return kube.Open(kube.Options{Kubeconfig: path, Transport: t, Prefix: o.cfg.Prefix})
 }
 
 func (o *ipamOptions) prefix() string {
