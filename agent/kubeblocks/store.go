@@ -1,7 +1,6 @@
 package kubeblocks
 
 import (
-	"fmt"
 	"net/http"
 
 	"k8s.io/client-go/rest"
@@ -21,20 +20,5 @@ import (
 // request counter, so that the socket's requests are counted in
 // podnet_agent_api_requests_total with every other request it makes.
 func OpenStore(cfg *rest.Config, prefix string, wrap func(http.RoundTripper) http.RoundTripper) (*kube.Store, error) {
-	rt, err := rest.TransportFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes store: the agent's API config: %w", err)
-	}
-	if wrap != nil {
-		rt = wrap(rt)
-	}
-	host, _, err := rest.DefaultServerUrlFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes store: the agent's API server %q: %w", cfg.Host, err)
-	}
-	t, err := kubehttp.New(rt, host.String())
-	if err != nil {
-		return nil, err
-	}
-	return kube.Open(kube.Options{Kubeconfig: "the agent's API config", Transport: t, Prefix: prefix})
+	return kubehttp.Open(cfg, wrap, kube.Options{Kubeconfig: "the agent's API config", Prefix: prefix})
 }

@@ -13,7 +13,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/podnet/podnet/agent/clusterstate"
@@ -55,19 +54,7 @@ func (o *ipamOptions) openStore(ctx context.Context) (ipam.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--store %s: %w", o.cfg.Store, err)
 	}
-	rt, err := rest.TransportFor(rc)
-	if err != nil {
-		return nil, fmt.Errorf("--store %s: %w", o.cfg.Store, err)
-	}
-	host, _, err := rest.DefaultServerUrlFor(rc)
-	if err != nil {
-		return nil, fmt.Errorf("--store %s: %w", o.cfg.Store, err)
-	}
-	t, err := kubehttp.New(rt, host.String())
-	if err != nil {
-		return nil, err
-	}
-	return kube.Open(kube.Options{Kubeconfig: path, Transport: t, Prefix: o.cfg.Prefix})
+	return kubehttp.Open(rc, nil, kube.Options{Kubeconfig: path, Prefix: o.cfg.Prefix})
 }
 
 func (o *ipamOptions) prefix() string {

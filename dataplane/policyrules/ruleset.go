@@ -266,26 +266,35 @@ func (b *builder) rules(r *policy.Rule) []rule {
 	return out
 }
 
+// sharedSet returns the name of the set of prefix and key (its comment
+// what, then key), making it with the elements fill gives the first time
+// a rule refers to it: every rule that refers to the same key shares the
+// one set.
+func (b *builder) sharedSet(prefix string, kind setKind, what, key string, fill func() []element) string {
+	name := hashName(prefix, key)
+	if _, ok := b.rs.sets[name]; !ok {
+		b.rs.addrSet(name, kind, what+key).elems = fill()
+	}
+	return name
+}
+
 func (b *builder) peerSet(key string, fam uint8) string {
 	kind, prefix := kindAddr4, "peer4"
 	if fam == 6 {
 		kind, prefix = kindAddr6, "peer6"
 	}
-	name := hashName(prefix, key)
-	if _, ok := b.rs.sets[name]; ok {
-		return name
-	}
-	s := b.rs.addrSet(name, kind, "peers "+key)
-	if ps := b.peers[key]; ps != nil {
-		addrs := ps.V4
-		if fam == 6 {
-			addrs = ps.V6
+	return b.sharedSet(prefix, kind, "peers ", key, func() (out []element) {
+		if ps := b.peers[key]; ps != nil {
+			addrs := ps.V4
+			if fam == 6 {
+				addrs = ps.V6
+			}
+			for _, a := range addrs {
+				out = append(out, element{addr: a.Unmap()})
+			}
 		}
-		for _, a := range addrs {
-			s.elems = append(s.elems, element{addr: a.Unmap()})
-		}
-	}
-	return name
+		return out
+	})
 }
 
 // cidrSet returns the name of the family's set of ipBlock key, or "" if
@@ -323,17 +332,14 @@ func unmapBits(p netip.Prefix) int {
 }
 
 func (b *builder) portSet(key string) string {
-	name := hashName("ports", key)
-	if _, ok := b.rs.sets[name]; ok {
-		return name
-	}
-	s := b.rs.addrSet(name, kindPorts, "ports "+key)
-	if ps := b.ports[key]; ps != nil {
-		for _, r := range ps.Ranges {
-			s.elems = append(s.elems, element{proto: r.Protocol, first: r.First, last: r.Last})
+	return b.sharedSet("ports", kindPorts, "ports ", key, func() (out []element) {
+		if ps := b.ports[key]; ps != nil {
+			for _, r := range ps.Ranges {
+				out = append(out, element{proto: r.Protocol, first: r.First, last: r.Last})
+			}
 		}
-	}
-	return name
+		return out
+	})
 }
 
 func (b *builder) namedSet(key string, fam uint8) string {
@@ -341,21 +347,18 @@ func (b *builder) namedSet(key string, fam uint8) string {
 	if fam == 6 {
 		kind, prefix = kindNamed6, "named6"
 	}
-	name := hashName(prefix, key)
-	if _, ok := b.rs.sets[name]; ok {
-		return name
-	}
-	s := b.rs.addrSet(name, kind, "named port "+key)
-	if ns := b.named[key]; ns != nil {
-		elems := ns.V4
-		if fam == 6 {
-			elems = ns.V6
+	return b.sharedSet(prefix, kind, "named port ", key, func() (out []element) {
+		if ns := b.named[key]; ns != nil {
+			elems := ns.V4
+			if fam == 6 {
+				elems = ns.V6
+			}
+			for _, e := range elems {
+				out = append(out, element{addr: e.Addr.Unmap(), proto: e.Protocol, first: e.Port, last: e.Port})
+			}
 		}
-		for _, e := range elems {
-			s.elems = append(s.elems, element{addr: e.Addr.Unmap(), proto: e.Protocol, first: e.Port, last: e.Port})
-		}
-	}
-	return name
+		return out
+	})
 }
 
 // canonical sorts the elements, drops duplicates and merges intervals

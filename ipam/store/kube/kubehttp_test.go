@@ -2,7 +2,6 @@ package kube_test
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"net/netip"
 	"testing"
@@ -20,19 +19,11 @@ func init() {
 	kube.SetNetHTTP(func(rt http.RoundTripper, host string) (kube.Transport, error) { return kubehttp.New(rt, host) })
 }
 
-// openKubeStore is what the agent's OpenKubeStore does with its
-// rest.Config: client-go's round tripper (its TLS, its credentials,
+// openKubeStore opens the store as the agent and the CLI do
+// (kubehttp.Open): client-go's round tripper (its TLS, its credentials,
 // HTTP/2) under the store.
 func openKubeStore(cfg *rest.Config, prefix string) (*kube.Store, error) {
-	rt, err := rest.TransportFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes store: %w", err)
-	}
-	t, err := kubehttp.New(rt, cfg.Host)
-	if err != nil {
-		return nil, err
-	}
-	return kube.Open(kube.Options{Kubeconfig: "the agent's API config", Transport: t, Prefix: prefix})
+	return kubehttp.Open(cfg, nil, kube.Options{Kubeconfig: "the agent's API config", Prefix: prefix})
 }
 
 // TestClientGoTransport: the store over client-go's transport, built

@@ -18,6 +18,8 @@ import (
 	"net/url"
 	"strings"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/podnet/podnet/ipam/store/kube"
 )
 
@@ -78,4 +80,26 @@ func (t *Transport) Do(ctx context.Context, r kube.Request) (kube.Response, erro
 		return kube.Response{}, err
 	}
 	return kube.Response{Status: resp.StatusCode, RetryAfter: resp.Header.Get("Retry-After"), Body: data}, nil
+}
+
+// Open opens a kube.Store whose requests go over client-go's transport
+// for cfg (rest.TransportFor: HTTP/2, the credentials cfg names), wrapped
+// by wrap when it is not nil (the agent counts its requests so). o gives
+// the rest of the store's options; its Transport is set here.
+func Open(cfg *rest.Config, wrap func(http.RoundTripper) http.RoundTripper, o kube.Options) (*kube.Store, error) {
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes store: %s: %w", o.Kubeconfig, err)
+	}
+	if wrap != nil {
+		rt = wrap(rt)
+	}
+	host, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes store: %s: API server %q: %w", o.Kubeconfig, cfg.Host, err)
+	}
+	if o.Transport, err = New(rt, host.String()); err != nil {
+		return nil, err
+	}
+	return kube.Open(o)
 }
