@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,13 +13,14 @@ import (
 	"github.com/podnet/podnet/dataplane/tag"
 )
 
-// Guards programs the source guards (Guard) over netlink.
+// Guards programs the source guards (Guard) over netlink: the elements
+// of a pod's interface in the guard table of its family, and the table
+// itself, its base chain and its rules when they are not there yet.
 //
-// A guard's chain is named after its host interface and hooked to it by
-// name. Kernels before 6.16 delete such a chain with its device; later
-// ones keep it, unhooked, until a device of that name comes back. DEL
-// and GC therefore remove chains explicitly and tolerate their absence,
-// and an ADD always rewrites the chain's rules.
+// Several plugin processes run at once. The table, chain and sets are
+// created without NLM_F_EXCL, so creating what exists is a no-op, and the
+// rules are replaced by one batch (flush the chain, add them all): racing
+// writers leave exactly one copy.
 type Guards struct {
 	conn *nftables.Conn
 }
@@ -40,16 +42,20 @@ func GuardsOn(c *nftables.Conn) *Guards { return &Guards{conn: c} }
 // Close releases the connection.
 func (gs *Guards) Close() error { return gs.conn.CloseLasting() }
 
-// Install creates or replaces g's chain and rules in one batch: the
-// interface is guarded by the complete rule set from the moment the
-// chain is hooked, never by part of it. The host interface must exist.
+// Install adds g's elements in one batch; the interface is guarded from
+// the commit on. The common case, the table in place, is a batch of
+// elements alone; the first pod of a family also makes the table. It
+// does not remove other elements of g's interface: Replace does, for an
+// interface that may have been guarded before.
 func (gs *Guards) Install(g Guard) error {
 	if len(g.PodMAC) != 6 {
 		return fmt.Errorf("source guard of %s: MAC %q is not a 6-byte Ethernet address", g.HostIf, g.PodMAC)
 	}
-	var err error
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		if err = gs.installBatch(g); err == nil || !retryable(err) {
+	o := newGuardObjects(g.Bridged)
+	elems := g.elements()
+	err := gs.addBatch(o, elems, false)
+	for attempt := 0; err != nil && attempt < maxAttempts; attempt++ {
+		if err = gs.addBatch(o, elems, true); err == nil || !retryable(err) {
 			break
 		}
 	}
@@ -59,94 +65,197 @@ func (gs *Guards) Install(g Guard) error {
 	return nil
 }
 
-func (gs *Guards) installBatch(g Guard) error {
-	o := newGuardObjects(g.HostIf)
-	gs.conn.AddTable(o.table)
-	gs.conn.AddChain(o.chain)
-	gs.conn.FlushChain(o.chain)
-	sets, elems, rules := g.rules(o)
-	for i, s := range sets {
-		if err := gs.conn.AddSet(s, elems[i]); err != nil {
-			return err
+func (gs *Guards) addBatch(o *guardObjects, elems map[string][]nftables.SetElement, declare bool) error {
+	if declare {
+		gs.conn.AddTable(o.table)
+		gs.conn.AddChain(o.chain)
+		for _, name := range guardSetOrder {
+			if err := gs.conn.AddSet(o.sets[name], nil); err != nil {
+				return err
+			}
+		}
+		gs.conn.FlushChain(o.chain)
+		for _, r := range o.rules() {
+			gs.conn.AddRule(r)
 		}
 	}
-	for _, r := range rules {
-		gs.conn.AddRule(r)
+	for _, name := range guardSetOrder {
+		if len(elems[name]) == 0 {
+			continue
+		}
+		if err := gs.conn.SetAddElements(o.sets[name], elems[name]); err != nil {
+			return err
+		}
 	}
 	return gs.conn.Flush()
 }
 
-// QueueRemove queues, without committing, the deletion of hostIf's
-// guard. The batch fails whole if the chain is not there; Remove is the
-// tolerant way to finish.
-func (gs *Guards) QueueRemove(hostIf string) {
-	gs.conn.DelChain(newGuardObjects(hostIf).chain)
+// Replace makes g's elements the only ones of its interface: for a
+// repeated ADD, whose addresses may differ from the first one's.
+func (gs *Guards) Replace(g Guard) error {
+	if err := gs.Remove(g.HostIf); err != nil {
+		return err
+	}
+	return gs.Install(g)
 }
 
-// Remove deletes hostIf's guard. A chain or table that is not there is
-// not an error: DEL may run twice, after a failed ADD, or after the
-// kernel removed the chain with its device.
+// QueueRemove queues, without committing, the deletion of g's elements,
+// all of which must be there: the batch fails whole otherwise, and
+// Remove is the tolerant way to finish.
+func (gs *Guards) QueueRemove(g Guard) error {
+	o := newGuardObjects(g.Bridged)
+	elems := g.elements()
+	for _, name := range guardSetOrder {
+		if len(elems[name]) == 0 {
+			continue
+		}
+		if err := gs.conn.SetDeleteElements(o.sets[name], elems[name]); err != nil {
+			return fmt.Errorf("nftables: queue the removal of the source guard of %s: %w", g.HostIf, err)
+		}
+	}
+	return nil
+}
+
+// Remove deletes every element of hostIf, in both families, whatever
+// they are. Elements, sets or tables that are not there are not an
+// error: DEL may run twice, or after a failed ADD. It lists the sets,
+// which costs a few milliseconds with many pods: DEL, knowing the
+// addresses, uses QueueRemove first.
 func (gs *Guards) Remove(hostIf string) error {
-	gs.QueueRemove(hostIf)
-	if err := gs.conn.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+	var err error
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if err = gs.removeListed(hostIf); err == nil || !errors.Is(err, unix.ENOENT) {
+			break
+		}
+		// An element went away between the listing and the batch.
+	}
+	if err != nil {
 		return fmt.Errorf("nftables: remove the source guard of %s: %w", hostIf, err)
 	}
 	return nil
 }
 
-// Current reports whether g's chain is in place, hooked to its
-// interface, with the rules this podnet writes for g.
-func (gs *Guards) Current(g Guard) (bool, error) {
-	o := newGuardObjects(g.HostIf)
-	// By listing: ListChain's error for a missing chain does not unwrap
-	// to ENOENT.
-	chains, err := gs.conn.ListChainsOfTableFamily(nftables.TableFamilyNetdev)
-	if err != nil {
-		return false, fmt.Errorf("nftables: list netdev chains: %w", err)
+func (gs *Guards) removeListed(hostIf string) error {
+	queued := false
+	for _, bridged := range []bool{false, true} {
+		elems, err := gs.listed(newGuardObjects(bridged), hostIf)
+		if err != nil {
+			return err
+		}
+		o := newGuardObjects(bridged)
+		for _, name := range guardSetOrder {
+			if len(elems[name]) == 0 {
+				continue
+			}
+			if err := gs.conn.SetDeleteElements(o.sets[name], elems[name]); err != nil {
+				return err
+			}
+			queued = true
+		}
 	}
-	if !slices.ContainsFunc(chains, func(c *nftables.Chain) bool {
-		return c.Table.Name == o.table.Name && c.Name == o.chain.Name && (c.Device == "" || c.Device == g.HostIf)
-	}) {
+	if !queued {
+		return nil
+	}
+	return gs.conn.Flush()
+}
+
+// listed lists the elements of hostIf in o's sets (those of every
+// interface when hostIf is empty), by set name. A table or set that is
+// not there has none.
+func (gs *Guards) listed(o *guardObjects, hostIf string) (map[string][]nftables.SetElement, error) {
+	out := map[string][]nftables.SetElement{}
+	var ifn []byte
+	if hostIf != "" {
+		ifn = ifnameKey(hostIf)
+	}
+	for _, name := range guardSetOrder {
+		all, err := gs.conn.GetSetElements(o.sets[name])
+		if listedNothing(err) {
+			if name == guardSetPods {
+				return out, nil // no table
+			}
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list %s %s: %w", o.table.Name, name, err)
+		}
+		for _, e := range all {
+			if e.IntervalEnd {
+				continue // with KeyEnd, the kernel lists none; older ones may
+			}
+			if ifn == nil || bytes.HasPrefix(e.Key, ifn) {
+				out[name] = append(out[name], e)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Current reports whether g's interface is guarded by exactly g's
+// elements, under the rules this podnet writes.
+func (gs *Guards) Current(g Guard) (bool, error) {
+	o := newGuardObjects(g.Bridged)
+	rules, err := gs.conn.GetRules(o.table, o.chain)
+	if listedNothing(err) {
 		return false, nil
 	}
-	rules, err := gs.conn.GetRules(o.table, o.chain)
 	if err != nil {
 		return false, fmt.Errorf("nftables: list the rules of %s: %w", o.chain.Name, err)
 	}
-	_, _, want := g.rules(o)
-	if len(rules) != len(want) {
+	if len(rules) != len(o.rules()) || string(rules[0].UserData) != guardRuleTag {
 		return false, nil
 	}
-	owner, digest, ok := parseGuardTag(rules[0].UserData)
-	return ok && owner == g.Owner && digest == g.digest(), nil
+	got, err := gs.listed(o, g.HostIf)
+	if err != nil {
+		return false, fmt.Errorf("nftables: %w", err)
+	}
+	want := g.elements()
+	for _, name := range guardSetOrder {
+		if !sameElements(got[name], want[name], name == guardSetPods) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
-// Owners lists the guards by host interface with their owners, as their
-// first rules name them. A chain whose rules podnet did not write is
-// listed with the zero Owner.
-func (gs *Guards) Owners() (map[string]tag.Owner, error) {
-	chains, err := gs.conn.ListChainsOfTableFamily(nftables.TableFamilyNetdev)
-	if err != nil {
-		return nil, fmt.Errorf("nftables: list netdev chains: %w", err)
+// sameElements compares two lists of elements by key and key end (and
+// comment, withComment), in any order.
+func sameElements(a, b []nftables.SetElement, withComment bool) bool {
+	if len(a) != len(b) {
+		return false
 	}
+	for _, e := range a {
+		if !slices.ContainsFunc(b, func(f nftables.SetElement) bool {
+			return bytes.Equal(e.Key, f.Key) && bytes.Equal(e.KeyEnd, f.KeyEnd) && (!withComment || e.Comment == f.Comment)
+		}) {
+			return false
+		}
+	}
+	return true
+}
+
+// Owners lists the guarded interfaces, in both families, with their
+// owners as their elements name them. An element whose comment podnet
+// did not write is listed with the zero Owner.
+func (gs *Guards) Owners() (map[string]tag.Owner, error) {
 	out := map[string]tag.Owner{}
-	for _, c := range chains {
-		hostIf, ok := strings.CutPrefix(c.Name, "guard-")
-		if c.Table.Name != GuardTableName || !ok {
-			continue
-		}
-		rules, err := gs.conn.GetRules(c.Table, c)
+	for _, bridged := range []bool{false, true} {
+		elems, err := gs.listed(newGuardObjects(bridged), "")
 		if err != nil {
-			if errors.Is(err, unix.ENOENT) {
-				continue // removed meanwhile
-			}
-			return nil, fmt.Errorf("nftables: list the rules of %s: %w", c.Name, err)
+			return nil, fmt.Errorf("nftables: %w", err)
 		}
-		var owner tag.Owner
-		if len(rules) > 0 {
-			owner, _, _ = parseGuardTag(rules[0].UserData)
+		for _, e := range elems[guardSetPods] {
+			owner, _ := tag.ParseOwner(e.Comment)
+			out[string(bytes.TrimRight(e.Key, "\x00"))] = owner
 		}
-		out[hostIf] = owner
 	}
 	return out, nil
+}
+
+// listedNothing reports whether a listing failed because its table,
+// chain or set is not there. The library's listings format the netlink
+// error into their own instead of wrapping it, so the errno is matched
+// by its text as well.
+func listedNothing(err error) bool {
+	return err != nil && (errors.Is(err, unix.ENOENT) || strings.HasSuffix(err.Error(), unix.ENOENT.Error()))
 }

@@ -1,78 +1,95 @@
 package dataplane
 
 import (
+	"bytes"
+	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/podnet/podnet/dataplane/tag"
 	"github.com/podnet/podnet/netns"
 )
 
+func mustMAC(s string) net.HardwareAddr {
+	mac, err := net.ParseMAC(s)
+	if err != nil {
+		panic(err)
+	}
+	return mac
+}
+
 func TestGuardSources(t *testing.T) {
-	mac, _ := net.ParseMAC("02:00:00:00:00:01")
-	g := Guard{PodMAC: mac, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.5"), netip.MustParseAddr("fd00::5")},
+	mac := mustMAC("02:00:00:00:00:01")
+	g := Guard{PodMAC: mac, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.5"), netip.MustParseAddr("fd00::5"), netip.MustParseAddr("10.1.0.5")},
 		Allowed: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("10.1.0.0/24")}}
 	s := g.sources()
-	if len(s.src4) != 1 || s.src4[0] != netip.MustParsePrefix("10.1.0.0/16") {
-		t.Errorf("src4 = %v, want the allowed /16 alone (it holds the rest)", s.src4)
+	if len(s.own4) != 1 || len(s.wide4) != 1 || s.wide4[0] != netip.MustParsePrefix("10.1.0.0/16") {
+		t.Errorf("own4 = %v, wide4 = %v: want the address once, and the allowed /16 alone (it holds the /24)", s.own4, s.wide4)
 	}
-	if len(s.arp4) != 2 || s.arp4[0] != netip.MustParsePrefix("0.0.0.0/32") {
-		t.Errorf("arp4 = %v", s.arp4)
-	}
-	ll := netip.PrefixFrom(LinkLocalOf(mac), 128)
-	if len(s.src6) != 2 || len(s.own6) != 2 || s.src6[0] != netip.MustParsePrefix("fd00::5/128") || s.src6[1] != ll {
-		t.Errorf("src6 = %v, own6 = %v", s.src6, s.own6)
+	ll := LinkLocalOf(mac)
+	if len(s.own6) != 2 || s.own6[0] != netip.MustParseAddr("fd00::5") || s.own6[1] != ll {
+		t.Errorf("own6 = %v, want the pod's address and its link-local one", s.own6)
 	}
 	v4only := Guard{PodMAC: mac, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.5")}}.sources()
-	if len(v4only.src6) != 0 || len(v4only.own6) != 0 {
-		t.Errorf("an IPv4-only pod may send IPv6 from %v", v4only.src6)
+	if len(v4only.own6) != 0 {
+		t.Errorf("an IPv4-only pod may send IPv6 from %v", v4only.own6)
 	}
 }
 
-func TestGuardTag(t *testing.T) {
-	mac, _ := net.ParseMAC("02:00:00:00:00:01")
-	owner := tag.Owner{Network: "n", ContainerID: "c1", IfName: "eth0"}
-	a := Guard{Owner: owner, HostIf: "pn1", PodMAC: mac, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.5"), netip.MustParseAddr("fd00::5")}}
-	b := a
-	b.Addrs = []netip.Addr{netip.MustParseAddr("fd00::5"), netip.MustParseAddr("10.1.0.5")}
-	if a.digest() != b.digest() {
-		t.Error("the digest depends on the order of the addresses")
+func TestGuardElements(t *testing.T) {
+	g := Guard{Owner: tag.Owner{Network: "n", ContainerID: "c1", IfName: "eth0"}, HostIf: "pn1", PodMAC: mustMAC("02:00:00:00:00:01"),
+		Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.5")}, Allowed: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}}
+	e := g.elements()
+	ifn := "pn1" + strings.Repeat("\x00", 13)
+	if len(e[guardSetPods]) != 1 || string(e[guardSetPods][0].Key) != ifn || e[guardSetPods][0].Comment != "n c1 eth0" {
+		t.Errorf("pods = %+v", e[guardSetPods])
 	}
-	c := a
-	c.Addrs = []netip.Addr{netip.MustParseAddr("10.1.0.6")}
-	if a.digest() == c.digest() {
-		t.Error("the digest does not depend on the addresses")
+	if k := e[guardSetMACs][0].Key; len(k) != 24 || string(k[:16]) != ifn || !bytes.Equal(k[16:], []byte{2, 0, 0, 0, 0, 1, 0, 0}) {
+		t.Errorf("macs key = %x: want the name, the MAC, and two bytes of padding", k)
 	}
-	o, d, ok := parseGuardTag(a.tag())
-	if !ok || o != owner || d != a.digest() {
-		t.Errorf("parseGuardTag(%q) = %v %q %v", a.tag(), o, d, ok)
+	if k := e[guardSetSrc4][0].Key; len(k) != 20 || !bytes.Equal(k[16:], []byte{10, 1, 0, 5}) {
+		t.Errorf("src4 key = %x", k)
 	}
-	if _, _, ok := parseGuardTag([]byte("podnet masq v2 ipv4 added")); ok {
-		t.Error("parsed another rule's tag")
+	w := e[guardSetWide4][0]
+	if !bytes.Equal(w.Key[16:], []byte{10, 9, 0, 0}) || !bytes.Equal(w.KeyEnd[16:], []byte{10, 9, 255, 255}) {
+		t.Errorf("wide4 = %x - %x, want 10.9.0.0 to 10.9.255.255", w.Key, w.KeyEnd)
+	}
+	if len(e[guardSetSrc6])+len(e[guardSetWide6]) != 0 {
+		t.Errorf("an IPv4-only pod has IPv6 elements: %v %v", e[guardSetSrc6], e[guardSetWide6])
 	}
 }
 
 func TestGuardLifecycle(t *testing.T) {
-	host, ctr := newNS(t), newNS(t)
-	hh := handleIn(t, host)
-	name := HostVethName("ctr1", "eth0")
-	hmac, cmac := AttachmentMACs("ctr1", "eth0")
-	owner := tag.Owner{Network: "n1", ContainerID: "ctr1", IfName: "eth0"}
-	if _, err := CreateVeth(hh, Veth{HostName: name, HostMAC: hmac, HostAlias: owner.Alias(), PeerName: "eth0", PeerMAC: cmac, PeerNSFd: nsFd(t, ctr)}); err != nil {
-		t.Fatal(err)
+	for _, bridged := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bridged=%v", bridged), func(t *testing.T) { testGuardLifecycle(t, bridged) })
 	}
-	g := Guard{Owner: owner, HostIf: name, PodMAC: cmac, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.5"), netip.MustParseAddr("fd00::5")}}
+}
+
+func testGuardLifecycle(t *testing.T, bridged bool) {
+	host := newNS(t)
+	name := HostVethName("ctr1", "eth0")
+	_, cmac := AttachmentMACs("ctr1", "eth0")
+	owner := tag.Owner{Network: "n1", ContainerID: "ctr1", IfName: "eth0"}
+	g := Guard{Owner: owner, HostIf: name, PodMAC: cmac, Bridged: bridged,
+		Addrs:   []netip.Addr{netip.MustParseAddr("10.1.0.5"), netip.MustParseAddr("fd00::5")},
+		Allowed: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16"), netip.MustParsePrefix("fd09::/64")}}
+	neighbour := g
+	neighbour.Owner.ContainerID, neighbour.HostIf = "ctr2", HostVethName("ctr2", "eth0")
 	err := netns.Do(host, func() error {
 		gs, err := NewGuards()
 		if err != nil {
 			return err
 		}
 		defer gs.Close()
-		for range 2 { // a second Install replaces the first
+		for range 2 { // Install is idempotent
 			if err := gs.Install(g); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if err := gs.Install(neighbour); err != nil {
+			t.Fatal(err)
 		}
 		if ok, err := gs.Current(g); !ok || err != nil {
 			t.Errorf("Current after Install = %v, %v", ok, err)
@@ -82,9 +99,27 @@ func TestGuardLifecycle(t *testing.T) {
 		if ok, _ := gs.Current(other); ok {
 			t.Error("Current for other addresses")
 		}
+		if err := gs.Replace(other); err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := gs.Current(other); !ok {
+			t.Error("not Current after Replace")
+		}
 		owners, err := gs.Owners()
-		if err != nil || len(owners) != 1 || owners[name] != owner {
+		if err != nil || len(owners) != 2 || owners[name] != owner {
 			t.Errorf("Owners = %v, %v", owners, err)
+		}
+		if err := gs.QueueRemove(other); err != nil {
+			t.Fatal(err)
+		}
+		if err := gs.conn.Flush(); err != nil {
+			t.Fatalf("removal by known elements: %v", err)
+		}
+		if err := gs.QueueRemove(other); err != nil {
+			t.Fatal(err)
+		}
+		if err := gs.conn.Flush(); err == nil {
+			t.Error("a second removal by known elements succeeded: DEL would never fall back to Remove")
 		}
 		for range 2 { // Remove is idempotent
 			if err := gs.Remove(name); err != nil {
@@ -93,6 +128,21 @@ func TestGuardLifecycle(t *testing.T) {
 		}
 		if ok, err := gs.Current(g); ok || err != nil {
 			t.Errorf("Current after Remove = %v, %v", ok, err)
+		}
+		if ok, _ := gs.Current(neighbour); !ok {
+			t.Error("removing one interface's guard touched another's")
+		}
+		if err := gs.Remove(neighbour.HostIf); err != nil {
+			t.Fatal(err)
+		}
+		left, err := gs.listed(newGuardObjects(bridged), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for set, elems := range left {
+			if len(elems) > 0 {
+				t.Errorf("%s keeps %d elements after every guard was removed", set, len(elems))
+			}
 		}
 		return nil
 	})

@@ -91,7 +91,7 @@ func buildPaths(t testing.TB, want map[string]bool) []*dpPath {
 			// table deleted after their ADDs (their DELs must still
 			// succeed without it).
 			p := sameNode(t, podnetConf(t, "routed"))
-			run(t, "ip", "netns", "exec", p.node, "nft", "delete", "table", "netdev", dataplane.GuardTableName)
+			run(t, "ip", "netns", "exec", p.node, "nft", "delete", "table", "inet", dataplane.GuardTableName)
 			built[g] = p
 		case "ref-ptp":
 			built[g] = sameNode(t, fillConf(refPtpConf, "", "", t.TempDir()))

@@ -119,7 +119,8 @@ func confForDel(args *skel.CmdArgs) *conf {
 }
 
 // removeNFT removes the attachment's source guard, masquerade entries
-// and host ports in one nftables batch and returns the socket's close
+// and host ports in one nftables batch (the guard apart when DEL has no
+// prevResult to name its addresses) and returns the socket's close
 // for the caller to run when it suits (see cmdDel). Should the batch
 // fail (it fails whole: say an element went away since it was listed,
 // or the guard went with its link), each part is removed again the
@@ -140,7 +141,15 @@ func (a *attachment) removeNFT(withGuard bool) (closeConn func(), err error) {
 	defer func() { unlock() }()
 
 	if withGuard {
-		dataplane.GuardsOn(conn).QueueRemove(a.hostName)
+		// By prevResult's addresses, in the batch; without them, by
+		// listing the guard's sets, apart.
+		if addrs := a.prevResultAddrs(); len(addrs) > 0 {
+			if err := dataplane.GuardsOn(conn).QueueRemove(a.guard(addrs)); err != nil {
+				return closeConn, err
+			}
+		} else if err := a.removeGuard(); err != nil {
+			return closeConn, err
+		}
 	}
 	if a.conf.IPMasq {
 		if err := dataplane.MasqOn(conn).QueueRemoveOwned(a.conf.Name, a.owner); err != nil {

@@ -98,7 +98,7 @@ func (a *attachment) existing() (*cni.Result, error) {
 	if res != nil {
 		// The guard too, rewritten: the pod is up, and must not stay
 		// unchecked if its guard went missing.
-		if err := a.installGuard(hostAddrs); err != nil {
+		if err := a.replaceGuard(hostAddrs); err != nil {
 			return nil, err
 		}
 		if a.conf.IPMasq {
