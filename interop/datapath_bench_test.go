@@ -76,9 +76,11 @@ func BenchmarkDataPath(b *testing.B) {
 		b.ReportMetric(r.RRps, r.key+"-tx/s")
 		b.ReportMetric(r.P50, r.key+"-p50-us")
 		b.ReportMetric(r.P99, r.key+"-p99-us")
+		b.ReportMetric(r.CRRps, r.key+"-crr/s")
 		if r.hasRatio {
 			b.ReportMetric(r.tputRatio, r.key+"-tput-ratio")
 			b.ReportMetric(r.rrRatio, r.key+"-rr-ratio")
+			b.ReportMetric(r.crrRatio, r.key+"-crr-ratio")
 		}
 	}
 }

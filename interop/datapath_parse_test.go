@@ -86,8 +86,8 @@ func TestListensOn(t *testing.T) {
 func TestSummarize(t *testing.T) {
 	paths := []*dpPath{{key: "veth", name: "veth floor"}, {key: "routed", name: "routed", base: "veth"}, {key: "vxlan", name: "vxlan", base: "underlay"}}
 	samples := map[string][]sample{
-		"veth":   {{Gbps: 20, RRps: 20000, P50: 40, P99: 80}, {Gbps: 10, RRps: 10000, P50: 80, P99: 160}, {Gbps: 18, RRps: 18000, P50: 45, P99: 90}},
-		"routed": {{Gbps: 18, RRps: 19000, P50: 42, P99: 85}, {Gbps: 9, RRps: 9500, P50: 84, P99: 170}, {Gbps: 9, RRps: 9000, P50: 90, P99: 180}},
+		"veth":   {{Gbps: 20, RRps: 20000, P50: 40, P99: 80, CRRps: 4000}, {Gbps: 10, RRps: 10000, P50: 80, P99: 160, CRRps: 2000}, {Gbps: 18, RRps: 18000, P50: 45, P99: 90, CRRps: 4000}},
+		"routed": {{Gbps: 18, RRps: 19000, P50: 42, P99: 85, CRRps: 3000}, {Gbps: 9, RRps: 9500, P50: 84, P99: 170, CRRps: 1600}, {Gbps: 9, RRps: 9000, P50: 90, P99: 180, CRRps: 3200}},
 		"vxlan":  {{Gbps: 5, RRps: 1000, P50: 1, P99: 2}},
 	}
 	rows := summarize(paths, samples)
@@ -96,15 +96,15 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("veth floor: %+v, want the medians 18, 18000, 45, 90 and no ratio", veth)
 	}
 	// Per round: 0.9, 0.9, 0.5 -> 0.9; the ratio of the medians would be 0.5.
-	if !routed.hasRatio || routed.tputRatio != 0.9 || routed.rrRatio != 0.95 || routed.base != "veth floor" {
-		t.Errorf("routed: %+v, want tput ratio 0.9 and RR ratio 0.95 against veth floor", routed)
+	if !routed.hasRatio || routed.tputRatio != 0.9 || routed.rrRatio != 0.95 || routed.crrRatio != 0.8 || routed.base != "veth floor" {
+		t.Errorf("routed: %+v, want tput ratio 0.9, RR ratio 0.95 and CRR ratio 0.8 against veth floor", routed)
 	}
 	if vxlan.hasRatio {
 		t.Errorf("vxlan without its base measured: %+v, want no ratio", vxlan)
 	}
 	table := markdownTable(rows)
-	for _, want := range []string{"| path | Gbit/s | RR tx/s | p50 µs | p99 µs | tput ratio | RR ratio | against |",
-		"| routed | 9.00 | 9500 | 84.0 | 170.0 | 0.90 | 0.95 | veth floor |", "| vxlan | 5.00 | 1000 | 1.0 | 2.0 |  |  |  |"} {
+	for _, want := range []string{"| path | Gbit/s | RR tx/s | p50 µs | p99 µs | CRR conn/s | tput ratio | RR ratio | CRR ratio | against |",
+		"| routed | 9.00 | 9500 | 84.0 | 170.0 | 3000 | 0.90 | 0.95 | 0.80 | veth floor |", "| vxlan | 5.00 | 1000 | 1.0 | 2.0 | 0 |  |  |  |  |"} {
 		if !strings.Contains(table, want+"\n") {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}

@@ -26,8 +26,10 @@ type dpPath struct {
 	base           string
 	client, server string // namespace paths
 	addr           netip.Addr
-	// node is the name of the node namespace of a same-node path.
-	node string
+	// node is the name of the node namespace of a same-node path, and
+	// clientAddr the client pod's address there.
+	node       string
+	clientAddr netip.Addr
 }
 
 // dpPathDef is a path the benchmark knows, and how to build it.
@@ -44,6 +46,9 @@ var dpPaths = []dpPathDef{
 	{key: "veth", name: "veth floor", group: "veth"},
 	{key: "routed", name: "podnet routed, same node", base: "veth", group: "routed"},
 	{key: "routed-noguard", name: "podnet routed, same node, source guard removed", base: "veth", group: "routed-noguard"},
+	{key: "np-0", name: "podnet routed, policy table, no policy", base: "routed", group: "np-0"},
+	{key: "np-100", name: "podnet routed, 100 policies select the server", base: "routed", group: "np-100"},
+	{key: "np-1000", name: "podnet routed, 1,000 policies select the server", base: "routed", group: "np-1000"},
 	{key: "bridge", name: "podnet bridge, same node", base: "veth", group: "bridge"},
 	{key: "ref-ptp", name: "reference ptp + host-local, same node", base: "veth", group: "ref-ptp"},
 	{key: "ref-bridge", name: "reference bridge + host-local, same node", base: "veth", group: "ref-bridge"},
@@ -93,6 +98,8 @@ func buildPaths(t testing.TB, want map[string]bool) []*dpPath {
 			p := sameNode(t, podnetConf(t, "routed"))
 			run(t, "ip", "netns", "exec", p.node, "nft", "delete", "table", "inet", dataplane.GuardTableName)
 			built[g] = p
+		case "np-0", "np-100", "np-1000":
+			built[g] = policyPath(t, map[string]int{"np-0": 0, "np-100": 100, "np-1000": 1000}[g])
 		case "ref-ptp":
 			built[g] = sameNode(t, fillConf(refPtpConf, "", "", t.TempDir()))
 		case "ref-bridge":
@@ -181,7 +188,7 @@ func sameNode(t testing.TB, conf []byte) *dpPath {
 		})
 		addrs[i] = netip.MustParseAddr(podAddr(t, res))
 	}
-	return &dpPath{client: pods[0].Path, server: pods[1].Path, addr: addrs[1], node: name}
+	return &dpPath{client: pods[0].Path, server: pods[1].Path, addr: addrs[1], node: name, clientAddr: addrs[0]}
 }
 
 // agentDefaults are the agent's own GC settings, which the DaemonSet

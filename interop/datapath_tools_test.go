@@ -44,6 +44,10 @@ type sample struct {
 	RRps float64 // request/response transactions per second
 	P50  float64 // round-trip time of a transaction, µs
 	P99  float64
+	// CRRps is connections per second, each a TCP connect, one byte
+	// each way and a close: what a connection's first packets cost
+	// (conntrack entries made, policy judged) rather than its steady state.
+	CRRps float64
 }
 
 // serverProc is a server process the benchmark started in a namespace,
@@ -276,7 +280,8 @@ func parseSockperf(out []byte) (rr, p50, p99 float64, err error) {
 	return replies / secs, p50, p99, nil
 }
 
-// measure takes one sample of p: throughput, then request/response.
+// measure takes one sample of p: throughput, request/response, then
+// connect/request/response.
 func measure(t testing.TB, p *dpPath, secs int) sample {
 	t.Helper()
 	gbps, err := throughput(t, p, secs)
@@ -287,7 +292,11 @@ func measure(t testing.TB, p *dpPath, secs int) sample {
 	if err != nil {
 		t.Fatalf("%s: request/response: %v", p.name, err)
 	}
-	return sample{Gbps: gbps, RRps: rr, P50: p50, P99: p99}
+	crr, err := connectRate(p, secs)
+	if err != nil {
+		t.Fatalf("%s: connect/request/response: %v", p.name, err)
+	}
+	return sample{Gbps: gbps, RRps: rr, P50: p50, P99: p99, CRRps: crr}
 }
 
 // waitReachable waits until a TCP connection from the client namespace

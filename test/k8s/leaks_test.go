@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/dataplane/tag"
 	"github.com/podnet/podnet/test/k8s/cluster"
 )
@@ -146,11 +147,20 @@ func traces(ctx context.Context, t *testing.T, n *cluster.Node, seen sandboxLog)
 	}
 	for _, e := range elems {
 		// "<container ID> <ifname>" (masquerade), "<network> <container
-		// ID> <ifname>" (host ports).
+		// ID> <ifname>" (host ports, the guard's pods set).
 		f := strings.Fields(e.Comment)
 		owner := ""
 		if len(f) >= 2 {
 			owner = f[len(f)-2]
+		}
+		if e.Table == dataplane.GuardTableName && owner == "" {
+			// Keyed by the host veth, named after the sandbox.
+			veth, _, _ := strings.Cut(e.Key, " ")
+			for id := range seen {
+				if dataplane.HostVethName(id, "eth0") == veth {
+					owner = id
+				}
+			}
 		}
 		out = append(out, trace{owner: owner, kind: "nft", what: "nftables element " + e.String()})
 	}

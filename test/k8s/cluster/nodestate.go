@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/internal/testutil"
@@ -60,8 +61,10 @@ func (e NFTElement) String() string {
 
 // PodNFTElements returns the elements that podnet adds per pod: the
 // masquerade table's pod address sets (pods4_*, pods6_*), whose comments
-// are "<container ID> <ifname>", and every map and set of the host port
-// table, whose comments are "<network> <container ID> <ifname>". The
+// are "<container ID> <ifname>", every map and set of the host port
+// table, whose comments are "<network> <container ID> <ifname>", and
+// every set of the source guard's tables (keyed by host veth; the pods
+// set's comments are "<network> <container ID> <ifname>"). The
 // exclusion sets hold network-wide prefixes and are left out.
 func (n *Node) PodNFTElements() ([]NFTElement, error) {
 	f, err := os.Open(n.NetNS)
@@ -74,8 +77,13 @@ func (n *Node) PodNFTElements() ([]NFTElement, error) {
 		return nil, err
 	}
 	var out []NFTElement
-	for _, tn := range []string{dataplane.MasqTableName, portmap.TableName} {
-		t := &nftables.Table{Name: tn, Family: nftables.TableFamilyINet}
+	for _, t := range []*nftables.Table{
+		{Name: dataplane.MasqTableName, Family: nftables.TableFamilyINet},
+		{Name: portmap.TableName, Family: nftables.TableFamilyINet},
+		{Name: dataplane.GuardTableName, Family: nftables.TableFamilyINet},
+		{Name: dataplane.GuardTableName, Family: nftables.TableFamilyBridge},
+	} {
+		tn := t.Name
 		sets, err := conn.GetSets(t)
 		if err != nil {
 			continue // the table does not exist (yet)
@@ -91,7 +99,11 @@ func (n *Node) PodNFTElements() ([]NFTElement, error) {
 			keys := testutil.SetContents(s, elems)
 			for i, e := range elems {
 				key := fmt.Sprintf("%x", e.Key)
-				if !s.Interval && !s.Concatenation && i < len(keys) {
+				switch {
+				case tn == dataplane.GuardTableName && len(e.Key) >= unix.IFNAMSIZ:
+					// "<host veth> <the rest in hex>"
+					key = strings.TrimRight(string(e.Key[:unix.IFNAMSIZ]), "\x00") + " " + fmt.Sprintf("%x", e.Key[unix.IFNAMSIZ:])
+				case !s.Interval && !s.Concatenation && i < len(keys):
 					key = keys[i]
 				}
 				out = append(out, NFTElement{Table: tn, Set: s.Name, Key: key, Comment: e.Comment})

@@ -1,0 +1,105 @@
+package interop
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podnet/podnet/dataplane/policyrules"
+	"github.com/podnet/podnet/policy"
+)
+
+// policyNode is the node name the policy paths compile for.
+const policyNode = "dp-node"
+
+// policyPath is the routed same-node path with n NetworkPolicies that
+// select the server, programmed in the node namespace by policyrules as
+// the agent's policy service does. Each policy allows ingress from pods
+// with a label of its own, one of n-1 other pods (in the snapshot only,
+// off this node) or, for the last, the client: the client's first
+// packet is judged against every rule of the server's chain, the worst
+// case. With n = 0 the table is there and isolates nothing.
+func policyPath(t testing.TB, n int) *dpPath {
+	t.Helper()
+	p := sameNode(t, podnetConf(t, "routed"))
+	ir := policy.Compile(policySnapshot(p.clientAddr, p.addr, n), policy.Options{Node: policyNode})
+	f, err := os.Open(filepath.Join("/run/netns", p.node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := policyrules.New(policyNode, policyrules.WithNetNSFd(int(f.Fd())))
+	if err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	// Before the pods' DEL (cleanups run last first).
+	t.Cleanup(func() {
+		if err := r.Remove(); err != nil {
+			t.Errorf("remove the policy table: %v", err)
+		}
+		r.Close()
+		f.Close()
+	})
+	if _, err := r.Apply(ir); err != nil {
+		t.Fatalf("program %d policies: %v", n, err)
+	}
+	return p
+}
+
+// policySnapshot is the cluster policySnapshot's paths model: a client
+// and a server pod on the node, n-1 other pods elsewhere, and n policies
+// selecting the server, the i-th allowing pods labelled peer=p<i>.
+func policySnapshot(client, server netip.Addr, n int) *policy.Snapshot {
+	const ns = "dp"
+	s := &policy.Snapshot{
+		Namespaces: []policy.Namespace{{Name: ns, Labels: map[string]string{"kubernetes.io/metadata.name": ns}}},
+		Pods: []policy.Pod{
+			{Namespace: ns, Name: "server", Node: policyNode, Labels: map[string]string{"app": "server"}, IPs: []netip.Addr{server}},
+			{Namespace: ns, Name: "client", Node: policyNode, Labels: map[string]string{"app": "client", "peer": fmt.Sprintf("p%d", n-1)}, IPs: []netip.Addr{client}},
+		},
+	}
+	for i := range n {
+		if i < n-1 {
+			s.Pods = append(s.Pods, policy.Pod{Namespace: ns, Name: fmt.Sprintf("peer-%d", i), Node: "elsewhere",
+				Labels: map[string]string{"peer": fmt.Sprintf("p%d", i)},
+				IPs:    []netip.Addr{netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)})}})
+		}
+		s.Policies = append(s.Policies, &networkingv1.NetworkPolicy{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("allow-%04d", i)},
+			Spec: networkingv1.NetworkPolicySpec{
+				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "server"}},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+				Ingress: []networkingv1.NetworkPolicyIngressRule{{
+					From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"peer": fmt.Sprintf("p%d", i)}}}},
+				}},
+			},
+		})
+	}
+	return s
+}
+
+// TestPolicySnapshot: the client is allowed by the last policy alone,
+// and nothing else reaches the server.
+func TestPolicySnapshot(t *testing.T) {
+	client, server := netip.MustParseAddr("10.244.1.2"), netip.MustParseAddr("10.244.1.3")
+	s := policySnapshot(client, server, 100)
+	d := policy.Decide(s, s.EndpointFor(client), s.EndpointFor(server), policy.TCP, 5201)
+	if !d.Allowed {
+		t.Fatalf("client to server: %v, want allowed", d)
+	}
+	if d := policy.Decide(s, s.EndpointFor(netip.MustParseAddr("10.99.0.7")), s.EndpointFor(server), policy.TCP, 5201); !d.Allowed {
+		t.Errorf("peer-7 to server: %v, want allowed by allow-0007", d)
+	}
+	if d := policy.Decide(s, s.EndpointFor(netip.MustParseAddr("10.98.0.1")), s.EndpointFor(server), policy.TCP, 5201); d.Allowed {
+		t.Errorf("an outside address to server: %v, want denied", d)
+	}
+	ir := policy.Compile(s, policy.Options{Node: policyNode})
+	if got := len(ir.Pods); got != 1 {
+		t.Errorf("the IR isolates %d pods on the node, want the server alone", got)
+	}
+}
