@@ -14,8 +14,8 @@ type dpRow struct {
 	// path's figure over its base's in the same round; hasRatio is false
 	// for the bases and for a path whose base was not measured.
 	tputRatio, rrRatio, crrRatio float64
-	hasRatio           bool
-	base               string // the base's name
+	hasRatio                     bool
+	base                         string // the base's name
 }
 
 // summarize turns each path's samples, one per round in round order,
@@ -29,10 +29,10 @@ func summarize(paths []*dpPath, samples map[string][]sample) []dpRow {
 	for _, p := range paths {
 		s := samples[p.key]
 		r := dpRow{key: p.key, name: p.name, sample: sample{
-			Gbps: median(s, func(x sample) float64 { return x.Gbps }),
-			RRps: median(s, func(x sample) float64 { return x.RRps }),
-			P50:  median(s, func(x sample) float64 { return x.P50 }),
-			P99:  median(s, func(x sample) float64 { return x.P99 }),
+			Gbps:  median(s, func(x sample) float64 { return x.Gbps }),
+			RRps:  median(s, func(x sample) float64 { return x.RRps }),
+			P50:   median(s, func(x sample) float64 { return x.P50 }),
+			P99:   median(s, func(x sample) float64 { return x.P99 }),
 			CRRps: median(s, func(x sample) float64 { return x.CRRps }),
 		}}
 		if base, ok := samples[p.base]; ok && p.base != "" {
