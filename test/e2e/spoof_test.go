@@ -3,7 +3,6 @@ package e2e
 import (
 	"net"
 	"net/netip"
-	"os"
 	"testing"
 
 	"github.com/podnet/podnet/agent/route"
@@ -33,17 +32,7 @@ func TestSpoofAcrossNodes(t *testing.T) {
 			c := newCluster(t, tc.u(t), tc.mode, true)
 			nodes := c.startNodes(2)
 			for _, n := range nodes {
-				err := netns.Do(n.NS.Path, func() error {
-					for _, k := range []string{"all", "default"} {
-						if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+k+"/rp_filter", []byte("0"), 0); err != nil {
-							return err
-						}
-					}
-					return nil
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
+				setRPFilterOff(t, n)
 			}
 			attacker, neighbour, victim := nodes[0].Pods[0], nodes[0].Pods[1], nodes[1].Pods[0]
 			for _, v4 := range []bool{true, false} {

@@ -78,6 +78,13 @@ func BenchmarkPolicyScale(b *testing.B) {
 	scaleParallel(ctx, b, namespaces, func(k int) error {
 		_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name: scaleNSName(k), Labels: map[string]string{"team": strconv.Itoa(k % 10)}}}, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		// The service account controller's part: pods are admitted only
+		// with their service account there.
+		_, err = client.CoreV1().ServiceAccounts(scaleNSName(k)).Create(ctx, &corev1.ServiceAccount{
+			ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
 		return err
 	})
 	scaleParallel(ctx, b, pods, func(i int) error { return createScalePod(ctx, client, i) })
