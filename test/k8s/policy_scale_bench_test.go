@@ -249,19 +249,27 @@ func runPolicyService(ctx context.Context, b *testing.B, c *cluster.Cluster, cli
 	heapAfter, _ := liveHeap()
 	r.heap = heapAfter - heapBefore
 
-	// Local pod 0 of namespace 0 has app-0; a policy for a label of its
-	// own selects it alone.
-	before := isolatedLocal(b, ns)
+	// Local pod 0 of namespace 0 is selected by its app's policies. A
+	// label no policy selects takes it out of them (its elements go),
+	// then the probe policy selects it again.
+	selected := isolatedLocal(b, ns)
 	if _, err := client.CoreV1().Pods(scaleNSName(0)).Patch(ctx, "pod-0", "application/merge-patch+json",
-		[]byte(`{"metadata":{"labels":{"enforce-probe":"yes"}}}`), metav1.PatchOptions{}); err != nil {
+		[]byte(`{"metadata":{"labels":{"app":"enforce-probe"}}}`), metav1.PatchOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	time.Sleep(time.Second) // the label's own change settles first
+	deadline := time.Now().Add(time.Minute)
+	for isolatedLocal(b, ns) >= selected {
+		if time.Now().After(deadline) {
+			b.Fatal("pod-0 still isolated a minute after no policy selects it")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := isolatedLocal(b, ns)
 	start = time.Now()
 	if _, err := client.NetworkingV1().NetworkPolicies(scaleNSName(0)).Create(ctx, &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "enforce-probe"},
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"enforce-probe": "yes"}},
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "enforce-probe"}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 		},
 	}, metav1.CreateOptions{}); err != nil {
