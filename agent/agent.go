@@ -88,6 +88,9 @@ type Config struct {
 	// waits for a selected pod's rules (netpol.Service.Admit): until then
 	// a new pod's first packets pass before its rules are in place.
 	NetworkPolicy bool
+	// PolicyDenyLog, with NetworkPolicy, logs denied packets
+	// (netpol.Config.DenyLog).
+	PolicyDenyLog *policyrules.DenyLog
 	// Registry receives the agent's metrics; nil makes a new one with the
 	// Go and process collectors.
 	Registry *prometheus.Registry
@@ -226,6 +229,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.NetworkPolicy && cfg.Kube == nil {
 		return nil, errors.New("agent: network policy needs the Kubernetes datastore (--datastore kubernetes): NetworkPolicies, Namespaces and Pods are read from the API")
 	}
+	if cfg.PolicyDenyLog != nil && !cfg.NetworkPolicy {
+		return nil, errors.New("agent: the policy deny log goes with network policy (--network-policy)")
+	}
 	if cfg.Kube != nil && cfg.Kube.Blocks != nil && cfg.Kube.Blocks.Socket != "" && cfg.Store == nil {
 		return nil, errors.New("agent: an IPAM socket without block IPAM's store to serve (kubeblocks.OpenStore)")
 	}
@@ -270,7 +276,7 @@ func New(cfg Config) (*Agent, error) {
 			return nil, err
 		}
 		a.policy = netpol.New(netpol.Config{Node: cfg.Node, NetNS: cfg.NetNS, Sources: src, ResyncInterval: cfg.ResyncInterval,
-			Registry: reg, Logger: log})
+			DenyLog: cfg.PolicyDenyLog, Registry: reg, Logger: log})
 	}
 	a.gc = ipamgc.NewMetrics(reg)
 	return a, nil

@@ -29,12 +29,18 @@ import (
 //   - otherwise at least one rule of the policies that isolate it must
 //     allow the connection: the union of their rules applies.
 func Decide(s *Snapshot, src, dst Endpoint, proto Protocol, port uint16) Decision {
+	return s.decide(src, dst, proto, port, nil, nil)
+}
+
+// decide is Decide; with egress and ingress not nil, it also gives every
+// rule of each side's isolating policies with what matched.
+func (s *Snapshot) decide(src, dst Endpoint, proto Protocol, port uint16, egress, ingress *[]RuleMatch) Decision {
 	src.IP, dst.IP = src.IP.Unmap(), dst.IP.Unmap()
 	sp, dp := s.findPod(src.Pod), s.findPod(dst.Pod)
 	self := sp != nil && sp == dp
-	eg := s.side(sp, networkingv1.PolicyTypeEgress, self, false, dst, dp, proto, port)
+	eg := s.side(sp, networkingv1.PolicyTypeEgress, self, false, dst, dp, proto, port, egress)
 	fromNode := dp != nil && s.nodeHas(dp.Node, src.IP) && sp == nil
-	in := s.side(dp, networkingv1.PolicyTypeIngress, self, fromNode, src, dp, proto, port)
+	in := s.side(dp, networkingv1.PolicyTypeIngress, self, fromNode, src, dp, proto, port, ingress)
 	return decision(eg, in)
 }
 
@@ -60,31 +66,44 @@ func (s *Snapshot) nodeHas(node string, ip netip.Addr) bool {
 }
 
 // side is one pod's verdict in direction dir: remote is the other end,
-// dstPod the destination pod (where named ports resolve), if any.
-func (s *Snapshot) side(pod *Pod, dir networkingv1.PolicyType, self, fromNode bool, remote Endpoint, dstPod *Pod, proto Protocol, port uint16) Verdict {
+// dstPod the destination pod (where named ports resolve), if any. With
+// detail not nil, every rule read is appended to it with what matched.
+func (s *Snapshot) side(pod *Pod, dir networkingv1.PolicyType, self, fromNode bool, remote Endpoint, dstPod *Pod, proto Protocol, port uint16, detail *[]RuleMatch) Verdict {
 	var v Verdict
 	if pod == nil {
 		return v
 	}
 	remotePod := s.findPod(remote.Pod)
+	rule := func(ref RuleRef, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort) {
+		m := RuleMatch{Rule: ref, Peer: s.matchPeer(peers, ref.namespace(), remote, remotePod), Port: NoMatch}
+		if m.Peer != NoMatch || detail != nil {
+			m.Port = matchPort(ports, proto, port, dstPod)
+		}
+		if m.Allows() {
+			v.AllowedBy = append(v.AllowedBy, ref)
+		}
+		if detail != nil {
+			*detail = append(*detail, m)
+		}
+	}
 	for _, np := range s.Policies {
 		if np.Namespace != pod.Namespace || !hasType(&np.Spec, dir) || !selects(&np.Spec.PodSelector, pod.Labels) {
 			continue
 		}
-		v.IsolatedBy = append(v.IsolatedBy, np.Namespace+"/"+np.Name)
+		name := np.Namespace + "/" + np.Name
+		v.IsolatedBy = append(v.IsolatedBy, name)
 		if dir == networkingv1.PolicyTypeIngress {
 			for i, r := range np.Spec.Ingress {
-				if s.peersAllow(r.From, np.Namespace, remote, remotePod) && portsAllow(r.Ports, proto, port, dstPod) {
-					v.AllowedBy = append(v.AllowedBy, RuleRef{np.Namespace + "/" + np.Name, i})
-				}
+				rule(RuleRef{name, i}, r.From, r.Ports)
 			}
 		} else {
 			for i, r := range np.Spec.Egress {
-				if s.peersAllow(r.To, np.Namespace, remote, remotePod) && portsAllow(r.Ports, proto, port, dstPod) {
-					v.AllowedBy = append(v.AllowedBy, RuleRef{np.Namespace + "/" + np.Name, i})
-				}
+				rule(RuleRef{name, i}, r.To, r.Ports)
 			}
 		}
+	}
+	if detail != nil {
+		slices.SortStableFunc(*detail, func(a, b RuleMatch) int { return compareRuleRefs(a.Rule, b.Rule) })
 	}
 	if len(v.IsolatedBy) == 0 {
 		return Verdict{}
@@ -121,17 +140,18 @@ func selects(ls *metav1.LabelSelector, l map[string]string) bool {
 	return err == nil && sel.Matches(labels.Set(l))
 }
 
-// peersAllow: no peers allows every remote end; otherwise one peer must.
-func (s *Snapshot) peersAllow(peers []networkingv1.NetworkPolicyPeer, policyNs string, remote Endpoint, remotePod *Pod) bool {
+// matchPeer: no peers allows every remote end (Every); otherwise the
+// index of the first peer that does, or NoMatch.
+func (s *Snapshot) matchPeer(peers []networkingv1.NetworkPolicyPeer, policyNs string, remote Endpoint, remotePod *Pod) int {
 	if len(peers) == 0 {
-		return true
+		return Every
 	}
 	for i := range peers {
 		if s.peerAllows(&peers[i], policyNs, remote, remotePod) {
-			return true
+			return i
 		}
 	}
-	return false
+	return NoMatch
 }
 
 func (s *Snapshot) peerAllows(p *networkingv1.NetworkPolicyPeer, policyNs string, remote Endpoint, remotePod *Pod) bool {
@@ -184,44 +204,47 @@ func inBlock(b *networkingv1.IPBlock, ip netip.Addr) bool {
 	return in
 }
 
-// portsAllow: no ports allows every protocol and port; otherwise one entry
-// must match. A named port matches the destination pod's container port
-// of that name and protocol.
-func portsAllow(ports []networkingv1.NetworkPolicyPort, proto Protocol, port uint16, dstPod *Pod) bool {
+// matchPort: no ports allows every protocol and port (Every); otherwise
+// the index of the first entry that matches, or NoMatch. A named port
+// matches the destination pod's container port of that name and
+// protocol.
+func matchPort(ports []networkingv1.NetworkPolicyPort, proto Protocol, port uint16, dstPod *Pod) int {
 	if len(ports) == 0 {
-		return true
+		return Every
 	}
-	for _, p := range ports {
-		want := corev1.ProtocolTCP
-		if p.Protocol != nil {
-			want = *p.Protocol
+	for i, p := range ports {
+		if portAllows(&p, proto, port, dstPod) {
+			return i
 		}
-		if !protocolIs(want, proto) {
-			continue
+	}
+	return NoMatch
+}
+
+func portAllows(p *networkingv1.NetworkPolicyPort, proto Protocol, port uint16, dstPod *Pod) bool {
+	want := corev1.ProtocolTCP
+	if p.Protocol != nil {
+		want = *p.Protocol
+	}
+	if !protocolIs(want, proto) {
+		return false
+	}
+	switch {
+	case p.Port == nil:
+		return p.EndPort == nil
+	case p.Port.Type == intstr.Int:
+		first := p.Port.IntVal
+		last := first
+		if p.EndPort != nil {
+			last = *p.EndPort
 		}
-		switch {
-		case p.Port == nil:
-			if p.EndPort == nil {
-				return true
-			}
-		case p.Port.Type == intstr.Int:
-			first := p.Port.IntVal
-			last := first
-			if p.EndPort != nil {
-				last = *p.EndPort
-			}
-			if first >= 1 && last <= 65535 && first <= last && int32(port) >= first && int32(port) <= last {
-				return true
-			}
-		default:
-			if p.EndPort != nil || dstPod == nil {
-				continue
-			}
-			for _, cp := range dstPod.Ports {
-				if cp.Name == p.Port.StrVal && cp.Protocol == proto && cp.Port == port {
-					return true
-				}
-			}
+		return first >= 1 && last <= 65535 && first <= last && int32(port) >= first && int32(port) <= last
+	}
+	if p.EndPort != nil || dstPod == nil {
+		return false
+	}
+	for _, cp := range dstPod.Ports {
+		if cp.Name == p.Port.StrVal && cp.Protocol == proto && cp.Port == port {
+			return true
 		}
 	}
 	return false

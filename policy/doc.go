@@ -23,10 +23,12 @@
 //   - Decide (decide.go): the reference oracle. It answers the same
 //     question straight from the API objects, with apimachinery's label
 //     selectors and no sets, and says why (which policy and rule allowed
-//     the connection, or which policies isolate the pod). It shares no
-//     matching code with Compile, so a differential test of Evaluate
-//     against Decide checks the compilation, and later a test of the
-//     kernel's rules against Decide checks the renderer.
+//     the connection, or which policies isolate the pod); Explain
+//     (explain.go) adds, from the same code, which peer and port of each
+//     rule matched, for people asking why. It shares no matching code
+//     with Compile, so a differential test of Evaluate against Decide
+//     checks the compilation, and later a test of the kernel's rules
+//     against Decide checks the renderer.
 //
 // The semantics, with their sources (the Kubernetes "Network Policies"
 // concept page and the API reference of networking.k8s.io/v1), are written

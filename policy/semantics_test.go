@@ -549,6 +549,7 @@ func TestSemantics(t *testing.T) {
 				if !sameDecision(decided, evaluated) {
 					t.Errorf("%s -> %s: Decide %s, Evaluate %s", c.src, c.dst, decided, evaluated)
 				}
+				checkExplanation(t, Explain(s, src, dst, c.proto, c.port), decided)
 			}
 		})
 	}

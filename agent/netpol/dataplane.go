@@ -22,7 +22,11 @@ func (s *Service) openNetNS() (renderer, func() ([]netip.Addr, error), func(), e
 		h *netlink.Handle
 	)
 	open := func() (err error) {
-		if r, err = policyrules.New(s.cfg.Node); err != nil {
+		var opts []policyrules.Option
+		if s.cfg.DenyLog != nil {
+			opts = append(opts, policyrules.WithDenyLog(*s.cfg.DenyLog))
+		}
+		if r, err = policyrules.New(s.cfg.Node, opts...); err != nil {
 			return err
 		}
 		if h, err = dataplane.NewHandle(); err != nil {

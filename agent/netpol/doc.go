@@ -32,6 +32,11 @@
 // packet counters read at scrape time: allowed by policy rule, denied by
 // namespace and direction.
 //
+// The deny log (denylog.go, Config.DenyLog, off by default): the pod
+// chains log what they drop to an NFLOG group under the node's rate
+// limit, and the service reads the group (dataplane/nflog) in the node's
+// namespace and writes one Info line per denied packet.
+//
 // The service writes nothing to the API. It never switches a thread's
 // namespace except through netns.Do when it opens its sockets, and it
 // leaves the table in place when it stops, so that pods stay protected

@@ -34,6 +34,7 @@ type metrics struct {
 	isolated                *prometheus.GaugeVec
 	policies, sets, elems   prometheus.Gauge
 	problems                prometheus.Gauge
+	denyLogged, denyLogLost prometheus.Counter
 
 	allowedDesc, deniedDesc *prometheus.Desc
 }
@@ -66,6 +67,10 @@ func newMetrics(s *Service) *metrics {
 			Help: "Elements of those sets (addresses, prefixes, port ranges, address-port pairs)."}),
 		problems: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "problems",
 			Help: "Parts of policies the API server should have refused; each matches nothing."}),
+		denyLogged: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "deny_log_records_total",
+			Help: "Denied packets written to the agent's log (--policy-deny-log), after the node's rate limit."}),
+		denyLogLost: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "deny_log_overruns_total",
+			Help: "Times the deny log's socket overflowed and records were lost before the agent read them."}),
 		allowedDesc: prometheus.NewDesc("podnet_policy_allowed_packets_total",
 			"First packets of connections a policy rule allowed, to or from this node's pods (later packets pass as established).",
 			[]string{"namespace", "policy", "direction", "rule"}, nil),
@@ -77,7 +82,7 @@ func newMetrics(s *Service) *metrics {
 
 func (m *metrics) register(r prometheus.Registerer) {
 	r.MustRegister(m.compile, m.apply, m.enforceLatency, m.applyErrors, m.watchRestarts, m.isolated,
-		m.policies, m.sets, m.elems, m.problems, m)
+		m.policies, m.sets, m.elems, m.problems, m.denyLogged, m.denyLogLost, m)
 }
 
 // observe sets the gauges from a compiled policy that was applied.

@@ -6,13 +6,16 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/podnet/podnet/dataplane/nflog"
 	"github.com/podnet/podnet/dataplane/policyrules"
 	itestutil "github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/netns"
@@ -194,4 +197,87 @@ func TestServiceProgramsTable(t *testing.T) {
 	if names := strings.Join(readTable(t, path).chains, ","); !strings.HasPrefix(names, "in-") {
 		t.Errorf("chains %s, want db's in- chain", names)
 	}
+}
+
+// TestServiceDenyLogSocket: with the deny log on, the service writes the
+// log rule into its pod chains and holds the NFLOG group while it runs,
+// and releases the group when Run returns (its socket closed: another
+// listener can bind it).
+func TestServiceDenyLogSocket(t *testing.T) {
+	itestutil.RequireRoot(t)
+	_, path := itestutil.NewNodeNetNS(t)
+	c := newCluster(t)
+	c.addNamespace("x", nil)
+	c.addNode(self, "198.18.0.1")
+	c.addPod(apiPod("x", "db", self, map[string]string{"app": "db"}, "10.244.0.2"))
+	c.addPolicy(denyFrom("x", "db", "db", ""))
+	const group = 7372
+	s := New(Config{Node: self, NetNS: path, Sources: c.sources(), DenyLog: &policyrules.DenyLog{Group: group, Rate: 10, Burst: 20}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	stop := sync.OnceValue(func() error { cancel(); return <-done })
+	defer stop()
+	listen := func() error {
+		return netns.Do(path, func() error {
+			l, err := nflog.Listen(group)
+			if err == nil {
+				l.Close()
+			}
+			return err
+		})
+	}
+	var prefixes []string
+	itestutil.Eventually(t, "db's chain with its log rule", 5*time.Second, func() bool {
+		prefixes = logPrefixes(t, path)
+		return len(prefixes) > 0
+	})
+	if !slices.Equal(prefixes, []string{"podnet-deny ingress x/db"}) {
+		t.Errorf("log prefixes %q, want db's ingress", prefixes)
+	}
+	if err := listen(); err == nil {
+		t.Error("another listener bound the group the service holds")
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if err := listen(); err != nil {
+		t.Errorf("the group is still held after Run returned: %v", err)
+	}
+}
+
+// logPrefixes are the prefixes of the log statements of the policy table.
+func logPrefixes(t testing.TB, path string) []string {
+	var out []string
+	err := netns.Do(path, func() error {
+		c, err := nftables.New()
+		if err != nil {
+			return err
+		}
+		chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
+		if err != nil {
+			return err
+		}
+		for _, ch := range chains {
+			if ch.Table.Name != policyrules.TableName {
+				continue
+			}
+			rules, err := c.GetRules(ch.Table, ch)
+			if err != nil {
+				return err
+			}
+			for _, r := range rules {
+				for _, e := range r.Exprs {
+					if l, ok := e.(*expr.Log); ok {
+						out = append(out, string(l.Data))
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Log(err)
+	}
+	return out
 }

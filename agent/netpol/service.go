@@ -54,6 +54,10 @@ type Config struct {
 	Debounce, ResyncInterval time.Duration
 	Registry                 prometheus.Registerer
 	Logger                   *slog.Logger
+	// DenyLog, when set, turns the deny log on: every pod chain logs
+	// what it drops to this NFLOG group under the node's rate limit,
+	// and the service writes one Info line per record to Logger.
+	DenyLog *policyrules.DenyLog
 }
 
 // renderer is what the service needs of policyrules.Renderer.
@@ -79,6 +83,8 @@ type Service struct {
 	log  *slog.Logger
 	m    *metrics
 	open dataplaneOpener
+	// openLog binds the deny log's group (Config.DenyLog).
+	openLog func() (logSource, error)
 
 	// kick is signalled on every change of the caches that may change
 	// the rules.
@@ -122,6 +128,7 @@ func New(cfg Config) *Service {
 		kick: make(chan struct{}, 1), synced: make(chan struct{}), firstApplied: make(chan struct{}),
 		admitted: map[policy.PodKey][]netip.Addr{}}
 	s.open = s.openNetNS
+	s.openLog = s.openDenyLog
 	s.m = newMetrics(s)
 	if cfg.Registry != nil {
 		s.m.register(cfg.Registry)
@@ -164,6 +171,13 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	defer closeDP()
+	if s.cfg.DenyLog != nil {
+		src, err := s.openLog()
+		if err != nil {
+			return fmt.Errorf("network policy: deny log: %w", err)
+		}
+		defer s.startDenyLog(src)()
+	}
 	s.rmu.Lock()
 	s.r = r
 	s.rmu.Unlock()

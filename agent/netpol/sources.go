@@ -30,20 +30,39 @@ type Sources struct {
 	Node cache.ListerWatcher
 }
 
-// unfinishedPods leaves out pods that have finished: they have no
+// UnfinishedPods leaves out pods that have finished: they have no
 // address policy could match (policy.PodFromAPI keeps none), and a
 // cluster's completed Jobs would otherwise cost every agent memory. A
 // pod that finishes leaves the watch as a deletion.
-const unfinishedPods = "status.phase!=Succeeded,status.phase!=Failed"
+const UnfinishedPods = "status.phase!=Succeeded,status.phase!=Failed"
 
 // NewSources makes the clients of the policy service for the API server
-// of rc: core/v1 and networking.k8s.io/v1 REST clients over a scheme of
-// their own (not client-go's clientset, whose scheme registers every API
-// group), protobuf, every request counted by wrap (the agent's
-// kubeapi.RequestCounter, podnet_agent_api_requests_total).
+// of rc (NewRESTClients, user agent podnet-agent), every request counted
+// by wrap (the agent's kubeapi.RequestCounter,
+// podnet_agent_api_requests_total).
 func NewSources(rc *rest.Config, node string, wrap func(http.RoundTripper) http.RoundTripper) (Sources, error) {
+	core, netv1, err := NewRESTClients(rc, "podnet-agent", wrap)
+	if err != nil {
+		return Sources{}, err
+	}
+	return Sources{
+		Policies:   cache.NewListWatchFromClient(netv1, "networkpolicies", metav1.NamespaceAll, fields.Everything()),
+		Namespaces: cache.NewListWatchFromClient(core, "namespaces", metav1.NamespaceAll, fields.Everything()),
+		Pods: cache.NewFilteredListWatchFromClient(core, "pods", metav1.NamespaceAll, func(o *metav1.ListOptions) {
+			o.FieldSelector = UnfinishedPods
+		}),
+		Node: cache.NewListWatchFromClient(core, "nodes", metav1.NamespaceAll, fields.OneTermEqualSelector("metadata.name", node)),
+	}, nil
+}
+
+// NewRESTClients makes core/v1 and networking.k8s.io/v1 REST clients for
+// the API server of rc, over a scheme of their own (not client-go's
+// clientset, whose scheme registers every API group), protobuf on the
+// wire; userAgent is used when rc has none, and wrap, when not nil,
+// wraps their transport.
+func NewRESTClients(rc *rest.Config, userAgent string, wrap func(http.RoundTripper) http.RoundTripper) (core, networking *rest.RESTClient, err error) {
 	if rc == nil {
-		return Sources{}, errors.New("network policy: no API server config")
+		return nil, nil, errors.New("network policy: no API server config")
 	}
 	scheme := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(scheme))
@@ -57,7 +76,7 @@ func NewSources(rc *rest.Config, node string, wrap func(http.RoundTripper) http.
 		c.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 		c.ContentType = "application/vnd.kubernetes.protobuf"
 		if c.UserAgent == "" {
-			c.UserAgent = "podnet-agent"
+			c.UserAgent = userAgent
 		}
 		if wrap != nil {
 			c.Wrap(wrap)
@@ -68,20 +87,11 @@ func NewSources(rc *rest.Config, node string, wrap func(http.RoundTripper) http.
 		}
 		return rcl, nil
 	}
-	core, err := client(corev1.SchemeGroupVersion, "/api")
-	if err != nil {
-		return Sources{}, err
+	if core, err = client(corev1.SchemeGroupVersion, "/api"); err != nil {
+		return nil, nil, err
 	}
-	netv1, err := client(networkingv1.SchemeGroupVersion, "/apis")
-	if err != nil {
-		return Sources{}, err
+	if networking, err = client(networkingv1.SchemeGroupVersion, "/apis"); err != nil {
+		return nil, nil, err
 	}
-	return Sources{
-		Policies:   cache.NewListWatchFromClient(netv1, "networkpolicies", metav1.NamespaceAll, fields.Everything()),
-		Namespaces: cache.NewListWatchFromClient(core, "namespaces", metav1.NamespaceAll, fields.Everything()),
-		Pods: cache.NewFilteredListWatchFromClient(core, "pods", metav1.NamespaceAll, func(o *metav1.ListOptions) {
-			o.FieldSelector = unfinishedPods
-		}),
-		Node: cache.NewListWatchFromClient(core, "nodes", metav1.NamespaceAll, fields.OneTermEqualSelector("metadata.name", node)),
-	}, nil
+	return core, networking, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/podnet/podnet/agent/kubeblocks"
 	"github.com/podnet/podnet/agent/route"
 	"github.com/podnet/podnet/agent/source/kvstore"
+	"github.com/podnet/podnet/dataplane/policyrules"
 	"github.com/podnet/podnet/install"
 	"github.com/podnet/podnet/ipamcni"
 )
@@ -39,8 +40,10 @@ type agentOptions struct {
 	// --install, and what it installs from where.
 	doInstall, uninstallOnExit bool
 	srcDir, networkConfig      string
-	// networkPolicy enforces NetworkPolicy (Kubernetes datastore).
-	networkPolicy bool
+	// networkPolicy enforces NetworkPolicy (Kubernetes datastore);
+	// denyLog logs what it drops.
+	networkPolicy, denyLog bool
+	denyLogCfg             policyrules.DenyLog
 }
 
 func newAgentCommand(opts *globalOptions) *cobra.Command {
@@ -92,6 +95,10 @@ restarts. It serves /metrics, /healthz and /readyz on --metrics-addr.`,
 	f.DurationVar(&ao.blockGrace, "block-grace", agent.DefaultBlockGrace, "how long one of this node's blocks must have been empty before GC lets it go back to its pool, one spare per pool kept (negative: never)")
 	f.StringVar(&ao.releaseDir, "release-dir", ipamcni.DefaultReleaseDir, "where DELs record releases they could not make while the store was unreachable; GC finishes them")
 	f.BoolVar(&ao.networkPolicy, "network-policy", false, "with --datastore kubernetes: enforce NetworkPolicy for this node's pods in nftables (experimental: a new pod's first packets are not held back yet)")
+	f.BoolVar(&ao.denyLog, "policy-deny-log", false, "with --network-policy: log every packet policy drops (pod, direction, addresses, protocol, port) at info level, through NFLOG, under a rate limit for the node")
+	f.Uint32Var(&ao.denyLogCfg.Rate, "policy-deny-log-rate", policyrules.DefaultDenyLogRate, "with --policy-deny-log: records a second, for the whole node")
+	f.Uint32Var(&ao.denyLogCfg.Burst, "policy-deny-log-burst", policyrules.DefaultDenyLogBurst, "with --policy-deny-log: records at once before the rate applies")
+	f.Uint16Var(&ao.denyLogCfg.Group, "policy-deny-log-group", policyrules.DefaultDenyLogGroup, "with --policy-deny-log: the NFLOG group (one listener per group and node)")
 	f.DurationVar(&ao.leaseTTL, "lease-ttl", 10*time.Second, "TTL of the node registration's etcd lease")
 	return cmd
 }
@@ -155,6 +162,13 @@ func (ao *agentOptions) config(opts *globalOptions) (agent.Config, error) {
 		Node: node, Mode: m, UnderlayInterface: ao.underlay,
 		LeaseTTL: ao.leaseTTL, GCInterval: ao.gcInterval, GCGrace: ao.gcGrace, BlockGrace: ao.blockGrace, CacheDir: opts.cacheDir, ReleaseDir: ao.releaseDir,
 		Logger: slog.Default(), NetworkPolicy: ao.networkPolicy,
+	}
+	if ao.denyLog {
+		if !ao.networkPolicy {
+			return agent.Config{}, errors.New("--policy-deny-log goes with --network-policy")
+		}
+		dl := ao.denyLogCfg
+		cfg.PolicyDenyLog = &dl
 	}
 	nodeCIDR, err := ao.datastoreConfig(&cfg)
 	if err != nil {

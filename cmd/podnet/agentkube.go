@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/podnet/podnet/agent"
 	"github.com/podnet/podnet/agent/cniinstall"
@@ -73,18 +72,7 @@ func (ao *agentOptions) datastoreConfig(cfg *agent.Config) (*cniinstall.NodeCIDR
 // config (the service account's token and CA, and the API server at
 // $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT).
 func (ao *agentOptions) restConfig() (*rest.Config, error) {
-	if ao.kubeconfig != "" {
-		c, err := clientcmd.BuildConfigFromFlags("", ao.kubeconfig)
-		if err != nil {
-			return nil, fmt.Errorf("--kubeconfig: %w", err)
-		}
-		return c, nil
-	}
-	c, err := rest.InClusterConfig()
-	if err != nil {
-		return nil, fmt.Errorf("in-cluster Kubernetes config (or set --kubeconfig): %w", err)
-	}
-	return c, nil
+	return kubeRESTConfig(ao.kubeconfig, false)
 }
 
 // blocksConfig sets cfg up for block IPAM on the API: the pools to seed

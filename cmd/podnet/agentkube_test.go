@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/dataplane/policyrules"
 )
 
 // TestAgentDatastoreFlags: each datastore takes its own flags, and the
@@ -65,5 +66,45 @@ func TestAgentDatastoreFlags(t *testing.T) {
 				t.Errorf("cluster CIDRs %v, want %v", nc.ClusterCIDRs, want)
 			}
 		})
+	}
+}
+
+// TestAgentDenyLogFlags: --policy-deny-log goes with --network-policy and
+// carries its rate, burst and group to the agent; off, the agent gets
+// none.
+func TestAgentDenyLogFlags(t *testing.T) {
+	root := newRootCommand()
+	agentCmd, _, err := root.Find([]string{"agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"policy-deny-log", "policy-deny-log-rate", "policy-deny-log-burst", "policy-deny-log-group"} {
+		if agentCmd.Flags().Lookup(f) == nil {
+			t.Errorf("podnet agent has no --%s", f)
+		}
+	}
+	base := agentOptions{node: "n1", datastore: "kubernetes", mode: "host-gw"}
+	off := base
+	cfg, err := off.config(&globalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.PolicyDenyLog != nil {
+		t.Errorf("deny log on by default: %+v", cfg.PolicyDenyLog)
+	}
+	alone := base
+	alone.denyLog = true
+	if _, err := alone.config(&globalOptions{}); err == nil || !strings.Contains(err.Error(), "--network-policy") {
+		t.Errorf("--policy-deny-log without --network-policy: %v", err)
+	}
+	on := base
+	on.networkPolicy, on.denyLog = true, true
+	on.denyLogCfg.Rate, on.denyLogCfg.Burst, on.denyLogCfg.Group = 3, 4, 5
+	cfg, err = on.config(&globalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.PolicyDenyLog == nil || *cfg.PolicyDenyLog != (policyrules.DenyLog{Group: 5, Rate: 3, Burst: 4}) || !cfg.NetworkPolicy {
+		t.Errorf("deny log %+v", cfg.PolicyDenyLog)
 	}
 }

@@ -89,7 +89,7 @@ func benchRenderer(b *testing.B) *Renderer {
 }
 
 func reportSize(b *testing.B, ir *policy.IR) {
-	rs := build(ir, "node7")
+	rs := build(ir, "node7", false)
 	elems := 0
 	for _, s := range rs.sets {
 		elems += len(s.elems)

@@ -5,7 +5,9 @@
 // batch.
 //
 // Everything is decided in the kernel, per packet, by set and map
-// lookups; nothing goes to userspace. The ruleset is its own table,
+// lookups; nothing goes to userspace, except, with the opt-in deny log
+// (WithDenyLog, denylog.go), a rate-limited NFLOG record of a packet a
+// pod chain is about to drop. The ruleset is its own table,
 // inet podnet-policy (TableName), owned whole by this package:
 //
 //	chain forward (filter hook forward priority 0)   pod <-> anything routed through the node

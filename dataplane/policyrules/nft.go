@@ -38,6 +38,8 @@ type batch struct {
 	table  *nftables.Table
 	nextID uint32
 	ids    map[string]uint32
+	// denyLog is the log ruleLog writes to.
+	denyLog *DenyLog
 }
 
 func newBatch(conn *nftables.Conn) *batch {
@@ -202,7 +204,7 @@ func (b *batch) queue(p *plan) error {
 
 func (b *batch) addRules(nc *nftables.Chain, c *chain) {
 	for _, r := range c.rules {
-		b.conn.AddRule(&nftables.Rule{Table: b.table, Chain: nc, Exprs: b.exprs(r, c.dir), UserData: ruleComment(r.comment(c))})
+		b.conn.AddRule(&nftables.Rule{Table: b.table, Chain: nc, Exprs: b.exprs(r, c), UserData: ruleComment(r.comment(c))})
 	}
 }
 
@@ -245,9 +247,9 @@ func (b *batch) lookup(set string, reg uint32) expr.Any {
 	return &expr.Lookup{SourceRegister: reg, SetName: set, SetID: b.ids[set]}
 }
 
-// exprs renders a rule of a pod chain in direction d.
-func (b *batch) exprs(r rule, d Direction) []expr.Any {
-	remoteIsSrc := d == Ingress
+// exprs renders a rule of pod chain c.
+func (b *batch) exprs(r rule, c *chain) []expr.Any {
+	remoteIsSrc := c.dir == Ingress
 	var e []expr.Any
 	switch r.kind {
 	case ruleSelf:
@@ -257,6 +259,8 @@ func (b *batch) exprs(r rule, d Direction) []expr.Any {
 		return e
 	case ruleDeny:
 		return []expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop}}
+	case ruleLog:
+		return b.denyLog.exprs(c.pod, c.dir)
 	case ruleNamed:
 		// ip daddr . meta l4proto . th dport @named: the destination is
 		// the remote end of an egress rule.
@@ -341,6 +345,9 @@ func (b *batch) baseRules(c *nftables.Chain) []*nftables.Rule {
 // table created in the same batch.
 func (b *batch) queueBase() error {
 	b.conn.AddTable(b.table)
+	if b.denyLog != nil {
+		b.conn.AddObj(b.denyLog.limit(b.table))
+	}
 	for _, m := range []string{mapIn4, mapIn6, mapOut4, mapOut6} {
 		if err := b.conn.AddSet(b.nftMap(m), nil); err != nil {
 			return fmt.Errorf("nftables: add map %s: %w", m, err)

@@ -19,6 +19,8 @@ import (
 type Renderer struct {
 	conn *nftables.Conn
 	node string
+	// denyLog, when set, is the deny log every pod chain writes to.
+	denyLog *DenyLog
 	// cur is what the last successful commit programmed; nil when
 	// unknown.
 	cur *ruleset
@@ -29,6 +31,7 @@ type Option func(*options)
 
 type options struct {
 	netnsFd int
+	denyLog *DenyLog
 }
 
 // WithNetNSFd makes the Renderer act in the network namespace of fd
@@ -50,6 +53,11 @@ func New(node string, opts ...Option) (*Renderer, error) {
 		f(&o)
 	}
 	copts := []nftables.ConnOption{nftables.AsLasting(), nftables.WithSockOptions(bigBuffers)}
+	if o.denyLog != nil {
+		if err := o.denyLog.check(); err != nil {
+			return nil, err
+		}
+	}
 	if o.netnsFd != 0 {
 		copts = append(copts, nftables.WithNetNSFd(o.netnsFd))
 	}
@@ -57,7 +65,7 @@ func New(node string, opts ...Option) (*Renderer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open nftables netlink socket: %w", err)
 	}
-	return &Renderer{conn: c, node: node}, nil
+	return &Renderer{conn: c, node: node, denyLog: o.denyLog}, nil
 }
 
 // bigBuffers raises the socket's buffers past the system's maximum (as
@@ -90,7 +98,7 @@ func (r *Renderer) Close() error { return r.conn.CloseLasting() }
 // stays so until the next change or Resync; the agent's service should
 // Resync now and then.
 func (r *Renderer) Apply(ir *policy.IR) (Stats, error) {
-	want := build(ir, r.node)
+	want := build(ir, r.node, r.denyLog != nil)
 	if r.cur == nil {
 		return r.resync(want)
 	}
@@ -99,6 +107,7 @@ func (r *Renderer) Apply(ir *policy.IR) (Stats, error) {
 		return Stats{}, nil
 	}
 	b := newBatch(r.conn)
+	b.denyLog = r.denyLog
 	err := b.queue(p)
 	if err == nil {
 		err = r.conn.Flush()
@@ -119,12 +128,13 @@ func (r *Renderer) Apply(ir *policy.IR) (Stats, error) {
 // Resync replaces the table with the ruleset of ir in one batch, whatever
 // is there: stale chains, sets and elements go, counters start at zero.
 func (r *Renderer) Resync(ir *policy.IR) (Stats, error) {
-	return r.resync(build(ir, r.node))
+	return r.resync(build(ir, r.node, r.denyLog != nil))
 }
 
 func (r *Renderer) resync(want *ruleset) (Stats, error) {
 	r.cur = nil
 	b := newBatch(r.conn)
+	b.denyLog = r.denyLog
 	// Add first, so that the delete finds the table in any case.
 	b.conn.AddTable(b.table)
 	b.conn.DelTable(b.table)

@@ -73,6 +73,7 @@ const (
 	ruleAllow                     // remote in peer, protocol . port in ports: counter return
 	ruleNamed                     // destination . protocol . port in named: counter return
 	ruleDeny                      // counter drop
+	ruleLog                       // limit name deny-log log group N prefix "...": the deny log, before ruleDeny
 )
 
 // rule is one rule of a pod chain. The remote address is the source for
@@ -99,19 +100,22 @@ func (r rule) comment(c *chain) string {
 		return "self " + c.pod.String()
 	case ruleDeny:
 		return fmt.Sprintf("deny %s %s", c.pod, c.dir)
+	case ruleLog:
+		return fmt.Sprintf("log %s %s", c.pod, c.dir)
 	}
 	return fmt.Sprintf("allow %s %s %d", r.policy, c.dir, r.index)
 }
 
-// build computes the ruleset of node's pods in ir. Pods of other nodes are
-// left out: their own nodes enforce their policy.
-func build(ir *policy.IR, node string) *ruleset {
+// build computes the ruleset of node's pods in ir, each pod chain ending
+// with the deny log's rule when denyLog. Pods of other nodes are left
+// out: their own nodes enforce their policy.
+func build(ir *policy.IR, node string, denyLog bool) *ruleset {
 	rs := &ruleset{
 		sets:   map[string]*set{},
 		chains: map[string]*chain{},
 		maps:   map[string]map[netip.Addr]string{mapIn4: {}, mapIn6: {}, mapOut4: {}, mapOut6: {}},
 	}
-	b := builder{ir: ir, rs: rs}
+	b := builder{ir: ir, rs: rs, denyLog: denyLog}
 	b.index()
 	// Both node sets exist always: the base chains refer to them.
 	node4 := rs.addrSet(setNode4, kindAddr4, "node "+node)
@@ -179,12 +183,13 @@ func (rs *ruleset) addrSet(name string, kind setKind, key string) *set {
 // builder renders the IR's sets on first use, so that only the sets the
 // node's rules refer to are written.
 type builder struct {
-	ir    *policy.IR
-	rs    *ruleset
-	peers map[string]*policy.PeerSet
-	cidrs map[string]*policy.CIDRSet
-	ports map[string]*policy.PortSet
-	named map[string]*policy.NamedPortSet
+	ir      *policy.IR
+	rs      *ruleset
+	denyLog bool
+	peers   map[string]*policy.PeerSet
+	cidrs   map[string]*policy.CIDRSet
+	ports   map[string]*policy.PortSet
+	named   map[string]*policy.NamedPortSet
 }
 
 func (b *builder) index() {
@@ -214,6 +219,9 @@ func (b *builder) chain(p *policy.PodRules, d Direction, dir *policy.Direction) 
 	}
 	for _, r := range dir.Rules {
 		c.rules = append(c.rules, b.rules(r)...)
+	}
+	if b.denyLog {
+		c.rules = append(c.rules, rule{kind: ruleLog})
 	}
 	c.rules = append(c.rules, rule{kind: ruleDeny})
 	return c

@@ -82,7 +82,7 @@ func smallSnapshot() *policy.Snapshot {
 }
 
 func TestBuild(t *testing.T) {
-	rs := build(policy.Compile(smallSnapshot(), policy.Options{Node: "n1"}), "n1")
+	rs := build(policy.Compile(smallSnapshot(), policy.Options{Node: "n1"}), "n1", false)
 	in := rs.chains[podChainName(policy.PodKey{Namespace: "x", Name: "a"}, Ingress)]
 	if in == nil || len(rs.chains) != 1 {
 		t.Fatalf("chains %+v", rs.chains)
@@ -111,9 +111,9 @@ func TestBuild(t *testing.T) {
 
 func TestPlanOfLabelChange(t *testing.T) {
 	s := smallSnapshot()
-	before := build(policy.Compile(s, policy.Options{Node: "n1"}), "n1")
+	before := build(policy.Compile(s, policy.Options{Node: "n1"}), "n1", false)
 	s.Pods[2].Labels = nil // the remote web pod leaves the peers
-	after := build(policy.Compile(s, policy.Options{Node: "n1"}), "n1")
+	after := build(policy.Compile(s, policy.Options{Node: "n1"}), "n1", false)
 	p := diff(before, after)
 	st := p.stats()
 	if st != (Stats{SetsChanged: 1, ElementsRemoved: 1}) {
@@ -137,5 +137,62 @@ func TestParseComments(t *testing.T) {
 	d, ok := parseDeny(rule{kind: ruleDeny}.comment(c))
 	if !ok || d != (PodDirection{Pod: c.pod, Direction: Egress}) {
 		t.Fatalf("%+v %v", d, ok)
+	}
+}
+
+// TestBuildDenyLog: with the deny log, every pod chain logs just before
+// its drop, and only there; its comment is neither an allow nor a deny,
+// so Counters does not count it.
+func TestBuildDenyLog(t *testing.T) {
+	rs := build(policy.Compile(smallSnapshot(), policy.Options{Node: "n1"}), "n1", true)
+	for _, c := range rs.chains {
+		n := len(c.rules)
+		if n < 2 || c.rules[n-2].kind != ruleLog || c.rules[n-1].kind != ruleDeny {
+			t.Fatalf("chain %s: %+v", c.name, c.rules)
+		}
+		for _, r := range c.rules[:n-2] {
+			if r.kind == ruleLog {
+				t.Fatalf("chain %s logs before its end: %+v", c.name, c.rules)
+			}
+		}
+		note := c.rules[n-2].comment(c)
+		if _, ok := parseAllow(note); ok {
+			t.Fatalf("log comment %q reads as an allow", note)
+		}
+		if _, ok := parseDeny(note); ok {
+			t.Fatalf("log comment %q reads as a deny", note)
+		}
+	}
+	if p := diff(build(policy.Compile(smallSnapshot(), policy.Options{Node: "n1"}), "n1", false), rs); p.stats().ChainsRewritten != len(rs.chains) {
+		t.Fatalf("turning the log on rewrites every chain: %+v", p.stats())
+	}
+}
+
+func TestLogPrefix(t *testing.T) {
+	long := policy.PodKey{Namespace: "ns", Name: strings.Repeat("p", 120)}
+	tests := []struct {
+		pod  policy.PodKey
+		d    Direction
+		want string
+		back policy.PodKey
+	}{
+		{policy.PodKey{Namespace: "x", Name: "db-0"}, Ingress, "podnet-deny ingress x/db-0", policy.PodKey{Namespace: "x", Name: "db-0"}},
+		{policy.PodKey{Namespace: "y", Name: "c"}, Egress, "podnet-deny egress y/c", policy.PodKey{Namespace: "y", Name: "c"}},
+		{long, Egress, "podnet-deny egress", policy.PodKey{}},
+	}
+	for _, tt := range tests {
+		got := LogPrefix(tt.pod, tt.d)
+		if got != tt.want || len(got) > maxPrefix {
+			t.Errorf("LogPrefix(%s, %s) = %q, want %q", tt.pod, tt.d, got, tt.want)
+		}
+		pod, d, ok := ParseLogPrefix(got)
+		if !ok || pod != tt.back || d != tt.d {
+			t.Errorf("ParseLogPrefix(%q) = %s %s %v", got, pod, d, ok)
+		}
+	}
+	for _, bad := range []string{"", "podnet-deny", "podnet-deny sideways x/a", "other ingress x/a", "podnet-deny ingress xa", "podnet-deny ingress x/a b"} {
+		if _, _, ok := ParseLogPrefix(bad); ok {
+			t.Errorf("ParseLogPrefix(%q) ok", bad)
+		}
 	}
 }
