@@ -108,8 +108,11 @@ func TestDebounce(t *testing.T) {
 	}
 	c.addPod(apiPod("x", "db", self, map[string]string{"app": "db"}, "10.244.0.2"))
 	r.waitIR(t, "every web pod a peer of db", func(ir *policy.IR) bool { return podRules(ir, "x", "db") != nil && len(peerAddrs(ir)) == 20 })
-	if n := r.applies() - before; n > 2 {
-		t.Errorf("%d applies for a burst of 21 events, want at most 2", n)
+	// Without the debounce each event would be an apply of its own. A
+	// loaded machine may deliver the burst over more than one window, so
+	// the bound leaves room for that rather than asserting timing.
+	if n := r.applies() - before; n > 5 {
+		t.Errorf("%d applies for a burst of 21 events, want at most 5", n)
 	}
 }
 
