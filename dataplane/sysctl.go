@@ -168,3 +168,17 @@ func ContainerSysctls(ifName string, v6 bool) []Sysctl {
 		{"net/ipv6/conf/" + ifName + "/accept_ra", "0"},
 	}
 }
+
+// BridgeNetfilterSysctls hand a bridge's IPv4 and IPv6 traffic to the inet hooks
+// (br_netfilter's bridge-nf-call-iptables and -ip6tables, per network
+// namespace), or stop doing so: NetworkPolicy's rules, in the inet
+// family, then judge traffic between two pods of one bridge too, with
+// conntrack. kube-proxy needs the same for Services on a bridge. It is
+// node-wide: every bridge of the namespace hands its IP traffic over.
+func BridgeNetfilterSysctls(on bool) []Sysctl {
+	v := "0"
+	if on {
+		v = "1"
+	}
+	return []Sysctl{{"net/bridge/bridge-nf-call-iptables", v}, {"net/bridge/bridge-nf-call-ip6tables", v}}
+}

@@ -3,6 +3,7 @@ package netpol
 import (
 	"fmt"
 	"net/netip"
+	"os"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -31,8 +32,10 @@ func (s *Service) openNetNS() (renderer, func() ([]netip.Addr, error), func(), e
 		}
 		if h, err = dataplane.NewHandle(); err != nil {
 			r.Close()
+			return err
 		}
-		return err
+		s.bridgeToInet()
+		return nil
 	}
 	var err error
 	if s.cfg.NetNS != "" {
@@ -65,4 +68,20 @@ func globalAddrs(h *netlink.Handle) ([]netip.Addr, error) {
 		}
 	}
 	return out, nil
+}
+
+// bridgeToInet makes the node's bridges hand their IP traffic to the
+// inet hooks (dataplane.BridgeNetfilterSysctls), where the policy table
+// is: in bridge mode two pods of one bridge would otherwise talk past it.
+// It runs in the node's namespace. Without br_netfilter (a kernel that
+// has it as a module not loaded) there is nothing to set: routed pods are
+// judged all the same, and the log says what bridged ones miss.
+func (s *Service) bridgeToInet() {
+	if _, err := os.Stat("/proc/sys/net/bridge"); err != nil {
+		s.log.Warn("br_netfilter is not loaded: traffic between two pods of one bridge (bridge mode) is not judged by network policy", "err", err)
+		return
+	}
+	if err := dataplane.WriteSysctls(dataplane.BridgeNetfilterSysctls(true)); err != nil {
+		s.log.Warn("could not hand bridged traffic to network policy: traffic between two pods of one bridge (bridge mode) is not judged", "err", err)
+	}
 }

@@ -53,8 +53,13 @@
 //     and no packet is sent on behalf of a pod.
 //   - ICMPv6 neighbour discovery to and from the node is never judged
 //     (Decide does not model it; a pod without it loses IPv6).
-//   - Routed mode: traffic between two pods on one bridge does not cross
-//     the inet hooks; bridge mode needs a bridge-family hook (not here).
+//   - Traffic between two pods of one bridge (bridge mode) crosses the
+//     inet hooks only when the bridge hands its IP traffic over
+//     (br_netfilter's bridge-nf-call-iptables and -ip6tables,
+//     dataplane.BridgeNetfilterSysctls, which the agent's policy service
+//     sets): then it is judged like routed traffic, with conntrack. A
+//     bridge-family table could not keep state on kernels without
+//     nf_conntrack_bridge (TestBridgedPodsJudged).
 //
 // The package must not exec nft, keep state other than what it last
 // committed (a new Renderer starts with a full resync), or switch
