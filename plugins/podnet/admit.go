@@ -161,4 +161,3 @@ func gcClosed(network string, valid map[tag.Owner]bool) error {
 	}
 	return errors.Join(errs...)
 }
-
