@@ -15,6 +15,7 @@ import (
 	"github.com/podnet/podnet/agent"
 	"github.com/podnet/podnet/agent/cniinstall"
 	"github.com/podnet/podnet/agent/kubeblocks"
+	"github.com/podnet/podnet/agent/netpol/admitsock"
 	"github.com/podnet/podnet/agent/route"
 	"github.com/podnet/podnet/agent/source/kvstore"
 	"github.com/podnet/podnet/install"
@@ -39,8 +40,10 @@ type agentOptions struct {
 	// --install, and what it installs from where.
 	doInstall, uninstallOnExit bool
 	srcDir, networkConfig      string
-	// networkPolicy enforces NetworkPolicy (Kubernetes datastore).
+	// networkPolicy enforces NetworkPolicy (Kubernetes datastore), and
+	// serves the plugins' first-packet handshake on policySocket.
 	networkPolicy bool
+	policySocket  string
 }
 
 func newAgentCommand(opts *globalOptions) *cobra.Command {
@@ -91,7 +94,8 @@ restarts. It serves /metrics, /healthz and /readyz on --metrics-addr.`,
 	f.DurationVar(&ao.gcGrace, "gc-grace", time.Minute, "how long an address's attachment must be missing before GC releases it")
 	f.DurationVar(&ao.blockGrace, "block-grace", agent.DefaultBlockGrace, "how long one of this node's blocks must have been empty before GC lets it go back to its pool, one spare per pool kept (negative: never)")
 	f.StringVar(&ao.releaseDir, "release-dir", ipamcni.DefaultReleaseDir, "where DELs record releases they could not make while the store was unreachable; GC finishes them")
-	f.BoolVar(&ao.networkPolicy, "network-policy", false, "with --datastore kubernetes: enforce NetworkPolicy for this node's pods in nftables (experimental: a new pod's first packets are not held back yet)")
+	f.BoolVar(&ao.networkPolicy, "network-policy", false, "with --datastore kubernetes: enforce NetworkPolicy for this node's pods in nftables; a new pod's ADD waits for its rules, or the pod starts closed until the agent admits it")
+	f.StringVar(&ao.policySocket, "policy-socket", admitsock.DefaultSocket, "with --network-policy: the unix socket of the plugins' first-packet handshake (their conflist's policySocket)")
 	f.DurationVar(&ao.leaseTTL, "lease-ttl", 10*time.Second, "TTL of the node registration's etcd lease")
 	return cmd
 }
@@ -154,7 +158,7 @@ func (ao *agentOptions) config(opts *globalOptions) (agent.Config, error) {
 	cfg := agent.Config{
 		Node: node, Mode: m, UnderlayInterface: ao.underlay,
 		LeaseTTL: ao.leaseTTL, GCInterval: ao.gcInterval, GCGrace: ao.gcGrace, BlockGrace: ao.blockGrace, CacheDir: opts.cacheDir, ReleaseDir: ao.releaseDir,
-		Logger: slog.Default(), NetworkPolicy: ao.networkPolicy,
+		Logger: slog.Default(), NetworkPolicy: ao.networkPolicy, PolicySocket: ao.policySocket,
 	}
 	nodeCIDR, err := ao.datastoreConfig(&cfg)
 	if err != nil {
