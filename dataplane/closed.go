@@ -80,6 +80,13 @@ func (c *Closed) Add(ctx context.Context, p ClosedPod) error {
 	}
 	defer l.Release()
 	o := newClosedObjects()
+	// Fast path, when the table exists (made whole, sets and rules in
+	// one batch, and only ever removed whole): a batch of elements. It
+	// leaves no deferred work for the socket's close to wait for, as
+	// re-declaring the chains would (see Masq.AddPod).
+	if err := c.addElements(o, p); err == nil {
+		return nil
+	}
 	c.conn.AddTable(o.table)
 	for _, s := range []*nftables.Set{o.set4, o.set6} {
 		if err := c.conn.AddSet(s, nil); err != nil {
@@ -93,16 +100,21 @@ func (c *Closed) Add(ctx context.Context, p ClosedPod) error {
 	for _, r := range o.rules() {
 		c.conn.AddRule(r)
 	}
-	for _, a := range p.Addrs {
-		a = a.Unmap()
-		if err := c.conn.SetAddElements(o.set(a), []nftables.SetElement{{Key: a.AsSlice(), Comment: p.comment()}}); err != nil {
-			return fmt.Errorf("nftables: close %s: %w", a, err)
-		}
-	}
-	if err := c.conn.Flush(); err != nil {
+	if err := c.addElements(o, p); err != nil {
 		return fmt.Errorf("nftables: close pod %s (%v) in table %s: %w", p.Pod, p.Addrs, ClosedTableName, err)
 	}
 	return nil
+}
+
+// addElements commits p's elements with whatever the batch holds.
+func (c *Closed) addElements(o *closedObjects, p ClosedPod) error {
+	for _, a := range p.Addrs {
+		a = a.Unmap()
+		if err := c.conn.SetAddElements(o.set(a), []nftables.SetElement{{Key: a.AsSlice(), Comment: p.comment()}}); err != nil {
+			return err
+		}
+	}
+	return c.conn.Flush()
 }
 
 // List returns the closed pods, one per pod and owner, addresses
