@@ -20,11 +20,13 @@ import (
 	"github.com/podnet/podnet/agent/ipamgc"
 	"github.com/podnet/podnet/agent/kubeblocks"
 	"github.com/podnet/podnet/agent/netpol"
+	"github.com/podnet/podnet/agent/netpol/admitsock"
 	"github.com/podnet/podnet/agent/noderemoval"
 	"github.com/podnet/podnet/agent/route"
 	"github.com/podnet/podnet/agent/source/kubeapi"
 	"github.com/podnet/podnet/agent/source/kvstore"
 	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/dataplane/policyrules"
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipamcni"
@@ -84,13 +86,18 @@ type Config struct {
 	// Install, when set, is applied once the agent is ready.
 	Install *cniinstall.Config
 	// NetworkPolicy enforces NetworkPolicy for the node's pods (netpol),
-	// with the Kubernetes datastore only. Off by default until CNI ADD
-	// waits for a selected pod's rules (netpol.Service.Admit): until then
-	// a new pod's first packets pass before its rules are in place.
+	// with the Kubernetes datastore only, and serves CNI ADD's
+	// first-packet handshake on PolicySocket (netpol.Admission): the
+	// installed config names the socket, and ADD waits for a selected
+	// pod's rules or closes the pod until they are in place.
 	NetworkPolicy bool
 	// PolicyDenyLog, with NetworkPolicy, logs denied packets
 	// (netpol.Config.DenyLog).
 	PolicyDenyLog *policyrules.DenyLog
+	// PolicySocket is where the policy service serves CNI ADD's
+	// first-packet handshake with NetworkPolicy (default
+	// admitsock.DefaultSocket); the installed config names it.
+	PolicySocket string
 	// Registry receives the agent's metrics; nil makes a new one with the
 	// Go and process collectors.
 	Registry *prometheus.Registry
@@ -164,6 +171,7 @@ type Agent struct {
 	blocks *kubeblocks.Service // with block IPAM on the API
 	routes *route.Service
 	policy *netpol.Service // with Config.NetworkPolicy
+	admit  *netpol.Admission
 	gc     *ipamgc.Metrics
 	// registered is set while the node is registered (the source's).
 	registered atomic.Bool
@@ -277,6 +285,10 @@ func New(cfg Config) (*Agent, error) {
 		}
 		a.policy = netpol.New(netpol.Config{Node: cfg.Node, NetNS: cfg.NetNS, Sources: src, ResyncInterval: cfg.ResyncInterval,
 			DenyLog: cfg.PolicyDenyLog, Registry: reg, Logger: log})
+		if a.cfg.PolicySocket == "" {
+			a.cfg.PolicySocket = admitsock.DefaultSocket
+		}
+		a.admit = a.policy.Admission(netpol.AdmissionConfig{Socket: a.cfg.PolicySocket})
 	}
 	a.gc = ipamgc.NewMetrics(reg)
 	return a, nil
@@ -314,8 +326,9 @@ func (a *Agent) ipamStore() ipam.Store {
 // removePolicyTable deletes the NetworkPolicy table an earlier run of
 // the agent with the policy service left in the node's namespace (it
 // stays when the agent stops, so that pods stay protected while it
-// restarts): an agent that no longer enforces policy must not leave
-// rules nobody updates.
+// restarts), and the table of pods plugins closed for want of its
+// answer (dataplane.Closed): an agent that no longer enforces policy
+// must not leave rules nobody updates, nor pods nobody opens.
 func (a *Agent) removePolicyTable() error {
 	remove := func() error {
 		r, err := policyrules.New(a.cfg.Node)
@@ -323,7 +336,17 @@ func (a *Agent) removePolicyTable() error {
 			return err
 		}
 		defer r.Close()
-		return r.Remove()
+		if err := r.Remove(); err != nil {
+			return err
+		}
+		// The pods plugins closed for want of an agent's answer: no
+		// agent would open them now.
+		c, err := dataplane.NewClosed("", 0)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return c.RemoveTable()
 	}
 	var err error
 	if a.cfg.NetNS != "" {
@@ -354,11 +377,15 @@ func (a *Agent) plan(registered chan struct{}) []service {
 	}
 	if a.policy != nil {
 		// Pods start only on a node whose policy is in place.
-		svcs = append(svcs, service{name: "network-policy", run: a.policy.Run, ready: a.policy.Ready, first: a.policy.FirstApplied()})
-		after = append(after, a.policy.FirstApplied())
+		svcs = append(svcs, service{name: "network-policy", run: a.policy.Run, ready: a.policy.Ready, first: a.policy.FirstApplied()},
+			service{name: "policy-socket", run: a.admit.Run, ready: a.admit.Ready, first: a.admit.ReadyC()})
+		after = append(after, a.policy.FirstApplied(), a.admit.ReadyC())
 	}
 	if cfg.Install != nil {
 		sc := cniinstall.ServiceConfig{Node: cfg.Node, Mode: string(cfg.Mode), PodMTU: a.routes.PodMTU(), After: after, Logger: a.log}
+		if a.admit != nil {
+			sc.PolicySocket = a.cfg.PolicySocket
+		}
 		if cfg.Install.NodeCIDR != nil {
 			sc.PodCIDRs = func() []netip.Prefix { return a.view.PodCIDRs(cfg.Node) }
 			sc.PodCIDRsChanged = a.kube.OwnChanged()

@@ -33,7 +33,8 @@
 //   - netpol: NetworkPolicy for the node's pods in nftables (with
 //     NetworkPolicy set, the Kubernetes datastore only): its own
 //     informers of NetworkPolicies, Namespaces, Pods and the node's Node,
-//     and Admit, the seam for CNI ADD's first-packet handshake.
+//     and CNI ADD's first-packet handshake (Admit, served on a unix
+//     socket by Admission, the policy-socket service).
 //
 // The models, and what runs in each:
 //

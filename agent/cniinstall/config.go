@@ -35,6 +35,9 @@ type Config struct {
 	// that sets none (PodMTU, from the underlay); 0 gives none. The agent
 	// sets it on its own copy once it has found the underlay.
 	podMTU int
+	// policySocket is ServiceConfig.PolicySocket, set on the agent's
+	// copy like podMTU.
+	policySocket string
 }
 
 // confPath is where the config goes.
@@ -87,6 +90,7 @@ func (c *Config) conf(node string, podCIDRs []netip.Prefix) (confFile, error) {
 	if err != nil {
 		return confFile{}, fmt.Errorf("network config %s: %w", source, err)
 	}
+	withPolicySocket(doc, c.policySocket)
 	if c.NodeCIDR != nil {
 		if err := c.NodeCIDR.edit(doc, podCIDRs); err != nil {
 			return confFile{}, fmt.Errorf("network config %s: %w", source, err)
@@ -164,6 +168,25 @@ func withPodMTU(doc map[string]any, mtu int) (above []int, err error) {
 		}
 	}
 	return above, nil
+}
+
+// withPolicySocket sets policySocket in every podnet plugin of the
+// conflist to socket, or removes it when socket is empty: a plugin that
+// names a socket closes the pods it gets no answer for, and only an
+// agent enforcing policy opens them.
+func withPolicySocket(doc map[string]any, socket string) {
+	list, _ := doc["plugins"].([]any)
+	for _, p := range list {
+		pm, _ := p.(map[string]any)
+		if pm == nil || pm["type"] != "podnet" {
+			continue
+		}
+		if socket == "" {
+			delete(pm, "policySocket")
+		} else {
+			pm["policySocket"] = socket
+		}
+	}
 }
 
 // Check builds the config for node without writing it, so that a bad

@@ -21,6 +21,11 @@ type ServiceConfig struct {
 	// PodMTU is what the config gives every podnet plugin that sets no
 	// MTU (route.PodMTU of the underlay); 0 gives none.
 	PodMTU int
+	// PolicySocket is the policy agent's first-packet handshake socket
+	// (agent/netpol/admitsock), written as policySocket into every
+	// podnet plugin of the config: with --network-policy. Empty removes
+	// it, so that no plugin closes pods that no agent would open.
+	PolicySocket string
 	// After are closed when the node may get its config: registered,
 	// routes programmed, and in block IPAM the socket serving.
 	After []<-chan struct{}
@@ -47,6 +52,7 @@ type Service struct {
 func NewService(c *Config, cfg ServiceConfig) *Service {
 	own := *c // the caller's config stays as given
 	own.podMTU = cfg.PodMTU
+	own.policySocket = cfg.PolicySocket
 	return &Service{c: own, cfg: cfg, ready: make(chan struct{})}
 }
 

@@ -15,8 +15,8 @@ import (
 	"github.com/podnet/podnet/policy"
 )
 
-// Admit is the seam for CNI ADD's first-packet handshake (the node socket
-// that calls it is not built yet): ADD tells the agent the identity and
+// Admit is CNI ADD's first-packet handshake (Admission serves it on the
+// node's socket, and calls it for the pods plugins closed): ADD tells the agent the identity and
 // addresses of a pod whose sandbox it is wiring, before the pod's status
 // has them in the API, and returns only when the pod is closed as its
 // policies say.

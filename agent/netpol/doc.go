@@ -22,10 +22,12 @@
 // it failed, and is not ready before the informers synced and the first
 // apply succeeded.
 //
-// Admit (admit.go) is the seam for CNI ADD's first-packet handshake: it
-// returns once the pod's addresses, told by ADD before the API has them,
-// are in the rules, or at once when no policy selects the pod. The
-// handshake's socket is not built yet.
+// Admit (admit.go) is CNI ADD's first-packet handshake: it returns once
+// the pod's addresses, told by ADD before the API has them, are in the
+// rules, or at once when no policy selects the pod. Admission
+// (admission.go) serves it to the node's plugins on a unix socket
+// (admitsock), and opens the pods plugins closed when they got no
+// answer (dataplane.Closed) once Admit has returned for them.
 //
 // Metrics (metrics.go): compile, apply and event-to-enforced latency,
 // apply errors, isolated pods, sets and elements, and the kernel's

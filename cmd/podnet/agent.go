@@ -15,6 +15,7 @@ import (
 	"github.com/podnet/podnet/agent"
 	"github.com/podnet/podnet/agent/cniinstall"
 	"github.com/podnet/podnet/agent/kubeblocks"
+	"github.com/podnet/podnet/agent/netpol/admitsock"
 	"github.com/podnet/podnet/agent/route"
 	"github.com/podnet/podnet/agent/source/kvstore"
 	"github.com/podnet/podnet/dataplane/policyrules"
@@ -40,10 +41,12 @@ type agentOptions struct {
 	// --install, and what it installs from where.
 	doInstall, uninstallOnExit bool
 	srcDir, networkConfig      string
-	// networkPolicy enforces NetworkPolicy (Kubernetes datastore);
+	// networkPolicy enforces NetworkPolicy (Kubernetes datastore), and
+	// serves the plugins' first-packet handshake on policySocket;
 	// denyLog logs what it drops.
 	networkPolicy, denyLog bool
 	denyLogCfg             policyrules.DenyLog
+	policySocket           string
 }
 
 func newAgentCommand(opts *globalOptions) *cobra.Command {
@@ -94,7 +97,8 @@ restarts. It serves /metrics, /healthz and /readyz on --metrics-addr.`,
 	f.DurationVar(&ao.gcGrace, "gc-grace", time.Minute, "how long an address's attachment must be missing before GC releases it")
 	f.DurationVar(&ao.blockGrace, "block-grace", agent.DefaultBlockGrace, "how long one of this node's blocks must have been empty before GC lets it go back to its pool, one spare per pool kept (negative: never)")
 	f.StringVar(&ao.releaseDir, "release-dir", ipamcni.DefaultReleaseDir, "where DELs record releases they could not make while the store was unreachable; GC finishes them")
-	f.BoolVar(&ao.networkPolicy, "network-policy", false, "with --datastore kubernetes: enforce NetworkPolicy for this node's pods in nftables (experimental: a new pod's first packets are not held back yet)")
+	f.BoolVar(&ao.networkPolicy, "network-policy", false, "with --datastore kubernetes: enforce NetworkPolicy for this node's pods in nftables; a new pod's ADD waits for its rules, or the pod starts closed until the agent admits it")
+	f.StringVar(&ao.policySocket, "policy-socket", admitsock.DefaultSocket, "with --network-policy: the unix socket of the plugins' first-packet handshake (their conflist's policySocket)")
 	f.BoolVar(&ao.denyLog, "policy-deny-log", false, "with --network-policy: log every packet policy drops (pod, direction, addresses, protocol, port) at info level, through NFLOG, under a rate limit for the node")
 	f.Uint32Var(&ao.denyLogCfg.Rate, "policy-deny-log-rate", policyrules.DefaultDenyLogRate, "with --policy-deny-log: records a second, for the whole node")
 	f.Uint32Var(&ao.denyLogCfg.Burst, "policy-deny-log-burst", policyrules.DefaultDenyLogBurst, "with --policy-deny-log: records at once before the rate applies")
@@ -161,7 +165,7 @@ func (ao *agentOptions) config(opts *globalOptions) (agent.Config, error) {
 	cfg := agent.Config{
 		Node: node, Mode: m, UnderlayInterface: ao.underlay,
 		LeaseTTL: ao.leaseTTL, GCInterval: ao.gcInterval, GCGrace: ao.gcGrace, BlockGrace: ao.blockGrace, CacheDir: opts.cacheDir, ReleaseDir: ao.releaseDir,
-		Logger: slog.Default(), NetworkPolicy: ao.networkPolicy,
+		Logger: slog.Default(), NetworkPolicy: ao.networkPolicy, PolicySocket: ao.policySocket,
 	}
 	if ao.denyLog {
 		if !ao.networkPolicy {

@@ -99,7 +99,8 @@ type ipamOutcome struct {
 // add is ADD after the checks: everything it creates is pushed on u. It
 // runs in three steps, each with what the one before found: the address
 // and the link, made at the same time; the host side, which needs the
-// address; the pod's side, the masquerade entry and the host ports, made
+// address (and, side by side, the policy handshake: admit); the pod's
+// side, the masquerade entry and the host ports, made
 // side by side. The in-process IPAM returns before its commit is on disk,
 // and the rest is wired while it syncs; cmdAdd waits for it
 // (ipamClient.Finish).
@@ -108,8 +109,16 @@ func (a *attachment) add(ctx context.Context, ipam ipamClient, ns *netns.NetNS, 
 	if err != nil {
 		return nil, err
 	}
+	// The policy handshake needs the addresses alone: asked now, it
+	// overlaps the host side. Its outcome is waited for before the
+	// pod's end comes up (admit says why there).
+	adm := a.startAdmission(ctx, l.ipam)
 	h, err := a.addHost(l, u)
 	if err != nil {
+		adm.abandon()
+		return nil, err
+	}
+	if err := a.admit(ctx, adm, h.ips, u); err != nil {
 		return nil, err
 	}
 	res := a.plannedResult(h, l.ipam)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -39,6 +40,11 @@ type conf struct {
 	// for others (docs/security.md). Empty: a pod's own addresses only.
 	AllowedSources []netip.Prefix
 	IPAMType       string
+	// PolicySocket is the node's policy agent's handshake socket
+	// (policySocket; the agent writes it with --network-policy): ADD
+	// asks the agent before the pod comes up, and closes the pod when it
+	// gets no answer. Empty: no handshake.
+	PolicySocket string
 	// ipamPools are the pools of podnet-ipam's configuration: with
 	// ipMasq and no masqExclude, the destinations never masqueraded.
 	ipamPools []netip.Prefix
@@ -57,6 +63,7 @@ type rawConf struct {
 	IPMasq           bool     `json:"ipMasq"`
 	MasqExclude      []string `json:"masqExclude"`
 	AllowedSources   []string `json:"allowedSources"`
+	PolicySocket     string   `json:"policySocket"`
 	IPAM             *struct {
 		Type  string `json:"type"`
 		Pools []struct {
@@ -95,7 +102,7 @@ func validate(nc *skel.NetConf, raw *rawConf) (*conf, error) {
 	if c.MTU != 0 && (c.MTU < 68 || c.MTU > 65535) {
 		return nil, confErr("mtu", "%d is outside 68-65535", c.MTU)
 	}
-	for _, set := range []func(*rawConf) error{c.setBridge, c.setMasq, c.setSources, c.setIPAM} {
+	for _, set := range []func(*rawConf) error{c.setBridge, c.setMasq, c.setSources, c.setIPAM, c.setPolicySocket} {
 		if err := set(raw); err != nil {
 			return nil, err
 		}
@@ -189,6 +196,15 @@ func (c *conf) setIPAM(raw *rawConf) error {
 			}
 		}
 	}
+	return nil
+}
+
+// setPolicySocket validates policySocket: an absolute path.
+func (c *conf) setPolicySocket(raw *rawConf) error {
+	if p := raw.PolicySocket; p != "" && !filepath.IsAbs(p) {
+		return confErr("policySocket", "%q is not an absolute path", p)
+	}
+	c.PolicySocket = raw.PolicySocket
 	return nil
 }
 

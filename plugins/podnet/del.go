@@ -156,6 +156,11 @@ func (a *attachment) removeNFT(withGuard bool) (closeConn func(), err error) {
 			return closeConn, err
 		}
 	}
+	if a.conf.PolicySocket != "" { // closed pods (admit.go): before the release, as the rest
+		if err := dataplane.ClosedOn(conn).QueueRemoveOwned(a.owner); err != nil {
+			return closeConn, err
+		}
+	}
 	var owned []portmap.Entry
 	if ports != nil {
 		if owned, err = portmap.QueueDel(portmap.OnConn(conn), ports); err != nil {
@@ -185,7 +190,11 @@ func (a *attachment) removeNFTOneByOne(withGuard bool, ports *portmap.Request) e
 	if ports != nil {
 		portsErr = portmap.Del(ports)
 	}
-	return errors.Join(guardErr, masqErr, portsErr)
+	var closedErr error
+	if a.conf.PolicySocket != "" {
+		closedErr = a.removeClosed()
+	}
+	return errors.Join(guardErr, masqErr, portsErr, closedErr)
 }
 
 // ownsLink reports whether the host link is this attachment's: its

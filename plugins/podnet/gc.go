@@ -76,6 +76,9 @@ func cmdGC(ctx context.Context, args *skel.CmdArgs) error {
 	if err := gcGuards(c.Name, valid); err != nil {
 		errs = append(errs, err)
 	}
+	if err := gcClosed(c.Name, valid); err != nil { // admit.go
+		errs = append(errs, err)
+	}
 	if m != nil {
 		if err := gcMasq(m, c.Name, valid); err != nil {
 			errs = append(errs, err)
