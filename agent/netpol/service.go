@@ -268,9 +268,9 @@ func (s *Service) changed() {
 	s.events.broadcast()
 }
 
-// loop rebuilds at once, then after every change (debounced), every
-// ResyncInterval (whole), and after a failure (with backoff), until ctx
-// ends.
+// loop rebuilds at once, then after every change (debounced, but at
+// once when an Admit waits), every ResyncInterval (whole), and after a
+// failure (with backoff), until ctx ends.
 func (s *Service) loop(ctx context.Context, localIPs func() ([]netip.Addr, error)) {
 	resync := time.NewTicker(s.cfg.ResyncInterval)
 	defer resync.Stop()
@@ -284,11 +284,18 @@ func (s *Service) loop(ctx context.Context, localIPs func() ([]netip.Addr, error
 			case <-ctx.Done():
 				return
 			case <-s.kick:
-				if debounce == nil {
-					debounce = time.After(s.cfg.Debounce)
-				}
 				if since.IsZero() {
 					since = time.Now()
+				}
+				if s.admitWaiting() {
+					// A CNI ADD waits on this rebuild with the pod
+					// held back: no debounce, which would add its
+					// length to the ADD. Events coalesce anyway while a
+					// rebuild runs.
+					break
+				}
+				if debounce == nil {
+					debounce = time.After(s.cfg.Debounce)
 				}
 				continue
 			case <-debounce:
@@ -310,6 +317,14 @@ func (s *Service) loop(ctx context.Context, localIPs func() ([]netip.Addr, error
 			since = time.Time{}
 		}
 	}
+}
+
+// admitWaiting reports whether an Admit waits for a rebuild that has not
+// started.
+func (s *Service) admitWaiting() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reqGen.Load() > s.appliedGen
 }
 
 // reconcile compiles the caches' current state for this node and applies
