@@ -91,7 +91,7 @@ restarts. It serves /metrics, /healthz and /readyz on --metrics-addr.`,
 	f.DurationVar(&ao.gcGrace, "gc-grace", time.Minute, "how long an address's attachment must be missing before GC releases it")
 	f.DurationVar(&ao.blockGrace, "block-grace", agent.DefaultBlockGrace, "how long one of this node's blocks must have been empty before GC lets it go back to its pool, one spare per pool kept (negative: never)")
 	f.StringVar(&ao.releaseDir, "release-dir", ipamcni.DefaultReleaseDir, "where DELs record releases they could not make while the store was unreachable; GC finishes them")
-	f.BoolVar(&ao.networkPolicy, "network-policy", false, "with --datastore kubernetes: enforce NetworkPolicy for this node's pods in nftables (experimental: a new pod's first packets are not held back yet)")
+	f.BoolVar(&ao.networkPolicy, "network-policy", false, "with --datastore kubernetes: enforce NetworkPolicy for this node's pods in nftables, as deploy/kubernetes does (a new pod's packets sent before the agent sees its address are not held back yet)")
 	f.DurationVar(&ao.leaseTTL, "lease-ttl", 10*time.Second, "TTL of the node registration's etcd lease")
 	return cmd
 }
