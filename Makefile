@@ -113,21 +113,25 @@ test-k8s:
 
 # The upstream Kubernetes e2e networking specs that test/k8s/conformance
 # selects (docs/conformance.md), run by e2e.test v1.34.4 against a
-# two-node cluster (root): podnet deployed from deploy/kubernetes, or the
+# two-node cluster (root): podnet deployed from deploy/kubernetes
+# (deploy/kubernetes/blocks with CONFORMANCE_VARIANT=blocks), or the
 # reference chain with CONFORMANCE_CHAIN=refchain; kube-proxy in
 # PROXY_MODE (iptables or nftables). CONFORMANCE_FOCUS (a regexp) narrows
-# the selection, CONFORMANCE_PROCS sets the parallel e2e.test processes.
+# the selection (CONFORMANCE_FOCUS=Netpol: the NetworkPolicy specs alone),
+# CONFORMANCE_PROCS sets the parallel e2e.test processes.
 # The first run builds e2e.test into the harness's cache (many minutes).
-# Reports and a log per spec go to CONFORMANCE_DIR/<chain>-<mode>/; it
+# Reports and a log per spec go to CONFORMANCE_DIR/<chain>[-blocks]-<mode>/; it
 # ends with "N passed, N failed, N skipped".
-CONFORMANCE_CHAIN ?= podnet
-PROXY_MODE        ?= iptables
-CONFORMANCE_FOCUS ?=
-CONFORMANCE_PROCS ?= 4
-CONFORMANCE_DIR   ?= $(CURDIR)/conformance-results
+CONFORMANCE_CHAIN   ?= podnet
+CONFORMANCE_VARIANT ?= default
+PROXY_MODE          ?= iptables
+CONFORMANCE_FOCUS   ?=
+CONFORMANCE_PROCS   ?= 4
+CONFORMANCE_DIR     ?= $(CURDIR)/conformance-results
 .PHONY: conformance
 conformance: deps
 	cd test/k8s && PODNET_CONFORMANCE=1 PODNET_CONFORMANCE_CHAIN=$(CONFORMANCE_CHAIN) \
+		PODNET_CONFORMANCE_VARIANT=$(CONFORMANCE_VARIANT) \
 		PODNET_K8S_PROXY_MODE=$(PROXY_MODE) PODNET_CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' \
 		PODNET_CONFORMANCE_PROCS=$(CONFORMANCE_PROCS) PODNET_CONFORMANCE_DIR=$(CONFORMANCE_DIR) \
 		$(GO) test -count=1 -v -run '^TestConformance$$' -timeout 240m .

@@ -97,7 +97,7 @@ restarts. It serves /metrics, /healthz and /readyz on --metrics-addr.`,
 	f.DurationVar(&ao.gcGrace, "gc-grace", time.Minute, "how long an address's attachment must be missing before GC releases it")
 	f.DurationVar(&ao.blockGrace, "block-grace", agent.DefaultBlockGrace, "how long one of this node's blocks must have been empty before GC lets it go back to its pool, one spare per pool kept (negative: never)")
 	f.StringVar(&ao.releaseDir, "release-dir", ipamcni.DefaultReleaseDir, "where DELs record releases they could not make while the store was unreachable; GC finishes them")
-	f.BoolVar(&ao.networkPolicy, "network-policy", false, "with --datastore kubernetes: enforce NetworkPolicy for this node's pods in nftables; a new pod's ADD waits for its rules, or the pod starts closed until the agent admits it")
+	f.BoolVar(&ao.networkPolicy, "network-policy", false, "with --datastore kubernetes: enforce NetworkPolicy for this node's pods in nftables, as deploy/kubernetes does; a new pod's ADD waits for its rules, or the pod starts closed until the agent admits it")
 	f.StringVar(&ao.policySocket, "policy-socket", admitsock.DefaultSocket, "with --network-policy: the unix socket of the plugins' first-packet handshake (their conflist's policySocket)")
 	f.BoolVar(&ao.denyLog, "policy-deny-log", false, "with --network-policy: log every packet policy drops (pod, direction, addresses, protocol, port) at info level, through NFLOG, under a rate limit for the node")
 	f.Uint32Var(&ao.denyLogCfg.Rate, "policy-deny-log-rate", policyrules.DefaultDenyLogRate, "with --policy-deny-log: records a second, for the whole node")

@@ -64,6 +64,7 @@ func TestBlocksDaemonSet(t *testing.T) {
 			}
 		}},
 		podCheck{"RBAC exactly what the code sends", blocksRBACCheck},
+		podCheck{"agent enforces NetworkPolicy", networkPolicyCheck},
 		podCheck{"the plugins' socket on the host's path", func(t *testing.T, p *pod) {
 			sock := kubeblocks.DefaultSocket
 			if v, ok := flagValue(argv(p.agent), "ipam-socket"); ok {

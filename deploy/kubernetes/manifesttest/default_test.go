@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"path"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,8 +22,7 @@ var nodeVerbs = []string{"list", "watch", "patch"}
 
 // policyRules are the rights of the policy service (agent --network-policy):
 // its informers of Namespaces, Pods and NetworkPolicies (its own Node's
-// is within nodeVerbs). Granted before the DaemonSet turns it on, so that
-// turning it on is a flag.
+// is within nodeVerbs).
 var policyRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"namespaces", "pods"}, Verbs: []string{"list", "watch"}},
 	{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"list", "watch"}},
@@ -52,6 +52,7 @@ func TestDaemonSet(t *testing.T) {
 				t.Error(err)
 			}
 		}},
+		podCheck{"agent enforces NetworkPolicy", networkPolicyCheck},
 		podCheck{"node-local store on the host's path", func(t *testing.T, p *pod) {
 			store, _ := p.expandedFlag(t, p.agent, "store")
 			file, ok := strings.CutPrefix(store, "bolt:")
@@ -166,5 +167,16 @@ func TestNetworkConfig(t *testing.T) {
 	}
 	if len(list.Plugins) != len(genDoc.Plugins) || !reflect.DeepEqual(main, genDoc.Plugins[0]) {
 		t.Errorf("the installed conflist's plugins are not what podnet install writes:\n%v\n%v", main, genDoc.Plugins)
+	}
+}
+
+// networkPolicyCheck: the agent runs the policy service, which the
+// Kubernetes datastore variants ship on (RBAC: policyRules); the flag is
+// a switch, never --network-policy=false.
+func networkPolicyCheck(t *testing.T, p *pod) {
+	args := argv(p.agent)
+	on := slices.Contains(args, "--network-policy") || slices.Contains(args, "--network-policy=true")
+	if !on || slices.Contains(args, "--network-policy=false") {
+		t.Errorf("agent without --network-policy: NetworkPolicies would not be enforced")
 	}
 }

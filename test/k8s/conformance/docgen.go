@@ -14,12 +14,16 @@ const (
 )
 
 // excludedBy names the first label of BaseLabelFilter that leaves s out,
-// "" if none does.
+// "" if none does: a [Feature:NetworkPolicy] spec is kept whatever other
+// feature it names.
 func excludedBy(s Spec) string {
 	for _, l := range []string{"Serial", "Disruptive", "Flaky", "Alpha"} {
 		if s.HasLabel(l) {
 			return l
 		}
+	}
+	if s.HasLabel(FeatureNetworkPolicy) {
+		return ""
 	}
 	for _, l := range s.Labels {
 		if strings.HasPrefix(l, "Feature:") {
@@ -67,6 +71,13 @@ func Doc(sel Selection, all, selected []Spec) string {
 
 	b.WriteString("### Skipped by name\n\n| spec | reason | why |\n| --- | --- | --- |\n")
 	for _, k := range sel.Skips {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", mdCell(k.Name), k.Reason, mdCell(k.Why))
+	}
+
+	b.WriteString("\n### Skipped where the kernel has no SCTP\n\n")
+	b.WriteString("Selected, and run wherever a pod can open an SCTP socket; `TestConformance` skips them by name, with this reason, on a machine whose kernel has no SCTP.\n\n")
+	b.WriteString("| spec | reason | why |\n| --- | --- | --- |\n")
+	for _, k := range SCTPSkips {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", mdCell(k.Name), k.Reason, mdCell(k.Why))
 	}
 

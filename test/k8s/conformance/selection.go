@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -30,6 +31,10 @@ const (
 	NoImage Reason = "no image"
 	// NeedsCloud: the spec needs a cloud provider.
 	NeedsCloud Reason = "needs a cloud"
+	// NoSCTP: the spec opens SCTP sockets in pods and the machine's
+	// kernel has no SCTP (no sctp module, and none it can load). Applied
+	// only on such a machine (WithoutSCTP).
+	NoSCTP Reason = "no SCTP in the kernel"
 )
 
 // Skip is a spec left out by its full text, for a reason.
@@ -42,10 +47,16 @@ type Skip struct {
 // BaseLabelFilter keeps the [sig-network] specs that may run on a shared
 // two-node cluster beside other specs: not [Serial] or [Disruptive]
 // (they need the cluster to themselves, or break it on purpose), not
-// [Flaky], and no [Feature:...] (an optional feature, a cloud load
-// balancer, IPv6 or dual-stack, SCTP, NetworkPolicy, or a feature gate
-// that is off by default) and not [Alpha].
-const BaseLabelFilter = "sig-network && !Serial && !Disruptive && !Flaky && !/^Feature:/ && !Alpha"
+// [Flaky], not [Alpha], and no [Feature:...] (an optional feature, a
+// cloud load balancer, IPv6 or dual-stack, SCTP Services, or a feature
+// gate that is off by default) except [Feature:NetworkPolicy], which
+// podnet implements: its specs run, the three SCTP ones
+// ([Feature:SCTPConnectivity] too) included.
+const BaseLabelFilter = "sig-network && !Serial && !Disruptive && !Flaky && !Alpha && (!/^Feature:/ || " + FeatureNetworkPolicy + ")"
+
+// FeatureNetworkPolicy is the label of the Netpol specs that need a
+// NetworkPolicy implementation (the Netpol API specs need none).
+const FeatureNetworkPolicy = "Feature:NetworkPolicy"
 
 // Skips are the specs left out by name. Network-safety entries are listed
 // even where the label filter already excludes the spec, so that no
@@ -72,14 +83,45 @@ var Skips = []Skip{
 		"adds the ServiceCIDR 203.0.113.0/24 (TEST-NET-3) and connects from a pod to 203.0.113.10"},
 }
 
+// SCTPSkips are the specs that open SCTP sockets in pods: left out, with
+// their reason, where the kernel has no SCTP (WithoutSCTP). The other
+// Netpol specs that name SCTP only put it in a policy and probe TCP.
+var SCTPSkips = []Skip{
+	{"[sig-network] Netpol [Feature:SCTPConnectivity] [LinuxOnly] NetworkPolicy between server and client using SCTP should enforce policy based on Ports [Feature:NetworkPolicy]", NoSCTP,
+		"serves and probes SCTP on ports 80 and 81"},
+	{"[sig-network] Netpol [Feature:SCTPConnectivity] [LinuxOnly] NetworkPolicy between server and client using SCTP should enforce policy to allow traffic only from a pod in a different namespace based on PodSelector and NamespaceSelector [Feature:NetworkPolicy]", NoSCTP,
+		"serves and probes SCTP on ports 80 and 81"},
+	{"[sig-network] Netpol [Feature:SCTPConnectivity] [LinuxOnly] NetworkPolicy between server and client using SCTP should support a 'default-deny-ingress' policy [Feature:NetworkPolicy]", NoSCTP,
+		"serves and probes SCTP on ports 80 and 81"},
+}
+
+// WithoutSCTP returns s with SCTPSkips skipped too.
+func (s Selection) WithoutSCTP() Selection {
+	s.Skips = append(slices.Clip(s.Skips), SCTPSkips...)
+	return s
+}
+
 // MakeTestFocus narrows the selection to what `make test` runs, the specs
 // that judge a CNI plugin's own duties (pod to pod on one node and across
-// nodes, node to pod, host ports, no SNAT between pods, hairpin) and the
-// Service and DNS paths every pod uses; the whole selection is `make
-// conformance`, too long for every CI run.
+// nodes, node to pod, host ports, no SNAT between pods, hairpin), the
+// Service and DNS paths every pod uses, and five NetworkPolicy specs
+// (netpolFocus); the whole selection is `make conformance`, too long for
+// every CI run.
 const MakeTestFocus = `Networking Granular Checks: Pods |\[sig-network\] HostPort |NoSNAT |hairpin back to themselves through services|` +
 	`Services should serve a basic endpoint from pods |Services should be able to create a functioning NodePort service |` +
-	`DNS should provide DNS for services |DNS should provide DNS for the cluster \[Conformance\]`
+	`DNS should provide DNS for services |DNS should provide DNS for the cluster \[Conformance\]|` + netpolFocus
+
+// netpolFocus is make test's part of the NetworkPolicy specs (TCP, the
+// main Describe only): a default deny of ingress, ingress from another
+// namespace by namespaceSelector, ingress on a named port, egress to a
+// pod chosen by pod and namespace selectors, and egress to an ipBlock
+// with an except.
+const netpolFocus = `Netpol NetworkPolicy between server and client should ` +
+	`(support a 'default-deny-ingress' policy|` +
+	`enforce policy to allow traffic only from a different namespace, based on NamespaceSelector|` +
+	`allow ingress access on one named port|` +
+	`enforce egress policy allowing traffic to a server in a different namespace based on PodSelector and NamespaceSelector|` +
+	`enforce except clause while egress access to server in CIDR block) `
 
 // Default is the selection `make conformance` runs: BaseLabelFilter less
 // Skips.

@@ -15,8 +15,8 @@ import (
 var update = flag.Bool("update", false, "rewrite docs/conformance.md's generated part")
 
 func TestSkipRegexp(t *testing.T) {
-	re := regexp.MustCompile(Default().SkipRegexp())
-	for _, k := range Skips {
+	re := regexp.MustCompile(Default().WithoutSCTP().SkipRegexp())
+	for _, k := range append(slices.Clone(Skips), SCTPSkips...) {
 		// Ginkgo matches the suite's description, a space, the text.
 		if !re.MatchString("Kubernetes e2e suite " + k.Name) {
 			t.Errorf("--skip does not match %q", k.Name)
@@ -37,10 +37,11 @@ func TestSkipRegexp(t *testing.T) {
 const (
 	wantNetwork         = 244
 	wantConformance     = 45
-	wantNoCloud         = 128
-	wantSelected        = 127
+	wantNoCloud         = 176
+	wantSelected        = 175
 	wantSelectedConform = 45
-	wantMakeTest        = 11
+	wantNetpol          = 48 // [Feature:NetworkPolicy], all selected
+	wantMakeTest        = 16
 )
 
 // TestDryRun runs e2e.test --ginkgo.dry-run (building it first on a cold
@@ -129,6 +130,33 @@ func TestDryRun(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%s: %d, want %d", c.what, c.got, c.want)
 		}
+	}
+
+	// The NetworkPolicy specs are selected, all of them; on a kernel
+	// without SCTP, WithoutSCTP leaves out exactly the SCTP ones.
+	netpol := 0
+	for _, s := range selected {
+		if s.HasLabel(FeatureNetworkPolicy) {
+			netpol++
+		}
+	}
+	if netpol != wantNetpol {
+		t.Errorf("selected [%s] specs: %d, want %d", FeatureNetworkPolicy, netpol, wantNetpol)
+	}
+	noSCTP := map[string]bool{}
+	for _, s := range selectedOf(mustDryRun(t, bin, sel.WithoutSCTP(), dir)) {
+		noSCTP[s.Name] = true
+	}
+	for _, k := range SCTPSkips {
+		if !selNames[k.Name] {
+			t.Errorf("SCTP skip %q is not a selected spec", k.Name)
+		}
+		if noSCTP[k.Name] {
+			t.Errorf("WithoutSCTP selects %q", k.Name)
+		}
+	}
+	if len(noSCTP) != len(selected)-len(SCTPSkips) {
+		t.Errorf("WithoutSCTP selects %d specs, want %d", len(noSCTP), len(selected)-len(SCTPSkips))
 	}
 
 	// make test's subset: each of its specs is one of the selection's,
