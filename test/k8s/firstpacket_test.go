@@ -25,22 +25,9 @@ func TestFirstPacket(t *testing.T) {
 	c := cluster.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	err := c.Deploy(ctx, cluster.Default, func(m *cluster.Manifests) {
-		spec := &m.DaemonSet.Spec.Template.Spec
-		for i := range spec.Containers {
-			if spec.Containers[i].Name != "agent" {
-				continue
-			}
-			ct := &spec.Containers[i]
-			ct.Args = append(ct.Args, "--network-policy")
-			// The plugins run in the host's mount namespace: the socket
-			// must be on the host's /run/podnet.
-			ct.VolumeMounts = append(ct.VolumeMounts, corev1.VolumeMount{Name: "run-podnet", MountPath: "/run/podnet"})
-		}
-		dir := corev1.HostPathDirectoryOrCreate
-		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "run-podnet",
-			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/run/podnet", Type: &dir}}})
-	})
+	// The default deployment as shipped: --network-policy, and the
+	// policy socket on the host's /run/podnet.
+	err := c.Deploy(ctx, cluster.Default, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
