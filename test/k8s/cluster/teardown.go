@@ -101,8 +101,15 @@ func (c *Cluster) stopProcesses() []error {
 
 // killShims kills the shims still serving the containerd at address once
 // it has stopped. removeSandboxes should have ended every container, and
-// with it its shim, so each one left is reported as an error.
+// with it its shim, so each one left is reported as an error. A shim
+// exits on its own a moment after its last container is deleted, which
+// a loaded machine can stretch past containerd's stop: each gets
+// shimGrace to go first.
 func killShims(address string) []error {
+	deadline := time.Now().Add(shimGrace)
+	for len(shimPIDs(address)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
 	var errs []error
 	for _, pid := range shimPIDs(address) {
 		errs = append(errs, fmt.Errorf("containerd shim %d outlived its containers; killed", pid))
@@ -112,6 +119,9 @@ func killShims(address string) []error {
 	}
 	return errs
 }
+
+// shimGrace is how long killShims waits for shims to exit by themselves.
+const shimGrace = 15 * time.Second
 
 // restoreHost undoes what the cluster changed on the machine outside the
 // nodes' namespaces: kubelet's sysctls, the nodes' cgroup roots, and the
