@@ -80,19 +80,19 @@ func (e *Evaluator) Evaluate(src, dst netip.Addr, proto Protocol, port uint16) D
 	src, dst = src.Unmap(), dst.Unmap()
 	sp, dp := e.pods[src], e.pods[dst]
 	var eg, in Verdict
-	if sp != nil && sp.Egress.inScope() {
+	if sp != nil && sp.Egress.InScope() {
 		eg = e.direction(&sp.Egress, sp == dp, false, dst, dst, proto, port)
 	}
-	if dp != nil && dp.Ingress.inScope() {
+	if dp != nil && dp.Ingress.InScope() {
 		fromNode := e.nodeIP[dp.Node][src]
 		in = e.direction(&dp.Ingress, sp == dp, fromNode, src, dst, proto, port)
 	}
 	return decision(eg, in)
 }
 
-// inScope reports whether any tier has something to say about the
+// InScope reports whether any tier has something to say about the
 // direction.
-func (d *Direction) inScope() bool {
+func (d *Direction) InScope() bool {
 	return d.Isolated || len(d.Admin) > 0 || len(d.Baseline) > 0
 }
 
