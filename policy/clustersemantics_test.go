@@ -290,7 +290,7 @@ func TestClusterSemantics(t *testing.T) {
 			name: "named ports: ingress resolves on the subject, egress on the peer; a container port's name with its protocol",
 			cluster: []*cnp.ClusterNetworkPolicy{
 				cin(admin("http-in", 10, subjectNs(nsX)), deny, fromNs(nsY), named("http")),
-				ceg(admin("dns-out", 10, subjectNs(nsZ)), deny, toNs(nsY), named("dns")),
+				ceg(admin("dns-out", 10, subjectNs(nsZ)), deny, toPods(nsY, sel("pod", "b")), named("dns")),
 			},
 			conns: []conn{
 				no("y/a", "x/a", TCP, 8080), ok("y/a", "x/a", TCP, 80),
