@@ -1,6 +1,6 @@
 module github.com/podnet/podnet/interop
 
-go 1.26.0
+go 1.26.6
 
 require (
 	github.com/containernetworking/cni v1.3.1

@@ -62,6 +62,7 @@ func Compile(s *Snapshot, opts Options) *IR {
 			}
 		}
 	}
+	c.compileClusterPolicies(opts, rules)
 	ir := &IR{Problems: c.problems}
 	// Sort pod indices, not the PodRules: they are large to move.
 	order := make([]int, 0, len(rules))
@@ -195,13 +196,15 @@ type compiledRule struct {
 	ports    portSpec
 }
 
-// peerRef is one valid peer of a rule: a selector pair or an ipBlock.
+// peerRef is one valid peer of a rule: a selector pair, an ipBlock (or
+// a ClusterNetworkPolicy's network), or a node selector.
 type peerRef struct {
-	key    string
-	fixed  string // the policy's namespace, when there is no namespaceSelector
-	nsSel  *selector
-	podSel selector
-	block  *cidrBlock
+	key     string
+	fixed   string // the policy's namespace, when there is no namespaceSelector
+	nsSel   *selector
+	podSel  selector
+	block   *cidrBlock
+	nodeSel *selector
 }
 
 // policyTypes applies the API's defaulting: without policyTypes a policy
@@ -415,6 +418,24 @@ func (c *compiler) peerSet(p *peerRef) *peerSet {
 		return ps
 	}
 	ps := &peerSet{set: PeerSet{Key: p.key}}
+	if p.nodeSel != nil {
+		for _, n := range c.s.Nodes {
+			if !p.nodeSel.matches(n.Labels) {
+				continue
+			}
+			for _, ip := range n.IPs {
+				if ip = ip.Unmap(); ip.Is4() {
+					ps.set.V4 = append(ps.set.V4, ip)
+				} else {
+					ps.set.V6 = append(ps.set.V6, ip)
+				}
+			}
+		}
+		ps.set.V4 = sortedAddrs(ps.set.V4)
+		ps.set.V6 = sortedAddrs(ps.set.V6)
+		c.peerSets[p.key] = ps
+		return ps
+	}
 	addNs := func(ns string) {
 		for _, i := range c.podsByNs[ns] {
 			pod := &c.s.Pods[i]

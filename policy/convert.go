@@ -102,10 +102,13 @@ func NamespaceFromAPI(ns *corev1.Namespace) Namespace {
 	return Namespace{Name: intern(ns.Name), Labels: internLabels(ns.Labels)}
 }
 
-// NodeFromAPI keeps a node's name and its internal and external
-// addresses, the ones its traffic to its own pods may come from.
+// NodeFromAPI keeps a node's name, its labels (ClusterNetworkPolicy's
+// nodes peers select by them) and its internal and external addresses,
+// the ones its traffic to its own pods may come from and the ones a
+// nodes peer means ("the IPs present in the node.Status.Addresses
+// field": the other address types are names).
 func NodeFromAPI(n *corev1.Node) Node {
-	out := Node{Name: intern(n.Name)}
+	out := Node{Name: intern(n.Name), Labels: internLabels(n.Labels)}
 	for _, a := range n.Status.Addresses {
 		if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
 			continue

@@ -29,19 +29,31 @@ import (
 //   - otherwise at least one rule of the policies that isolate it must
 //     allow the connection: the union of their rules applies.
 func Decide(s *Snapshot, src, dst Endpoint, proto Protocol, port uint16) Decision {
-	return s.decide(src, dst, proto, port, nil, nil)
+	return s.decide(src, dst, proto, port, nil)
 }
 
-// decide is Decide; with egress and ingress not nil, it also gives every
-// rule of each side's isolating policies with what matched.
-func (s *Snapshot) decide(src, dst Endpoint, proto Protocol, port uint16, egress, ingress *[]RuleMatch) Decision {
+// decide is Decide; with ex not nil, it also gives every rule of each
+// side's policies (ClusterNetworkPolicies selecting the pod, and the
+// NetworkPolicies isolating it) with what matched.
+func (s *Snapshot) decide(src, dst Endpoint, proto Protocol, port uint16, ex *Explanation) Decision {
 	src.IP, dst.IP = src.IP.Unmap(), dst.IP.Unmap()
 	sp, dp := s.findPod(src.Pod), s.findPod(dst.Pod)
 	self := sp != nil && sp == dp
+	var egress, ingress *sideDetail
+	if ex != nil {
+		egress = &sideDetail{&ex.EgressRules, &ex.EgressClusterRules}
+		ingress = &sideDetail{&ex.IngressRules, &ex.IngressClusterRules}
+	}
 	eg := s.side(sp, networkingv1.PolicyTypeEgress, self, false, dst, dp, proto, port, egress)
 	fromNode := dp != nil && s.nodeHas(dp.Node, src.IP) && sp == nil
 	in := s.side(dp, networkingv1.PolicyTypeIngress, self, fromNode, src, dp, proto, port, ingress)
 	return decision(eg, in)
+}
+
+// sideDetail is where decide writes the rules it read for one side.
+type sideDetail struct {
+	rules        *[]RuleMatch
+	clusterRules *[]ClusterRuleMatch
 }
 
 func (s *Snapshot) findPod(k PodKey) *Pod {
@@ -68,12 +80,81 @@ func (s *Snapshot) nodeHas(node string, ip netip.Addr) bool {
 // side is one pod's verdict in direction dir: remote is the other end,
 // dstPod the destination pod (where named ports resolve), if any. With
 // detail not nil, every rule read is appended to it with what matched.
-func (s *Snapshot) side(pod *Pod, dir networkingv1.PolicyType, self, fromNode bool, remote Endpoint, dstPod *Pod, proto Protocol, port uint16, detail *[]RuleMatch) Verdict {
-	var v Verdict
+//
+// The tiers, in the order ClusterNetworkPolicySpec.tier gives them:
+// "Admin tier, NetworkPolicy tier, Baseline tier". A side no policy of
+// any tier is about (no NetworkPolicy isolates the pod, no
+// ClusterNetworkPolicy with rules in this direction selects it) is
+// NotIsolated; otherwise a pod's traffic to itself and, for ingress,
+// from its node are allowed first (Self, LocalNode), then
+//
+//   - the first Admin rule that matches decides if it is Accept or Deny,
+//     and goes on to NetworkPolicy if it is Pass;
+//   - NetworkPolicy decides if it isolates the pod ("v1.NetworkPolicy
+//     always makes a final decision for selected pods");
+//   - the first Baseline rule that matches decides if it is Accept or
+//     Deny, and goes on to the default if it is Pass;
+//   - the default allows ("all pods can communicate with each other").
+func (s *Snapshot) side(pod *Pod, dir networkingv1.PolicyType, self, fromNode bool, remote Endpoint, dstPod *Pod, proto Protocol, port uint16, detail *sideDetail) Verdict {
 	if pod == nil {
-		return v
+		return Verdict{}
 	}
 	remotePod := s.findPod(remote.Pod)
+	var rules *[]RuleMatch
+	var clusterRules *[]ClusterRuleMatch
+	if detail != nil {
+		rules, clusterRules = detail.rules, detail.clusterRules
+	}
+	v := s.networkPolicySide(pod, dir, remote, remotePod, dstPod, proto, port, rules)
+	ingress := dir == networkingv1.PolicyTypeIngress
+	admin, adminScope := s.clusterTier(AdminTier, pod, ingress, remote, remotePod, dstPod, proto, port, clusterRules)
+	baseline, baselineScope := s.clusterTier(BaselineTier, pod, ingress, remote, remotePod, dstPod, proto, port, clusterRules)
+	isolated := len(v.IsolatedBy) > 0
+	switch {
+	case !isolated && !adminScope && !baselineScope:
+		return Verdict{}
+	case self:
+		v.Reason, v.AllowedBy = Self, nil
+		return v
+	case fromNode:
+		v.Reason, v.AllowedBy = LocalNode, nil
+		return v
+	}
+	if admin != nil {
+		v.Admin = admin
+		switch admin.Action {
+		case Accept:
+			v.Reason, v.AllowedBy = AcceptedByAdmin, nil
+			return v
+		case Deny:
+			v.Reason, v.AllowedBy = DeniedByAdmin, nil
+			return v
+		}
+	}
+	if isolated {
+		v.Reason = Denied
+		if len(v.AllowedBy) > 0 {
+			v.Reason = AllowedByRule
+		}
+		return v
+	}
+	v.Reason = NotIsolated
+	if baseline != nil {
+		v.Baseline = baseline
+		switch baseline.Action {
+		case Accept:
+			v.Reason = AcceptedByBaseline
+		case Deny:
+			v.Reason = DeniedByBaseline
+		}
+	}
+	return v
+}
+
+// networkPolicySide is the NetworkPolicy tier of side: the policies that
+// isolate the pod and the rules that allow the connection, both sorted.
+func (s *Snapshot) networkPolicySide(pod *Pod, dir networkingv1.PolicyType, remote Endpoint, remotePod, dstPod *Pod, proto Protocol, port uint16, detail *[]RuleMatch) Verdict {
+	var v Verdict
 	rule := func(ref RuleRef, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort) {
 		m := RuleMatch{Rule: ref, Peer: s.matchPeer(peers, ref.namespace(), remote, remotePod), Port: NoMatch}
 		if m.Peer != NoMatch || detail != nil {
@@ -105,22 +186,9 @@ func (s *Snapshot) side(pod *Pod, dir networkingv1.PolicyType, self, fromNode bo
 	if detail != nil {
 		slices.SortStableFunc(*detail, func(a, b RuleMatch) int { return compareRuleRefs(a.Rule, b.Rule) })
 	}
-	if len(v.IsolatedBy) == 0 {
-		return Verdict{}
-	}
 	slices.Sort(v.IsolatedBy)
 	v.IsolatedBy = slices.Compact(v.IsolatedBy)
 	slices.SortFunc(v.AllowedBy, compareRuleRefs)
-	switch {
-	case self:
-		v.Reason, v.AllowedBy = Self, nil
-	case fromNode:
-		v.Reason, v.AllowedBy = LocalNode, nil
-	case len(v.AllowedBy) > 0:
-		v.Reason = AllowedByRule
-	default:
-		v.Reason = Denied
-	}
 	return v
 }
 

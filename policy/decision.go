@@ -22,10 +22,21 @@ type Verdict struct {
 	// AllowedBy lists every rule that allows the connection, sorted, when
 	// Reason is AllowedByRule.
 	AllowedBy []RuleRef
+	// Admin is the first Admin tier ClusterNetworkPolicy rule that
+	// matched (its action decided, or passed to NetworkPolicy); nil when
+	// none did or the tier was not read (Self, LocalNode, NotIsolated
+	// without any policy).
+	Admin *ClusterRuleRef
+	// Baseline is the first Baseline tier rule that matched, when the
+	// tier was read: no Admin rule decided and no NetworkPolicy
+	// isolates the pod.
+	Baseline *ClusterRuleRef
 }
 
 // Allowed reports whether this side lets the connection through.
-func (v Verdict) Allowed() bool { return v.Reason != Denied }
+func (v Verdict) Allowed() bool {
+	return v.Reason != Denied && v.Reason != DeniedByAdmin && v.Reason != DeniedByBaseline
+}
 
 // Reason says why a side allows or denies.
 type Reason uint8
@@ -43,6 +54,17 @@ const (
 	AllowedByRule
 	// Denied: the pod is isolated and no rule allows the connection.
 	Denied
+	// AcceptedByAdmin: an Admin tier ClusterNetworkPolicy rule accepts
+	// the connection (Verdict.Admin), whatever NetworkPolicy says.
+	AcceptedByAdmin
+	// DeniedByAdmin: an Admin tier rule denies it (Verdict.Admin).
+	DeniedByAdmin
+	// AcceptedByBaseline: no NetworkPolicy isolates the pod and a
+	// Baseline tier rule accepts the connection (Verdict.Baseline).
+	AcceptedByBaseline
+	// DeniedByBaseline: no NetworkPolicy isolates the pod and a Baseline
+	// tier rule denies the connection (Verdict.Baseline).
+	DeniedByBaseline
 )
 
 func (r Reason) String() string {
@@ -57,6 +79,14 @@ func (r Reason) String() string {
 		return "allowed by rule"
 	case Denied:
 		return "denied"
+	case AcceptedByAdmin:
+		return "accepted by an Admin tier rule"
+	case DeniedByAdmin:
+		return "denied by an Admin tier rule"
+	case AcceptedByBaseline:
+		return "accepted by a Baseline tier rule"
+	case DeniedByBaseline:
+		return "denied by a Baseline tier rule"
 	}
 	return fmt.Sprintf("Reason(%d)", uint8(r))
 }
@@ -66,6 +96,28 @@ func (r Reason) String() string {
 type RuleRef struct {
 	Policy string
 	Index  int
+}
+
+// ClusterRuleRef names one ClusterNetworkPolicy rule: index Index of
+// spec.ingress or spec.egress of policy Policy (its name), with what a
+// person reading a decision wants next to it.
+type ClusterRuleRef struct {
+	Policy   string
+	Tier     Tier
+	Priority int32
+	Index    int
+	Name     string // the rule's name, may be empty
+	// Action is what the rule did: its action, or Deny for a broken
+	// Deny or Pass rule (it fails closed).
+	Action Action
+}
+
+func (r ClusterRuleRef) String() string {
+	s := fmt.Sprintf("%s %s (priority %d) rule %d", r.Tier, r.Policy, r.Priority, r.Index)
+	if r.Name != "" {
+		s += fmt.Sprintf(" %q", r.Name)
+	}
+	return s + " " + r.Action.String()
 }
 
 func compareRuleRefs(a, b RuleRef) int {
@@ -92,7 +144,19 @@ func (v Verdict) String() string {
 		}
 		return "allowed by " + strings.Join(refs, ", ")
 	case Denied:
-		return "isolated by " + strings.Join(v.IsolatedBy, ", ") + " and no rule allows"
+		s := "isolated by " + strings.Join(v.IsolatedBy, ", ") + " and no rule allows"
+		if v.Admin != nil {
+			s = v.Admin.String() + ", then " + s
+		}
+		return s
+	case AcceptedByAdmin, DeniedByAdmin:
+		return v.Admin.String()
+	case AcceptedByBaseline, DeniedByBaseline:
+		return v.Baseline.String()
+	case NotIsolated:
+		if v.Baseline != nil {
+			return v.Baseline.String() + ": " + v.Reason.String()
+		}
 	}
 	return v.Reason.String()
 }

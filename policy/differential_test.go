@@ -95,6 +95,9 @@ func dump(s *Snapshot, ir *IR) string {
 	for _, np := range s.Policies {
 		out += fmt.Sprintf("  policy %s/%s %+v\n", np.Namespace, np.Name, np.Spec)
 	}
+	for _, cp := range s.ClusterPolicies {
+		out += fmt.Sprintf("  cluster policy %+v\n", cp)
+	}
 	out += fmt.Sprintf("ir: %+v\n", *ir)
 	return out
 }
@@ -196,6 +199,7 @@ func randomSnapshot(r *rand.Rand) *Snapshot {
 	for i := range 1 + r.IntN(5) {
 		s.Policies = append(s.Policies, randomPolicy(r, fmt.Sprintf("np%d", i), pick(r, append(nss, "w"))))
 	}
+	addRandomClusterPolicies(r, s)
 	return s
 }
 

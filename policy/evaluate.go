@@ -71,21 +71,29 @@ func Evaluate(ir *IR, src, dst netip.Addr, proto Protocol, port uint16) Decision
 }
 
 // Evaluate decides the connection src -> dst, protocol proto, destination
-// port port (0 for protocols without ports). In each isolated direction it
-// checks, in order: the pod talking to itself; for ingress, a source
-// address of the pod's own node; the rules.
+// port port (0 for protocols without ports). In each direction that is
+// isolated or has ClusterNetworkPolicy rules it checks, in order: the pod
+// talking to itself; for ingress, a source address of the pod's own
+// node; the Admin rules; the NetworkPolicy rules if isolated, else the
+// Baseline rules.
 func (e *Evaluator) Evaluate(src, dst netip.Addr, proto Protocol, port uint16) Decision {
 	src, dst = src.Unmap(), dst.Unmap()
 	sp, dp := e.pods[src], e.pods[dst]
 	var eg, in Verdict
-	if sp != nil && sp.Egress.Isolated {
+	if sp != nil && sp.Egress.InScope() {
 		eg = e.direction(&sp.Egress, sp == dp, false, dst, dst, proto, port)
 	}
-	if dp != nil && dp.Ingress.Isolated {
+	if dp != nil && dp.Ingress.InScope() {
 		fromNode := e.nodeIP[dp.Node][src]
 		in = e.direction(&dp.Ingress, sp == dp, fromNode, src, dst, proto, port)
 	}
 	return decision(eg, in)
+}
+
+// InScope reports whether any tier has something to say about the
+// direction.
+func (d *Direction) InScope() bool {
+	return d.Isolated || len(d.Admin) > 0 || len(d.Baseline) > 0
 }
 
 func (e *Evaluator) direction(d *Direction, self, fromNode bool, remote, dst netip.Addr, proto Protocol, port uint16) Verdict {
@@ -96,6 +104,30 @@ func (e *Evaluator) direction(d *Direction, self, fromNode bool, remote, dst net
 		return v
 	case fromNode:
 		v.Reason = LocalNode
+		return v
+	}
+	if r := e.firstMatch(d.Admin, remote, dst, proto, port); r != nil {
+		v.Admin = r
+		switch r.Action {
+		case Accept:
+			v.Reason = AcceptedByAdmin
+			return v
+		case Deny:
+			v.Reason = DeniedByAdmin
+			return v
+		}
+	}
+	if !d.Isolated {
+		v.Reason = NotIsolated
+		if r := e.firstMatch(d.Baseline, remote, dst, proto, port); r != nil {
+			v.Baseline = r
+			switch r.Action {
+			case Accept:
+				v.Reason = AcceptedByBaseline
+			case Deny:
+				v.Reason = DeniedByBaseline
+			}
+		}
 		return v
 	}
 	for _, r := range d.Rules {
@@ -110,6 +142,17 @@ func (e *Evaluator) direction(d *Direction, self, fromNode bool, remote, dst net
 		v.AllowedBy = slices.Compact(v.AllowedBy)
 	}
 	return v
+}
+
+// firstMatch returns the first of a tier's rules that matches, or nil.
+func (e *Evaluator) firstMatch(rules []*TierRule, remote, dst netip.Addr, proto Protocol, port uint16) *ClusterRuleRef {
+	for _, r := range rules {
+		if e.ruleMatches(&r.Rule, remote, dst, proto, port) {
+			ref := r.Ref
+			return &ref
+		}
+	}
+	return nil
 }
 
 func (e *Evaluator) ruleMatches(r *Rule, remote, dst netip.Addr, proto Protocol, port uint16) bool {

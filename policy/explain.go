@@ -11,6 +11,12 @@ type Explanation struct {
 	// IngressRules those of Ingress.IsolatedBy, sorted by policy and
 	// index. A policy without rules in that direction has none here.
 	EgressRules, IngressRules []RuleMatch
+	// EgressClusterRules and IngressClusterRules are the rules of the
+	// ClusterNetworkPolicies that select the source (destination) pod,
+	// in the order they are read: the Admin tier, then the Baseline
+	// tier, each by priority, then name, then rule index. The first that
+	// matches in a tier is the one the Verdict names.
+	EgressClusterRules, IngressClusterRules []ClusterRuleMatch
 }
 
 // RuleMatch is one rule and what of it matched the connection.
@@ -48,6 +54,6 @@ func (r RuleRef) namespace() string {
 // Its Decision is Decide's, from the same code.
 func Explain(s *Snapshot, src, dst Endpoint, proto Protocol, port uint16) Explanation {
 	var e Explanation
-	e.Decision = s.decide(src, dst, proto, port, &e.EgressRules, &e.IngressRules)
+	e.Decision = s.decide(src, dst, proto, port, &e)
 	return e
 }

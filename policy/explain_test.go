@@ -35,6 +35,23 @@ func checkExplanation(t *testing.T, e Explanation, d Decision) {
 			t.Errorf("denied, but rules %v allow", allows)
 		}
 	}
+	for _, side := range []struct {
+		v     Verdict
+		rules []ClusterRuleMatch
+	}{{d.Egress, e.EgressClusterRules}, {d.Ingress, e.IngressClusterRules}} {
+		first := map[Tier]*ClusterRuleRef{}
+		for _, m := range side.rules {
+			if m.Matches() && first[m.Rule.Tier] == nil {
+				first[m.Rule.Tier] = &m.Rule
+			}
+		}
+		if side.v.Admin != nil && !reflect.DeepEqual(side.v.Admin, first[AdminTier]) {
+			t.Errorf("Admin rule %v, first matching %v", side.v.Admin, first[AdminTier])
+		}
+		if side.v.Baseline != nil && !reflect.DeepEqual(side.v.Baseline, first[BaselineTier]) {
+			t.Errorf("Baseline rule %v, first matching %v", side.v.Baseline, first[BaselineTier])
+		}
+	}
 }
 
 // TestExplainMatches pins which peer and port of each rule Explain names.

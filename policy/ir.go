@@ -10,10 +10,14 @@ import (
 // renderer writes as nftables. It is read-only; Rules are shared between
 // pods, sets between rules.
 //
-// A pod missing from Pods is isolated in neither direction: its traffic
-// is policy's business only as a peer. For a pod in Pods, a direction
-// that is not Isolated allows everything; an isolated one allows what one
-// of its Rules allows (plus the exceptions that Evaluate documents).
+// A pod missing from Pods is isolated in neither direction and no
+// ClusterNetworkPolicy rule applies to it: its traffic is policy's
+// business only as a peer. For a pod in Pods, each direction is read in
+// tiers (Evaluate documents the exceptions that come first): the first
+// Admin rule that matches accepts or denies, or passes; then, if the
+// direction is Isolated, what one of its Rules allows is allowed and the
+// rest denied; otherwise the first Baseline rule that matches accepts or
+// denies (or passes), and what none matches is allowed.
 type IR struct {
 	Pods          []PodRules     // by Pod
 	PeerSets      []PeerSet      // by Key
@@ -44,6 +48,22 @@ type Direction struct {
 	// Rules are in policy order (namespace/name), then rule order. A rule
 	// that can match nothing is left out.
 	Rules []*Rule
+	// Admin and Baseline are the ClusterNetworkPolicy rules of each tier
+	// for this pod and direction, in the order they are read: by
+	// priority, then policy name, then rule index. Every rule of every
+	// policy that selects the pod is here, even one that can match
+	// nothing: a direction with any is subject to the tiers (and so to
+	// the exceptions for the pod itself and its node).
+	Admin, Baseline []*TierRule
+}
+
+// TierRule is one ClusterNetworkPolicy rule as it applies to a pod: what
+// it matches (Rule, whose Policy and Index are Ref's) and what it does.
+// A rule podnet cannot read (ClusterRule.Broken) is here as it fails
+// closed: an Accept that matches nothing, or a Deny of everything.
+type TierRule struct {
+	Rule
+	Ref ClusterRuleRef
 }
 
 // Rule is one allow rule of one policy, as it applies to a pod. The
@@ -75,10 +95,12 @@ type Rule struct {
 	NamedPortSets []string
 }
 
-// PeerSet holds the addresses of the pods a selector pair selects.
-// Key spells the pair: "ns=<namespace>;pods=<selector>" for a podSelector
-// alone (the policy's namespace), "nss=<selector>;pods=<selector>" with a
-// namespaceSelector; "*" selects all.
+// PeerSet holds the addresses of the pods a selector pair selects, or
+// of the nodes a node selector selects. Key spells the selectors:
+// "ns=<namespace>;pods=<selector>" for a podSelector alone (the policy's
+// namespace), "nss=<selector>;pods=<selector>" with a namespaceSelector
+// (and for ClusterNetworkPolicy's namespaces and pods peers),
+// "nodes=<selector>" for a nodes peer; "*" selects all.
 type PeerSet struct {
 	Key    string
 	V4, V6 []netip.Addr

@@ -80,15 +80,20 @@ type Namespace struct {
 type Node struct {
 	Name string
 	IPs  []netip.Addr
+	// Labels are for ClusterNetworkPolicy's nodes peers.
+	Labels map[string]string
 }
 
 // Snapshot is the cluster as policy sees it: the inputs of Compile and
 // Decide. Nothing in it is modified by this package.
 type Snapshot struct {
-	Policies   []*networkingv1.NetworkPolicy
-	Namespaces []Namespace
-	Pods       []Pod
-	Nodes      []Node
+	Policies []*networkingv1.NetworkPolicy
+	// ClusterPolicies are the ClusterNetworkPolicies, read with
+	// ClusterPolicyFromAPI.
+	ClusterPolicies []ClusterPolicy
+	Namespaces      []Namespace
+	Pods            []Pod
+	Nodes           []Node
 }
 
 // Endpoint is one end of a connection: a pod (Pod set, IP one of its

@@ -70,11 +70,13 @@ func compilePorts(ports []networkingv1.NetworkPolicyPort, bad func(int, string))
 		}
 	}
 	ps.ranges = normalizeRanges(ps.ranges)
-	slices.SortFunc(ps.named, func(a, b portName) int {
-		return cmp.Or(cmp.Compare(a.protocol, b.protocol), cmp.Compare(a.name, b.name))
-	})
+	slices.SortFunc(ps.named, comparePortNames)
 	ps.named = slices.Compact(ps.named)
 	return ps
+}
+
+func comparePortNames(a, b portName) int {
+	return cmp.Or(cmp.Compare(a.protocol, b.protocol), cmp.Compare(a.name, b.name))
 }
 
 // normalizeRanges sorts ranges and merges the ones that overlap or touch.

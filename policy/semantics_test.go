@@ -180,6 +180,9 @@ type conn struct {
 	egress, ingress Reason
 	// by, when set, is the AllowedBy the deciding side must give.
 	by []RuleRef
+	// cluster, when set, is the ClusterNetworkPolicy rule ("policy#index")
+	// a side names: the deciding one, or an Admin Pass.
+	cluster string
 }
 
 func ok(src, dst string, proto Protocol, port uint16) conn {
@@ -192,6 +195,7 @@ func no(src, dst string, proto Protocol, port uint16) conn {
 
 func (c conn) reasons(eg, in Reason) conn     { c.egress, c.ingress = eg, in; return c }
 func (c conn) allowedBy(refs ...RuleRef) conn { c.by = refs; return c }
+func (c conn) byRule(ref string) conn         { c.cluster = ref; return c }
 
 // TestSemantics pins each rule of the NetworkPolicy semantics, as the
 // Kubernetes "Network Policies" concept page and the networking.k8s.io/v1

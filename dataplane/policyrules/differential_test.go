@@ -24,17 +24,23 @@ import (
 // IR treats it like TCP and UDP (protocol . port), and a probe would need
 // the sctp module.
 func TestKernelMatchesDecide(t *testing.T) {
+	checkKernelMatchesDecide(t, randomCluster)
+}
+
+// checkKernelMatchesDecide is TestKernelMatchesDecide on the clusters
+// gen draws, with the renderers' options opts.
+func checkKernelMatchesDecide(t *testing.T, gen func(*rand.Rand, *topology) *policy.Snapshot, opts ...Option) {
 	seeds, perSeed := 30, 48
 	if testing.Short() {
 		seeds = 6
 	}
 	keys := make([]policy.PodKey, 4)
 	tp := newTopology(t, keys)
-	r := tp.renderer(t)
+	r := tp.renderer(t, opts...)
 	checked, allowed, judged := 0, 0, 0
 	for seed := range seeds {
 		rng := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
-		s := randomCluster(rng, tp)
+		s := gen(rng, tp)
 		ir := policy.Compile(s, policy.Options{Node: "n1"})
 		if _, err := r.Apply(ir); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
@@ -75,7 +81,7 @@ func TestKernelMatchesDecide(t *testing.T) {
 		}
 		// The incremental result is what a resync writes.
 		inc := dumpTable(t, tp.node)
-		r2 := tp.renderer(t)
+		r2 := tp.renderer(t, opts...)
 		if _, err := r2.Resync(ir); err != nil {
 			t.Fatal(err)
 		}
@@ -271,6 +277,9 @@ func describe(s *policy.Snapshot) string {
 	}
 	for _, np := range s.Policies {
 		fmt.Fprintf(&b, "policy %s/%s %s\n", np.Namespace, np.Name, specString(&np.Spec))
+	}
+	for _, cp := range s.ClusterPolicies {
+		fmt.Fprintf(&b, "cluster policy %s\n", clusterString(&cp))
 	}
 	return b.String()
 }

@@ -1,5 +1,6 @@
-// Package policyrules writes a node's compiled NetworkPolicy (a
-// *policy.IR, compiled for the node with policy.Options.Node) as an
+// Package policyrules writes a node's compiled NetworkPolicy and
+// ClusterNetworkPolicy (a *policy.IR, compiled for the node with
+// policy.Options.Node) as an
 // nftables ruleset in the kernel, and keeps it current as new IRs come:
 // each Apply changes only what differs from the last one, in one atomic
 // batch.
@@ -31,6 +32,24 @@
 // "address . inet_proto . inet_service" for egress named ports), so a
 // packet costs two map lookups and a few set lookups in the chains of
 // its two pods, whatever the number of policies, pods and nodes.
+//
+// ClusterNetworkPolicy's tiers live in the same chains, with the same
+// sets (a pod and direction gets a chain when NetworkPolicy isolates it
+// or a ClusterNetworkPolicy with rules in that direction selects it):
+//
+//	in-<pod>:      self (return)
+//	               Admin rules, by priority, name, index:
+//	                 Accept "counter return", Deny "counter drop" (after
+//	                 the deny log's record), Pass "counter goto intail-<pod>"
+//	               goto intail-<pod>             (only if an Admin rule passes)
+//	intail-<pod>:  isolated: NetworkPolicy's rules (counter return), log, counter drop
+//	               otherwise: Baseline rules: Accept and Pass "counter return",
+//	                 Deny "counter drop"; the chain's end returns: allowed
+//
+// (out-/outtail- for egress; without an Admin Pass, what intail would
+// hold follows the Admin rules in the pod chain itself). A tier rule's
+// comment is "cnp <tier> <action> <policy> <direction> <index>", which
+// Counters does not count yet.
 //
 // Semantics match policy.Decide, the oracle (the differential root test
 // checks it with real packets), with these choices:

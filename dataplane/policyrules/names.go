@@ -53,6 +53,16 @@ func (d Direction) String() string {
 	return "ingress"
 }
 
+// tailChainName names the chain of what follows the Admin tier in pod's
+// chain of direction d, when an Admin rule passes.
+func tailChainName(pod policy.PodKey, d Direction) string {
+	prefix := "intail"
+	if d == Egress {
+		prefix = "outtail"
+	}
+	return hashName(prefix, pod.String())
+}
+
 func podChainName(pod policy.PodKey, d Direction) string {
 	prefix := "in"
 	if d == Egress {

@@ -178,17 +178,27 @@ func (b *batch) queue(p *plan) error {
 			return err
 		}
 	}
+	// Chains refer to each other (an Admin Pass goes to the pod's tail
+	// chain): every rule that may refer to a chain is gone before the
+	// chain goes, and every chain exists before a rule refers to it.
+	for _, c := range p.modChains {
+		b.conn.FlushChain(&nftables.Chain{Name: c.name, Table: b.table})
+	}
+	for _, name := range p.delChains {
+		b.conn.FlushChain(&nftables.Chain{Name: name, Table: b.table})
+	}
 	for _, name := range p.delChains {
 		b.conn.DelChain(&nftables.Chain{Name: name, Table: b.table})
 	}
-	for _, c := range p.modChains {
-		nc := &nftables.Chain{Name: c.name, Table: b.table}
-		b.conn.FlushChain(nc)
-		b.addRules(nc, c)
+	newChains := make([]*nftables.Chain, len(p.newChains))
+	for i, c := range p.newChains {
+		newChains[i] = b.conn.AddChain(&nftables.Chain{Name: c.name, Table: b.table})
 	}
-	for _, c := range p.newChains {
-		nc := b.conn.AddChain(&nftables.Chain{Name: c.name, Table: b.table})
-		b.addRules(nc, c)
+	for _, c := range p.modChains {
+		b.addRules(&nftables.Chain{Name: c.name, Table: b.table}, c)
+	}
+	for i, c := range p.newChains {
+		b.addRules(newChains[i], c)
 	}
 	for _, e := range p.mapAdds {
 		el := nftables.SetElement{Key: e.addr.AsSlice(), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: e.chain}}
@@ -261,6 +271,8 @@ func (b *batch) exprs(r rule, c *chain) []expr.Any {
 		return []expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop}}
 	case ruleLog:
 		return b.denyLog.exprs(c.pod, c.dir)
+	case ruleGoto:
+		return []expr.Any{&expr.Verdict{Kind: expr.VerdictGoto, Chain: r.target}}
 	case ruleNamed:
 		// ip daddr . meta l4proto . th dport @named: the destination is
 		// the remote end of an egress rule.
@@ -282,6 +294,14 @@ func (b *batch) exprs(r rule, c *chain) []expr.Any {
 				&expr.Payload{DestRegister: reg32x0 + 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 				b.lookup(r.ports, reg32x0))
 		}
+	}
+	switch r.verdict {
+	case verdictDrop:
+		return append(e, &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop})
+	case verdictGoto:
+		return append(e, &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictGoto, Chain: r.target})
+	case verdictLog:
+		return append(e, b.denyLog.exprs(c.pod, c.dir)...)
 	}
 	return append(e, &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictReturn})
 }

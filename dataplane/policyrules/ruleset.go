@@ -58,7 +58,8 @@ func compareElements(a, b element) int {
 		cmp.Compare(a.first, b.first), cmp.Compare(a.last, b.last))
 }
 
-// chain is the chain of one isolated pod in one direction.
+// chain is the chain of one pod in one direction, or the tail of one
+// (the rules after the Admin tier, for its Pass rules to go to).
 type chain struct {
 	name  string
 	pod   policy.PodKey
@@ -74,6 +75,17 @@ const (
 	ruleNamed                     // destination . protocol . port in named: counter return
 	ruleDeny                      // counter drop
 	ruleLog                       // limit name deny-log log group N prefix "...": the deny log, before ruleDeny
+	ruleGoto                      // goto target: the end of the Admin tier, on to the tail chain
+)
+
+// verdict is what a matching ruleAllow or ruleNamed rule does.
+type verdict uint8
+
+const (
+	verdictReturn verdict = iota // counter return: this side allows
+	verdictDrop                  // counter drop: a ClusterNetworkPolicy Deny
+	verdictGoto                  // counter goto target: an Admin tier Pass
+	verdictLog                   // the deny log's record, before the same match's drop
 )
 
 // rule is one rule of a pod chain. The remote address is the source for
@@ -90,6 +102,13 @@ type rule struct {
 	// counters.
 	policy string
 	index  int
+	// tier and action are a ClusterNetworkPolicy rule's (tier 0: a
+	// NetworkPolicy rule, which allows); verdict what a match does, target
+	// the chain of verdictGoto and ruleGoto.
+	tier    policy.Tier
+	action  policy.Action
+	verdict verdict
+	target  string
 }
 
 // comment is the rule's user data: what Counters reads back, and what
@@ -102,6 +121,15 @@ func (r rule) comment(c *chain) string {
 		return fmt.Sprintf("deny %s %s", c.pod, c.dir)
 	case ruleLog:
 		return fmt.Sprintf("log %s %s", c.pod, c.dir)
+	case ruleGoto:
+		return fmt.Sprintf("tail %s %s", c.pod, c.dir)
+	}
+	if r.tier != 0 {
+		what := "cnp"
+		if r.verdict == verdictLog {
+			what = "cnp-log"
+		}
+		return fmt.Sprintf("%s %s %s %s %s %d", what, r.tier, r.action, r.policy, c.dir, r.index)
 	}
 	return fmt.Sprintf("allow %s %s %d", r.policy, c.dir, r.index)
 }
@@ -142,11 +170,14 @@ func build(ir *policy.IR, node string, denyLog bool) *ruleset {
 			if d == Egress {
 				dir = &p.Egress
 			}
-			if !dir.Isolated {
+			if !dir.InScope() {
 				continue
 			}
-			c := b.chain(p, d, dir)
+			c, tail := b.chain(p, d, dir)
 			rs.chains[c.name] = c
+			if tail != nil {
+				rs.chains[tail.name] = tail
+			}
 			for _, ip := range p.IPs {
 				ip = ip.Unmap()
 				rs.maps[dispatchMap(d, ip)][ip] = c.name
@@ -211,20 +242,76 @@ func (b *builder) index() {
 	}
 }
 
-func (b *builder) chain(p *policy.PodRules, d Direction, dir *policy.Direction) *chain {
-	c := &chain{name: podChainName(p.Pod, d), pod: p.Pod, dir: d}
+// chain renders one pod's direction: the pod's own addresses, the Admin
+// tier, then NetworkPolicy's rules and drop if the direction is isolated,
+// else the Baseline tier (and, when nothing matches, the end of the
+// chain: this side allows). When an Admin rule passes, what follows the
+// Admin tier is a chain of its own, tail, for the Pass rules to go to.
+func (b *builder) chain(p *policy.PodRules, d Direction, dir *policy.Direction) (c, tail *chain) {
+	c = &chain{name: podChainName(p.Pod, d), pod: p.Pod, dir: d}
 	for _, ip := range p.IPs {
 		ip = ip.Unmap()
 		c.rules = append(c.rules, rule{kind: ruleSelf, family: family(ip), addr: ip})
 	}
+	rest := c
+	for _, r := range dir.Admin {
+		if r.Ref.Action == policy.Pass {
+			tail = &chain{name: tailChainName(p.Pod, d), pod: p.Pod, dir: d}
+			rest = tail
+			break
+		}
+	}
+	passTo := ""
+	if tail != nil {
+		passTo = tail.name
+	}
+	for _, r := range dir.Admin {
+		c.rules = append(c.rules, b.tierRules(r, passTo)...)
+	}
+	if tail != nil {
+		c.rules = append(c.rules, rule{kind: ruleGoto, target: tail.name})
+	}
+	if !dir.Isolated {
+		for _, r := range dir.Baseline {
+			rest.rules = append(rest.rules, b.tierRules(r, "")...)
+		}
+		return c, tail
+	}
 	for _, r := range dir.Rules {
-		c.rules = append(c.rules, b.rules(r)...)
+		rest.rules = append(rest.rules, b.rules(r)...)
 	}
 	if b.denyLog {
-		c.rules = append(c.rules, rule{kind: ruleLog})
+		rest.rules = append(rest.rules, rule{kind: ruleLog})
 	}
-	c.rules = append(c.rules, rule{kind: ruleDeny})
-	return c
+	rest.rules = append(rest.rules, rule{kind: ruleDeny})
+	return c, tail
+}
+
+// tierRules renders a ClusterNetworkPolicy rule: what it matches as an
+// allow rule's match, and its action as the verdict: Accept returns
+// (this side allows), Deny drops (after the deny log's record), Pass goes
+// to passTo (the Admin tier's tail) or, in the Baseline tier, returns:
+// the default allows.
+func (b *builder) tierRules(r *policy.TierRule, passTo string) []rule {
+	var out []rule
+	for _, x := range b.rules(&r.Rule) {
+		x.tier, x.action = r.Ref.Tier, r.Ref.Action
+		switch r.Ref.Action {
+		case policy.Deny:
+			if b.denyLog {
+				l := x
+				l.verdict = verdictLog
+				out = append(out, l)
+			}
+			x.verdict = verdictDrop
+		case policy.Pass:
+			if passTo != "" {
+				x.verdict, x.target = verdictGoto, passTo
+			}
+		}
+		out = append(out, x)
+	}
+	return out
 }
 
 func family(ip netip.Addr) uint8 {

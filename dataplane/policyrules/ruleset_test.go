@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/podnet/podnet/policy"
 )
@@ -194,5 +196,63 @@ func TestLogPrefix(t *testing.T) {
 		if _, _, ok := ParseLogPrefix(bad); ok {
 			t.Errorf("ParseLogPrefix(%q) ok", bad)
 		}
+	}
+}
+
+// TestBuildTiers: a pod chain holds the Admin tier after the pod's own
+// addresses; an Admin Pass goes to the pod's tail chain, which holds
+// NetworkPolicy's rules and drop (isolated pod) or the Baseline tier
+// (the other pods); a tier's Deny logs first with the deny log.
+func TestBuildTiers(t *testing.T) {
+	s := smallSnapshot()
+	admin := &cnp.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "a1"}, Spec: cnp.ClusterNetworkPolicySpec{
+		Tier: cnp.AdminTier, Priority: 1, Subject: cnp.ClusterNetworkPolicySubject{Namespaces: &metav1.LabelSelector{}},
+		Ingress: []cnp.ClusterNetworkPolicyIngressRule{
+			{Action: cnp.ClusterNetworkPolicyRuleActionPass, From: []cnp.ClusterNetworkPolicyIngressPeer{{Namespaces: &metav1.LabelSelector{}}},
+				Protocols: []cnp.ClusterNetworkPolicyProtocol{{TCP: &cnp.ClusterNetworkPolicyProtocolTCP{DestinationPort: &cnp.Port{Number: 80}}}}},
+			{Action: cnp.ClusterNetworkPolicyRuleActionDeny, From: []cnp.ClusterNetworkPolicyIngressPeer{{Pods: &cnp.NamespacedPod{
+				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}}},
+		}}}
+	baseline := admin.DeepCopy()
+	baseline.Name, baseline.Spec.Tier = "b1", cnp.BaselineTier
+	baseline.Spec.Ingress = baseline.Spec.Ingress[1:]
+	s.ClusterPolicies = []policy.ClusterPolicy{policy.ClusterPolicyFromAPI(admin), policy.ClusterPolicyFromAPI(baseline)}
+	rs := build(policy.Compile(s, policy.Options{Node: "n1"}), "n1", true)
+	if len(rs.chains) != 4 {
+		t.Fatalf("chains %+v", rs.chains)
+	}
+	type step struct {
+		kind ruleKind
+		v    verdict
+	}
+	check := func(name string, want []step) {
+		t.Helper()
+		c := rs.chains[name]
+		if c == nil || len(c.rules) != len(want) {
+			t.Fatalf("chain %s: %+v", name, c)
+		}
+		for i, w := range want {
+			if r := c.rules[i]; r.kind != w.kind || r.verdict != w.v {
+				t.Fatalf("chain %s rule %d: %+v, want %+v", name, i, r, w)
+			}
+			if note := c.rules[i].comment(c); c.rules[i].tier != 0 && !strings.HasPrefix(note, "cnp") {
+				t.Fatalf("comment %q", note)
+			}
+		}
+	}
+	a, b := policy.PodKey{Namespace: "x", Name: "a"}, policy.PodKey{Namespace: "x", Name: "b"}
+	admin4and6 := []step{{ruleAllow, verdictGoto}, {ruleAllow, verdictGoto}, {ruleAllow, verdictLog}, {ruleAllow, verdictDrop}, {ruleAllow, verdictLog}, {ruleAllow, verdictDrop}, {ruleGoto, 0}}
+	check(podChainName(a, Ingress), append([]step{{ruleSelf, 0}, {ruleSelf, 0}}, admin4and6...))
+	check(tailChainName(a, Ingress), []step{{ruleAllow, verdictReturn}, {ruleAllow, verdictReturn}, {ruleAllow, verdictReturn}, {ruleLog, 0}, {ruleDeny, 0}})
+	check(podChainName(b, Ingress), append([]step{{ruleSelf, 0}}, admin4and6...))
+	check(tailChainName(b, Ingress), []step{{ruleAllow, verdictLog}, {ruleAllow, verdictDrop}, {ruleAllow, verdictLog}, {ruleAllow, verdictDrop}})
+	if got := rs.chains[podChainName(a, Ingress)].rules[2].target; got != tailChainName(a, Ingress) {
+		t.Fatalf("pass goes to %q", got)
+	}
+	// Without Pass rules there is no tail: the tiers share the pod chain.
+	s.ClusterPolicies[0].Ingress = s.ClusterPolicies[0].Ingress[1:]
+	rs = build(policy.Compile(s, policy.Options{Node: "n1"}), "n1", false)
+	if len(rs.chains) != 2 || rs.chains[tailChainName(a, Ingress)] != nil {
+		t.Fatalf("chains %+v", rs.chains)
 	}
 }

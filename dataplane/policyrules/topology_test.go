@@ -341,12 +341,12 @@ func echo(c net.Conn, msg string, wait time.Duration) error {
 }
 
 // rendererIn opens a Renderer in the node's namespace.
-func (tp *topology) renderer(t testing.TB) *Renderer {
+func (tp *topology) renderer(t testing.TB, opts ...Option) *Renderer {
 	t.Helper()
 	f, err := os.Open(tp.node)
 	must(t, err)
 	t.Cleanup(func() { f.Close() })
-	r, err := New("n1", WithNetNSFd(int(f.Fd())))
+	r, err := New("n1", append([]Option{WithNetNSFd(int(f.Fd()))}, opts...)...)
 	must(t, err)
 	t.Cleanup(func() { r.Close() })
 	return r
