@@ -16,7 +16,6 @@ import (
 
 	"github.com/podnet/podnet/agent/netpol/admitsock"
 	"github.com/podnet/podnet/dataplane"
-	"github.com/podnet/podnet/netns"
 	"github.com/podnet/podnet/policy"
 )
 
@@ -121,13 +120,7 @@ func (a *Admission) openClosed() (*dataplane.Closed, error) {
 		c, err = dataplane.NewClosed(admitsock.ClosedLockPath(a.cfg.Socket), 0)
 		return err
 	}
-	var err error
-	if a.s.cfg.NetNS != "" {
-		err = netns.Do(a.s.cfg.NetNS, open)
-	} else {
-		err = open()
-	}
-	if err != nil {
+	if err := a.s.inNodeNS(open); err != nil {
 		return nil, fmt.Errorf("policy handshake: closed pods: %w", err)
 	}
 	return c, nil

@@ -37,13 +37,7 @@ func (s *Service) openNetNS() (renderer, func() ([]netip.Addr, error), func(), e
 		s.bridgeToInet()
 		return nil
 	}
-	var err error
-	if s.cfg.NetNS != "" {
-		err = netns.Do(s.cfg.NetNS, open)
-	} else {
-		err = open()
-	}
-	if err != nil {
+	if err := s.inNodeNS(open); err != nil {
 		return nil, nil, nil, fmt.Errorf("network policy: %w", err)
 	}
 	return r, func() ([]netip.Addr, error) { return globalAddrs(h) }, func() { r.Close(); h.Close() }, nil
@@ -84,4 +78,13 @@ func (s *Service) bridgeToInet() {
 	if err := dataplane.WriteSysctls(dataplane.BridgeNetfilterSysctls(true)); err != nil {
 		s.log.Warn("could not hand bridged traffic to network policy: traffic between two pods of one bridge (bridge mode) is not judged", "err", err)
 	}
+}
+
+// inNodeNS runs f in the node's network namespace (Config.NetNS, else
+// the process's own): sockets f opens stay bound to it.
+func (s *Service) inNodeNS(f func() error) error {
+	if s.cfg.NetNS != "" {
+		return netns.Do(s.cfg.NetNS, f)
+	}
+	return f()
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/podnet/podnet/dataplane/nflog"
 	"github.com/podnet/podnet/dataplane/policyrules"
-	"github.com/podnet/podnet/netns"
 	"github.com/podnet/podnet/policy"
 )
 
@@ -26,13 +25,7 @@ func (s *Service) openDenyLog() (logSource, error) {
 		c, err = nflog.Listen(s.cfg.DenyLog.Group)
 		return err
 	}
-	var err error
-	if s.cfg.NetNS != "" {
-		err = netns.Do(s.cfg.NetNS, open)
-	} else {
-		err = open()
-	}
-	if err != nil {
+	if err := s.inNodeNS(open); err != nil {
 		return nil, err
 	}
 	return c, nil
