@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/podnet/podnet/agent/internal/sockserve"
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipam/store/agentsock"
 )
@@ -35,7 +33,7 @@ const poolListTTL = time.Second
 var listenGiveUp = time.Minute
 
 // listenSocket makes the socket; tests replace it to fail on purpose.
-var listenSocket = listen
+var listenSocket = agentsock.Listen
 
 // Config configures the service.
 type Config struct {
@@ -133,44 +131,11 @@ func (s *Service) Run(ctx context.Context) error {
 // serving is made again at once, and one that cannot be made is retried
 // with backoff for listenGiveUp.
 func (s *Service) serve(ctx context.Context) error {
-	path := s.cfg.Socket
-	backoff := 100 * time.Millisecond
-	var failingSince time.Time
-	for {
-		l, err := listenSocket(path)
-		if err == nil {
-			s.markReady()
-			s.cfg.Logger.Info("serving the plugins' IPAM store", "path", path)
-			err = s.srv.Serve(ctx, l)
-			if ctx.Err() != nil {
-				return nil
-			}
-			s.cfg.Logger.Error("IPAM socket stopped; listening again", "path", path, "err", err)
-			failingSince, backoff = time.Time{}, 100*time.Millisecond
-		} else {
-			if failingSince.IsZero() {
-				failingSince = time.Now()
-			}
-			if time.Since(failingSince) >= listenGiveUp {
-				return fmt.Errorf("socket %s: cannot listen for %v: %w", path, listenGiveUp, err)
-			}
-			s.cfg.Logger.Error("IPAM socket", "path", path, "err", err, "retry_in", backoff)
-		}
-		s.notReady(fmt.Errorf("socket %s not listening: %w", path, err))
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
-}
-
-func listen(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
-	}
-	return agentsock.Listen(path)
+	return sockserve.Loop{
+		Path: s.cfg.Socket, What: "the plugins' IPAM store", Listen: listenSocket,
+		Serve: s.srv.Serve, Ready: s.markReady, NotReady: s.notReady,
+		GiveUp: listenGiveUp, Logger: s.cfg.Logger,
+	}.Run(ctx)
 }
 
 // seedPools creates the pools the API does not have yet. An invalid one

@@ -128,7 +128,7 @@ func TestSocketServedAgainAfterFailures(t *testing.T) {
 	listenSocket = func(path string) (net.Listener, error) {
 		switch calls.Add(1) {
 		case 1:
-			l, err := listen(path)
+			l, err := agentsock.Listen(path)
 			if err != nil {
 				return nil, err
 			}
@@ -136,7 +136,7 @@ func TestSocketServedAgainAfterFailures(t *testing.T) {
 		case 2, 3:
 			return nil, errors.New("listen: failing on purpose")
 		}
-		return listen(path)
+		return agentsock.Listen(path)
 	}
 	path := filepath.Join(t.TempDir(), "ipam.sock")
 	s, _ := newService(t, path)

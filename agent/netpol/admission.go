@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/podnet/podnet/agent/internal/sockserve"
 	"github.com/podnet/podnet/agent/netpol/admitsock"
 	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/policy"
@@ -129,44 +128,13 @@ func (a *Admission) openClosed() (*dataplane.Closed, error) {
 // serve listens and serves until ctx ends, listening again when the
 // socket stops.
 func (a *Admission) serve(ctx context.Context) error {
-	path := a.cfg.Socket
-	backoff := 100 * time.Millisecond
-	var failingSince time.Time
-	for {
-		l, err := listen(path)
-		if err == nil {
-			a.markReady()
-			a.s.log.Info("serving the first-packet handshake", "path", path)
-			err = admitsock.Serve(ctx, l, a.answer, admitsock.Options{})
-			if ctx.Err() != nil {
-				return nil
-			}
-			a.s.log.Error("policy handshake socket stopped; listening again", "path", path, "err", err)
-			failingSince, backoff = time.Time{}, 100*time.Millisecond
-		} else {
-			if failingSince.IsZero() {
-				failingSince = time.Now()
-			}
-			if time.Since(failingSince) >= listenGiveUp {
-				return fmt.Errorf("socket %s: cannot listen for %v: %w", path, listenGiveUp, err)
-			}
-			a.s.log.Error("policy handshake socket", "path", path, "err", err, "retry_in", backoff)
-		}
-		a.notReady(fmt.Errorf("socket %s not listening: %w", path, err))
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
-}
-
-func listen(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
-	}
-	return admitsock.Listen(path)
+	return sockserve.Loop{
+		Path: a.cfg.Socket, What: "the first-packet handshake", Listen: admitsock.Listen,
+		Serve: func(ctx context.Context, l net.Listener) error {
+			return admitsock.Serve(ctx, l, a.answer, admitsock.Options{})
+		},
+		Ready: a.markReady, NotReady: a.notReady, GiveUp: listenGiveUp, Logger: a.s.log,
+	}.Run(ctx)
 }
 
 // answer is the socket's handler: Admit, within the plugin's deadline.
