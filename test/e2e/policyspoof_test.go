@@ -8,7 +8,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/podnet/podnet/agent/route"
 	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/dataplane/policyrules"
 	"github.com/podnet/podnet/internal/testutil"
@@ -29,14 +28,7 @@ import (
 // and programmed per node as the agent's policy service does.
 func TestPolicyNotBypassedBySpoofing(t *testing.T) {
 	testutil.RequireRoot(t)
-	for _, tc := range []struct {
-		name string
-		u    func(testing.TB) *e2enet.Underlay
-		mode route.Mode
-	}{
-		{"host-gw", e2enet.NewSwitch, route.ModeHostGW},
-		{"vxlan", e2enet.NewRouter, route.ModeVXLAN},
-	} {
+	for _, tc := range crossNodeModes {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t, tc.u(t), tc.mode, true)
 			nodes := c.startNodes(2)

@@ -20,14 +20,7 @@ import (
 // on every node, Debian's default.
 func TestSpoofAcrossNodes(t *testing.T) {
 	testutil.RequireRoot(t)
-	for _, tc := range []struct {
-		name string
-		u    func(testing.TB) *e2enet.Underlay
-		mode route.Mode
-	}{
-		{"host-gw", e2enet.NewSwitch, route.ModeHostGW},
-		{"vxlan", e2enet.NewRouter, route.ModeVXLAN},
-	} {
+	for _, tc := range crossNodeModes {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t, tc.u(t), tc.mode, true)
 			nodes := c.startNodes(2)
@@ -68,6 +61,17 @@ func TestSpoofAcrossNodes(t *testing.T) {
 }
 
 const spoofTries = 3
+
+// crossNodeModes are the ways pods reach another node that the forged
+// source tests cover: host-gw on one segment, VXLAN across a router.
+var crossNodeModes = []struct {
+	name string
+	u    func(testing.TB) *e2enet.Underlay
+	mode route.Mode
+}{
+	{"host-gw", e2enet.NewSwitch, route.ModeHostGW},
+	{"vxlan", e2enet.NewRouter, route.ModeVXLAN},
+}
 
 // podMAC is the MAC of the pod's eth0.
 func podMAC(t *testing.T, p *e2enet.Pod) net.HardwareAddr {
