@@ -175,8 +175,9 @@ func BenchmarkPodCacheMemory(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		idx := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{})
+		s := &Service{share: newShareTable()}
 		for i := range n {
-			obj, _ := slimPod(policytest.DecodedPod(i)) // the API pod is garbage at once, as in the informer
+			obj, _ := s.slimSharedPod(policytest.DecodedPod(i)) // the API pod is garbage at once, as in the informer
 			if err := idx.Add(obj); err != nil {
 				b.Fatal(err)
 			}
@@ -185,6 +186,7 @@ func BenchmarkPodCacheMemory(b *testing.B) {
 		runtime.ReadMemStats(&after)
 		perPod = float64(after.HeapAlloc-before.HeapAlloc) / n
 		runtime.KeepAlive(idx)
+		runtime.KeepAlive(s)
 	}
 	b.ReportMetric(perPod, "B/pod")
 }

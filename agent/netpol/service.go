@@ -96,6 +96,8 @@ type Service struct {
 	// set before.
 	synced                            chan struct{}
 	policies, namespaces, pods, nodes cache.Indexer
+	// share makes the cached pods share equal label maps and port lists.
+	share *shareTable
 	firstApplied                      chan struct{}
 	// reqGen counts the requests for a rebuild that must be waited for
 	// (Admit); a reconcile that read n applied every request up to n.
@@ -126,7 +128,7 @@ func New(cfg Config) *Service {
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger.With("service", "network-policy"),
 		kick: make(chan struct{}, 1), synced: make(chan struct{}), firstApplied: make(chan struct{}),
-		admitted: map[policy.PodKey][]netip.Addr{}}
+		admitted: map[policy.PodKey][]netip.Addr{}, share: newShareTable()}
 	s.open = s.openNetNS
 	s.openLog = s.openDenyLog
 	s.m = newMetrics(s)
@@ -222,7 +224,7 @@ func (s *Service) informers() ([]cache.SharedIndexInformer, error) {
 	specs := []spec{
 		{"NetworkPolicies", src.Policies, &networkingv1.NetworkPolicy{}, slimPolicy, nil, &s.policies},
 		{"Namespaces", src.Namespaces, &corev1.Namespace{}, slimNamespace, sameNamespace, &s.namespaces},
-		{"Pods", src.Pods, &corev1.Pod{}, slimPod, samePod, &s.pods},
+		{"Pods", src.Pods, &corev1.Pod{}, s.slimSharedPod, samePod, &s.pods},
 		{"Node", src.Node, &corev1.Node{}, slimNode, sameNode, &s.nodes},
 	}
 	var out []cache.SharedIndexInformer
@@ -343,6 +345,7 @@ func (s *Service) reconcile(full bool, localIPs func() ([]netip.Addr, error)) er
 	snap, stale := buildSnapshot(contents{
 		policies: s.policies.List(), namespaces: s.namespaces.List(), pods: s.pods.List(), nodes: s.nodes.List(),
 	}, snapshotInput{node: s.cfg.Node, localIPs: local, admitted: admitted})
+	s.share.sweep(snap.Pods)
 	ir := policy.Compile(snap, policy.Options{Node: s.cfg.Node})
 	compiled := time.Now()
 	s.m.compile.Observe(compiled.Sub(start).Seconds())

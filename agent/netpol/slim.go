@@ -59,6 +59,16 @@ func slimPod(obj any) (any, error) {
 	return &podObj{rv: p.ResourceVersion, Pod: policy.PodFromAPI(p)}, nil
 }
 
+// slimSharedPod is slimPod, the pod then sharing its labels and named
+// ports with the cached pods that have equal ones (shareTable).
+func (s *Service) slimSharedPod(obj any) (any, error) {
+	o, err := slimPod(obj)
+	if p, ok := o.(*podObj); ok && err == nil {
+		s.share.share(&p.Pod)
+	}
+	return o, err
+}
+
 func slimNamespace(obj any) (any, error) {
 	n, ok := obj.(*corev1.Namespace)
 	if !ok {
