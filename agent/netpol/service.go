@@ -97,8 +97,8 @@ type Service struct {
 	synced                            chan struct{}
 	policies, namespaces, pods, nodes cache.Indexer
 	// share makes the cached pods share equal label maps and port lists.
-	share *shareTable
-	firstApplied                      chan struct{}
+	share        *shareTable
+	firstApplied chan struct{}
 	// reqGen counts the requests for a rebuild that must be waited for
 	// (Admit); a reconcile that read n applied every request up to n.
 	reqGen atomic.Uint64
