@@ -31,6 +31,11 @@ type Options struct {
 	HostPortBase int
 	// Loopback: how pods' lo comes up (default: the loopback plugin).
 	Loopback netplugin.LoopbackMode
+	// Host, when set, starts what runs beside the plugins on a node (an
+	// agent) once the host namespace is made, given its path; the
+	// workload starts when it returns, and stop ends it after the last
+	// phase. Its errors are the run's.
+	Host func(ctx context.Context, hostNetNS string) (stop func() error, err error)
 }
 
 // Phase is the outcome of one phase.
@@ -61,6 +66,13 @@ func Run(ctx context.Context, o Options) (phases []Phase, err error) {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, netns.DeleteNamed(hostName)) }()
+	if o.Host != nil {
+		stop, err := o.Host(ctx, hostPath)
+		if err != nil {
+			return nil, fmt.Errorf("start the host's services: %w", err)
+		}
+		defer func() { err = errors.Join(err, stop()) }()
+	}
 
 	w := &workload{opts: o, netns: map[string]string{}}
 	plugin := netplugin.NewCNIPlugin(o.ConfDir, o.BinDirs,

@@ -20,6 +20,7 @@ type benchOptions struct {
 	network        string
 	compareBin     string
 	noPorts        bool
+	policy         string
 }
 
 func newBenchCommand(opts *globalOptions) *cobra.Command {
@@ -44,7 +45,15 @@ podnet with the loopback plugin exec'd too.
 With --rounds N it measures N times, podnet and the reference taking
 turns, prints each round's medians and then, figure by figure, the median
 over the rounds: on a shared machine whole runs drift, and taking turns
-keeps the drift out of the ratios.`,
+keeps the drift out of the ratios.
+
+With --policy selected (or unselected) it also measures podnet with the
+node's NetworkPolicy service beside it, the agent's own code fed a fixed
+cluster: the network names the service's socket (policySocket), so every
+ADD waits for the first-packet handshake, and a NetworkPolicy selects
+every pod (or, unselected, none of them while its namespace has one). The
+chain "podnet+policy" is printed beside podnet, with the difference of
+their latencies.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return bo.run(cmd, opts) },
 	}
@@ -55,6 +64,7 @@ keeps the drift out of the ratios.`,
 	f.StringVar(&bo.network, "network", "", "podnet network to measure (default: the first in the conf dir)")
 	f.StringVar(&bo.compareBin, "compare-bin", "", "directory with the reference plugins to compare against")
 	f.BoolVar(&bo.noPorts, "no-ports", false, "map no host ports")
+	f.StringVar(&bo.policy, "policy", "", "also measure podnet with the node's policy service: selected or unselected")
 	return cmd
 }
 
@@ -79,6 +89,11 @@ func (bo *benchOptions) run(cmd *cobra.Command, opts *globalOptions) error {
 	if bo.pods < 1 || bo.parallel < 1 || bo.rounds < 1 {
 		return fmt.Errorf("--pods, --parallel and --rounds must be at least 1")
 	}
+	switch bo.policy {
+	case policyOff, policySelected, policyUnselected:
+	default:
+		return fmt.Errorf("--policy %q: selected or unselected", bo.policy)
+	}
 	work, err := os.MkdirTemp("", "podnet-bench-")
 	if err != nil {
 		return err
@@ -92,7 +107,7 @@ func (bo *benchOptions) run(cmd *cobra.Command, opts *globalOptions) error {
 	if err != nil {
 		return err
 	}
-	bo.report(cmd.OutOrStdout(), opts, results)
+	bo.report(cmd.OutOrStdout(), opts, chains, results)
 	return nil
 }
 
@@ -108,6 +123,17 @@ func (bo *benchOptions) chains(opts *globalOptions, work string) ([]benchChain, 
 		Pods: bo.pods, Parallel: bo.parallel, HostPortBase: hostPorts,
 		Loopback: netplugin.LoopbackMode(opts.loopback),
 	}}}
+	if bo.policy != policyOff {
+		o := chains[0].opts
+		o.ConfDir = filepath.Join(work, "policy-net.d")
+		o.CacheDir = filepath.Join(work, "cache-policy")
+		bp := &benchPolicy{mode: bo.policy, pods: bo.pods, socket: filepath.Join(work, "policy.sock")}
+		if err := withPolicySocket(opts.confDir, bo.network, o.ConfDir, bp.socket); err != nil {
+			return nil, err
+		}
+		o.Host = bp.start
+		chains = append(chains, benchChain{"podnet+policy", o})
+	}
 	if bo.compareBin == "" {
 		return chains, nil
 	}
@@ -149,42 +175,43 @@ func (bo *benchOptions) measure(cmd *cobra.Command, chains []benchChain) ([][][]
 }
 
 // report prints the rounds (when there are several) and the medians.
-func (bo *benchOptions) report(out io.Writer, opts *globalOptions, results [][][]bench.Phase) {
+func (bo *benchOptions) report(out io.Writer, opts *globalOptions, chains []benchChain, results [][][]bench.Phase) {
 	summary := make([][]bench.Phase, len(results))
 	for c := range results {
 		summary[c] = bench.MedianOf(results[c])
 	}
-	var ref []bench.Phase
-	if len(results) > 1 {
-		ref = summary[1]
-	}
 	fmt.Fprintf(out, "lo: podnet %s", opts.loopback)
-	if len(results) > 1 {
+	if bo.compareBin != "" {
 		fmt.Fprintf(out, ", reference %s", netplugin.LoopbackPlugin)
+	}
+	if bo.policy != policyOff {
+		fmt.Fprintf(out, "; podnet+policy: the policy service, %s pods", bo.policy)
 	}
 	fmt.Fprintln(out)
 	if bo.rounds > 1 {
-		printRounds(out, results)
+		printRounds(out, chains, results)
 		fmt.Fprintf(out, "\nmedian of %d rounds:\n", bo.rounds)
 	}
-	printBench(out, summary[0], ref)
+	printBench(out, chains, summary)
 }
 
 // printRounds prints the ADD and DEL medians of every round, one line per
 // round and phase, chains side by side.
-func printRounds(out io.Writer, results [][][]bench.Phase) {
+func printRounds(out io.Writer, chains []benchChain, results [][][]bench.Phase) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	head := "round\tphase\tpodnet ADD p50 ms\tDEL p50 ms\t"
-	if len(results) > 1 {
-		head += "reference ADD p50 ms\tDEL p50 ms\t"
+	head := "round\tphase\t"
+	for _, ch := range chains {
+		head += ch.name + " ADD p50 ms\tDEL p50 ms\t"
 	}
 	fmt.Fprintln(w, head)
 	for r := range results[0] {
 		for i, p := range results[0][r] {
-			line := fmt.Sprintf("%d\t%s\t%s\t%s\t", r+1, p.Name, ms(p.Add.P50), ms(p.Del.P50))
-			if len(results) > 1 && i < len(results[1][r]) {
-				q := results[1][r][i]
-				line += fmt.Sprintf("%s\t%s\t", ms(q.Add.P50), ms(q.Del.P50))
+			line := fmt.Sprintf("%d\t%s\t", r+1, p.Name)
+			for c := range chains {
+				if i < len(results[c][r]) {
+					q := results[c][r][i]
+					line += fmt.Sprintf("%s\t%s\t", ms(q.Add.P50), ms(q.Del.P50))
+				}
 			}
 			fmt.Fprintln(w, line)
 		}
@@ -194,30 +221,42 @@ func printRounds(out io.Writer, results [][][]bench.Phase) {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
 
-func printBench(out io.Writer, podnet, ref []bench.Phase) {
+// printBench prints every chain's phases, then each other chain against
+// podnet (chains[0]): the reference as a ratio (how many times podnet's
+// time it takes), podnet+policy as a difference in milliseconds (what
+// the policy service adds to podnet's).
+func printBench(out io.Writer, chains []benchChain, summary [][]bench.Phase) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "chain\tphase\tADD p50 ms\tp90\tp99\tDEL p50 ms\tp90\tp99\tpods/s\t")
-	row := func(name string, p bench.Phase) {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n", name, p.Name, ms(p.Add.P50), ms(p.Add.P90), ms(p.Add.P99), ms(p.Del.P50), ms(p.Del.P90), ms(p.Del.P99), p.PodsPerSecond())
-	}
-	for _, p := range podnet {
-		row("podnet", p)
-	}
-	for _, p := range ref {
-		row("reference", p)
-	}
-	for i := range min(len(podnet), len(ref)) {
-		ratio := func(a, b time.Duration) string {
-			if a <= 0 {
-				return "-"
-			}
-			return fmt.Sprintf("%.1fx", float64(b)/float64(a))
+	for c, ch := range chains {
+		for _, p := range summary[c] {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n", ch.name, p.Name, ms(p.Add.P50), ms(p.Add.P90), ms(p.Add.P99),
+				ms(p.Del.P50), ms(p.Del.P90), ms(p.Del.P99), p.PodsPerSecond())
 		}
-		p, r := podnet[i], ref[i]
-		fmt.Fprintf(w, "reference/podnet\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1fx\t\n", p.Name,
-			ratio(p.Add.P50, r.Add.P50), ratio(p.Add.P90, r.Add.P90), ratio(p.Add.P99, r.Add.P99),
-			ratio(p.Del.P50, r.Del.P50), ratio(p.Del.P90, r.Del.P90), ratio(p.Del.P99, r.Del.P99),
-			p.PodsPerSecond()/max(r.PodsPerSecond(), 1e-9))
+	}
+	podnet := summary[0]
+	for c := 1; c < len(chains); c++ {
+		for i := range min(len(podnet), len(summary[c])) {
+			p, r := podnet[i], summary[c][i]
+			if chains[c].name == "reference" {
+				ratio := func(a, b time.Duration) string {
+					if a <= 0 {
+						return "-"
+					}
+					return fmt.Sprintf("%.1fx", float64(b)/float64(a))
+				}
+				fmt.Fprintf(w, "reference/podnet\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1fx\t\n", p.Name,
+					ratio(p.Add.P50, r.Add.P50), ratio(p.Add.P90, r.Add.P90), ratio(p.Add.P99, r.Add.P99),
+					ratio(p.Del.P50, r.Del.P50), ratio(p.Del.P90, r.Del.P90), ratio(p.Del.P99, r.Del.P99),
+					p.PodsPerSecond()/max(r.PodsPerSecond(), 1e-9))
+				continue
+			}
+			diff := func(a, b time.Duration) string { return fmt.Sprintf("%+.2f", float64(b-a)/float64(time.Millisecond)) }
+			fmt.Fprintf(w, "%s - podnet\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%+.1f\t\n", chains[c].name, p.Name,
+				diff(p.Add.P50, r.Add.P50), diff(p.Add.P90, r.Add.P90), diff(p.Add.P99, r.Add.P99),
+				diff(p.Del.P50, r.Del.P50), diff(p.Del.P90, r.Del.P90), diff(p.Del.P99, r.Del.P99),
+				r.PodsPerSecond()-p.PodsPerSecond())
+		}
 	}
 	w.Flush()
 }

@@ -207,3 +207,25 @@ func TestBenchRounds(t *testing.T) {
 	}
 	n.assertClean()
 }
+
+// TestBenchPolicy: bench --policy runs the policy service beside podnet,
+// every ADD answered as the mode says (bench fails otherwise), and prints
+// the difference; the service's tables go with bench's host namespace.
+func TestBenchPolicy(t *testing.T) {
+	n := newNode(t)
+	for _, mode := range []string{"selected", "unselected"} {
+		out, stderr, code := n.run("bench", "--pods", "3", "--parallel", "3", "--policy", mode)
+		if code != 0 {
+			t.Fatalf("bench --policy %s: exit %d\n%s\n%s", mode, code, out, stderr)
+		}
+		for _, want := range []string{"podnet+policy  sequential", "podnet+policy - podnet  parallel=3", mode + " pods"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("bench --policy %s output lacks %q:\n%s", mode, want, out)
+			}
+		}
+	}
+	if _, stderr, code := n.run("bench", "--policy", "some"); code == 0 || !strings.Contains(stderr, `--policy "some"`) {
+		t.Errorf("bench --policy some: exit %d, %s", code, stderr)
+	}
+	n.assertClean()
+}
