@@ -104,3 +104,16 @@ func BenchmarkSlimPodMemory(b *testing.B) {
 	}
 	b.ReportMetric(perPod, "B/pod")
 }
+
+// BenchmarkCompileLarge is one node's compile in a cluster of the size the
+// agent's memory goal names: 50,000 pods in 500 namespaces, 10,000
+// policies, 1,000 of the pods on the node.
+func BenchmarkCompileLarge(b *testing.B) {
+	s := benchCluster(500, 100, 20)
+	b.ReportAllocs()
+	var ir *IR
+	for b.Loop() {
+		ir = Compile(s, Options{Node: "node7"})
+	}
+	b.ReportMetric(float64(len(ir.Pods)), "pods")
+}

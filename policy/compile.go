@@ -27,16 +27,28 @@ func Compile(s *Snapshot, opts Options) *IR {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	rules := map[int]*podBuilder{} // by pod index
+	var selected []int
 	for _, np := range policies {
-		cp := c.compilePolicy(np)
-		if !cp.ingress && !cp.egress {
+		cp, ok := c.compileHead(np)
+		if !ok || (!cp.ingress && !cp.egress) {
 			continue
 		}
+		// The pods it selects first: a policy that selects none of the
+		// node's pods needs no peers or ports compiled (on a node of a
+		// large cluster, that is nearly every policy).
+		selected = selected[:0]
 		for _, i := range c.podsByNs[np.Namespace] {
 			pod := &s.Pods[i]
-			if (opts.Node != "" && pod.Node != opts.Node) || !cp.podSel.matches(pod.Labels) {
-				continue
+			if (opts.Node == "" || pod.Node == opts.Node) && cp.podSel.matches(pod.Labels) {
+				selected = append(selected, i)
 			}
+		}
+		if len(selected) == 0 {
+			continue
+		}
+		c.compileRules(np, &cp)
+		for _, i := range selected {
+			pod := &s.Pods[i]
 			pb := rules[i]
 			if pb == nil {
 				pb = &podBuilder{}
@@ -228,14 +240,24 @@ func (c *compiler) problem(np *networkingv1.NetworkPolicy, field string, detail 
 	c.problems = append(c.problems, Problem{Policy: np.Namespace + "/" + np.Name, Field: field, Detail: detail})
 }
 
-func (c *compiler) compilePolicy(np *networkingv1.NetworkPolicy) compiledPolicy {
+// compileHead compiles what says which pods a policy isolates, and how:
+// its podSelector and policy types. It is false when the podSelector
+// does not compile (a problem): the policy then selects nothing.
+func (c *compiler) compileHead(np *networkingv1.NetworkPolicy) (compiledPolicy, bool) {
 	cp := compiledPolicy{key: np.Namespace + "/" + np.Name}
 	var err error
 	if cp.podSel, err = compileSelector(&np.Spec.PodSelector); err != nil {
 		c.problem(np, "spec.podSelector", err.Error())
-		return cp
+		return cp, false
 	}
 	cp.ingress, cp.egress = policyTypes(&np.Spec)
+	return cp, true
+}
+
+// compileRules compiles the peers and ports of the rules of cp's policy
+// np. A problem in a rule is reported only for a policy that selects
+// pods of the compile's node: one that selects none is not compiled.
+func (c *compiler) compileRules(np *networkingv1.NetworkPolicy, cp *compiledPolicy) {
 	if cp.ingress {
 		for i, r := range np.Spec.Ingress {
 			cp.in = append(cp.in, c.compileRule(np, fmt.Sprintf("spec.ingress[%d]", i), "from", i, r.From, r.Ports))
@@ -248,7 +270,6 @@ func (c *compiler) compilePolicy(np *networkingv1.NetworkPolicy) compiledPolicy 
 		cp.egRules = make([]*Rule, len(cp.eg))
 		cp.egDone = make([]bool, len(cp.eg))
 	}
-	return cp
 }
 
 // compileRule compiles one rule's peers and ports (API reference,
