@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/podnet/podnet/internal/wire"
 )
 
 func testPod() Pod {
@@ -162,7 +164,7 @@ func TestServerVersion(t *testing.T) {
 	if _, err := c.Write(b); err != nil {
 		t.Fatal(err)
 	}
-	a, err := readFrame(c, maxAnswer)
+	a, err := wire.ReadFrame(c, nil, maxAnswer)
 	if err != nil {
 		t.Fatal(err)
 	}

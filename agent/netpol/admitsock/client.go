@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/podnet/podnet/internal/wire"
 )
 
 // DefaultSocket is where the agent serves the handshake.
@@ -70,7 +72,7 @@ func Ask(ctx context.Context, socket string, p Pod) (selected bool, err error) {
 	if _, err := c.Write(frame); err != nil {
 		return fail(ErrNoAnswer, "send: ", cause(ctx, err))
 	}
-	answer, err := readFrame(c, maxAnswer)
+	answer, err := wire.ReadFrame(c, nil, maxAnswer)
 	if err != nil {
 		return fail(ErrNoAnswer, "", cause(ctx, err))
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/podnet/podnet/internal/unixsock"
+	"github.com/podnet/podnet/internal/wire"
 )
 
 // Handler decides for one pod: whether a NetworkPolicy selects it, once
@@ -79,7 +80,7 @@ func Serve(ctx context.Context, l net.Listener, h Handler, o Options) error {
 // serveConn answers c's one request.
 func serveConn(ctx context.Context, c net.Conn, h Handler, o Options) {
 	_ = c.SetReadDeadline(time.Now().Add(o.ReadTimeout))
-	frame, err := readFrame(c, maxRequest)
+	frame, err := wire.ReadFrame(c, nil, maxRequest)
 	if err != nil {
 		return
 	}

@@ -1,11 +1,10 @@
 package admitsock
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"net/netip"
+
+	"github.com/podnet/podnet/internal/wire"
 )
 
 // A request's bytes are
@@ -55,23 +54,6 @@ type request struct {
 	pod      Pod
 }
 
-type enc struct{ b []byte }
-
-func (e *enc) u8(v byte)   { e.b = append(e.b, v) }
-func (e *enc) i64(v int64) { e.b = binary.BigEndian.AppendUint64(e.b, uint64(v)) }
-func (e *enc) str(s string) {
-	e.b = binary.BigEndian.AppendUint16(e.b, uint16(len(s)))
-	e.b = append(e.b, s...)
-}
-
-// frame patches the length in.
-func (e *enc) frame() []byte {
-	binary.BigEndian.PutUint32(e.b, uint32(len(e.b)-4))
-	return e.b
-}
-
-func newEnc() enc { return enc{b: make([]byte, 4, 256)} }
-
 // encodeRequest fails on what does not fit the wire: a field over 64 KiB
 // or more than maxAddrs addresses, neither of which a pod has.
 func encodeRequest(r request) ([]byte, error) {
@@ -84,19 +66,19 @@ func encodeRequest(r request) ([]byte, error) {
 	if len(p.Addrs) > maxAddrs {
 		return nil, fmt.Errorf("%d addresses, over the limit of %d", len(p.Addrs), maxAddrs)
 	}
-	e := newEnc()
-	e.u8(r.version)
-	e.i64(r.deadline)
+	e := wire.Start(make([]byte, 0, 256))
+	e.U8(r.version)
+	e.I64(r.deadline)
 	for _, f := range []string{p.Namespace, p.Name, p.ContainerID, p.IfName, p.HostIf} {
-		e.str(f)
+		e.Str16(f)
 	}
-	e.u8(byte(len(p.Addrs)))
+	e.U8(byte(len(p.Addrs)))
 	for _, a := range p.Addrs {
 		s := a.Unmap().AsSlice()
-		e.u8(byte(len(s)))
-		e.b = append(e.b, s...)
+		e.U8(byte(len(s)))
+		e.B = append(e.B, s...)
 	}
-	b := e.frame()
+	b := e.Frame()
 	if len(b)-4 > maxRequest {
 		return nil, fmt.Errorf("request of %d bytes, over the limit of %d", len(b)-4, maxRequest)
 	}
@@ -104,104 +86,35 @@ func encodeRequest(r request) ([]byte, error) {
 }
 
 func encodeAnswer(status byte, msg string) []byte {
-	e := newEnc()
-	e.u8(status)
+	e := wire.Start(make([]byte, 0, 256))
+	e.U8(status)
 	if status == statusFailed || status == statusUnsupported {
 		if len(msg) > maxAnswer-8 {
 			msg = msg[:maxAnswer-8]
 		}
-		e.str(msg)
+		e.Str16(msg)
 	}
-	return e.frame()
-}
-
-// readFrame reads one frame of at most max bytes.
-func readFrame(r io.Reader, max int) ([]byte, error) {
-	var h [4]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return nil, err
-	}
-	n := binary.BigEndian.Uint32(h[:])
-	if int64(n) > int64(max) {
-		return nil, fmt.Errorf("frame of %d bytes, over the limit of %d", n, max)
-	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
-	return b, nil
-}
-
-// dec reads a frame's fields; the first error sticks.
-type dec struct {
-	b   []byte
-	err error
-}
-
-var errShort = errors.New("truncated frame")
-
-func (d *dec) take(n int) []byte {
-	if d.err != nil || n > len(d.b) {
-		if d.err == nil {
-			d.err = errShort
-		}
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *dec) u8() byte {
-	if v := d.take(1); v != nil {
-		return v[0]
-	}
-	return 0
-}
-
-func (d *dec) i64() int64 {
-	if v := d.take(8); v != nil {
-		return int64(binary.BigEndian.Uint64(v))
-	}
-	return 0
-}
-
-func (d *dec) str() string {
-	n := d.take(2)
-	if n == nil {
-		return ""
-	}
-	return string(d.take(int(binary.BigEndian.Uint16(n))))
-}
-
-func (d *dec) done() error {
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%d bytes past the end of the frame", len(d.b))
-	}
-	return d.err
+	return e.Frame()
 }
 
 // decodeRequest decodes a request; one of another version is returned
 // with only its version set, for the server to refuse.
 func decodeRequest(b []byte) (request, error) {
-	d := dec{b: b}
-	r := request{version: d.u8()}
-	if d.err != nil || r.version != version {
-		return r, d.err
+	d := wire.Dec{B: b}
+	r := request{version: d.U8()}
+	if d.Err != nil || r.version != version {
+		return r, d.Err
 	}
-	r.deadline = d.i64()
+	r.deadline = d.I64()
 	p := &r.pod
-	p.Namespace, p.Name, p.ContainerID, p.IfName, p.HostIf = d.str(), d.str(), d.str(), d.str(), d.str()
-	n := int(d.u8())
+	p.Namespace, p.Name, p.ContainerID, p.IfName, p.HostIf = d.Str16(), d.Str16(), d.Str16(), d.Str16(), d.Str16()
+	n := int(d.U8())
 	if n > maxAddrs {
 		return r, fmt.Errorf("%d addresses, over the limit of %d", n, maxAddrs)
 	}
 	for range n {
-		raw := d.take(int(d.u8()))
-		if d.err != nil {
+		raw := d.Take(int(d.U8()))
+		if d.Err != nil {
 			break
 		}
 		a, ok := netip.AddrFromSlice(raw)
@@ -210,16 +123,16 @@ func decodeRequest(b []byte) (request, error) {
 		}
 		p.Addrs = append(p.Addrs, a)
 	}
-	return r, d.done()
+	return r, d.Done()
 }
 
 // decodeAnswer returns the status and, for a failure, its message.
 func decodeAnswer(b []byte) (byte, string, error) {
-	d := dec{b: b}
-	st := d.u8()
+	d := wire.Dec{B: b}
+	st := d.U8()
 	var msg string
 	if st == statusFailed || st == statusUnsupported {
-		msg = d.str()
+		msg = d.Str16()
 	}
-	return st, msg, d.done()
+	return st, msg, d.Done()
 }

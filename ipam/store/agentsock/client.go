@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/podnet/podnet/internal/wire"
 	"github.com/podnet/podnet/ipam"
 )
 
@@ -93,7 +94,7 @@ func (c *Client) Get(ctx context.Context, key string) (ipam.KV, error) {
 		r.flags |= flagFresh
 	}
 	var kv ipam.KV
-	err := c.call(ctx, r, func(d *dec) { kv = d.kv() })
+	err := c.call(ctx, r, func(d *wire.Dec) { kv = getKV(d) })
 	return kv, err
 }
 
@@ -107,15 +108,15 @@ func (c *Client) List(ctx context.Context, prefix string) ([]ipam.KV, error) {
 		r.flags |= flagFresh
 	}
 	var kvs []ipam.KV
-	err := c.call(ctx, r, func(d *dec) {
-		n := d.u32()
-		if n > len(d.b)/16 { // each kv is at least 16 bytes
-			d.err = errShort
+	err := c.call(ctx, r, func(d *wire.Dec) {
+		n := d.U32()
+		if n > len(d.B)/16 { // each kv is at least 16 bytes
+			d.Err = wire.ErrShort
 			return
 		}
 		kvs = make([]ipam.KV, 0, n)
 		for range n {
-			kvs = append(kvs, d.kv())
+			kvs = append(kvs, getKV(d))
 		}
 	})
 	return kvs, err
@@ -129,14 +130,14 @@ func (c *Client) Write(ctx context.Context, w ipam.Write) (int64, error) {
 		r.flags |= flagDelete
 	}
 	var rev int64
-	err := c.call(ctx, r, func(d *dec) { rev = d.i64() })
+	err := c.call(ctx, r, func(d *wire.Dec) { rev = d.I64() })
 	return rev, err
 }
 
 // call sends r and decodes a successful answer with result. A read that
 // fails on a kept connection (the agent restarted since) is sent once
 // more on a new one; a write is not.
-func (c *Client) call(ctx context.Context, r request, result func(*dec)) error {
+func (c *Client) call(ctx context.Context, r request, result func(*wire.Dec)) error {
 	if err := ctx.Err(); err != nil {
 		return c.unavailable(r, err)
 	}
@@ -163,18 +164,18 @@ func (c *Client) call(ctx context.Context, r request, result func(*dec)) error {
 }
 
 // decode turns an answer into the call's result or error.
-func (c *Client) decode(r request, answer []byte, result func(*dec)) error {
-	d := dec{b: answer}
-	status := d.u8()
+func (c *Client) decode(r request, answer []byte, result func(*wire.Dec)) error {
+	d := wire.Dec{B: answer}
+	status := d.U8()
 	if status != statusOK {
-		msg := string(d.str())
-		if err := d.done(); err != nil {
+		msg := string(d.Bytes32())
+		if err := d.Done(); err != nil {
 			return fmt.Errorf("agent store %s: %s: undecodable answer: %v", c.path, describe(r), err)
 		}
 		return &remoteError{msg: msg, kind: statusErrors[status]}
 	}
 	result(&d)
-	if err := d.done(); err != nil {
+	if err := d.Done(); err != nil {
 		return fmt.Errorf("agent store %s: %s: undecodable answer: %v", c.path, describe(r), err)
 	}
 	return nil
@@ -249,7 +250,7 @@ func (cc *clientConn) roundTrip(ctx context.Context, r request) ([]byte, error) 
 	if _, err := cc.c.Write(cc.out); err != nil {
 		return nil, cause(ctx, err)
 	}
-	answer, err := readFrame(cc.r, cc.in, maxAnswer)
+	answer, err := wire.ReadFrame(cc.r, cc.in, maxAnswer)
 	if err != nil {
 		return nil, cause(ctx, err)
 	}

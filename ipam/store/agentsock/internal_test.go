@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/podnet/podnet/internal/wire"
 	"github.com/podnet/podnet/ipam"
 )
 
@@ -122,12 +123,12 @@ func TestOtherVersionRefused(t *testing.T) {
 	if _, err := conn.Write(frame); err != nil {
 		t.Fatal(err)
 	}
-	answer, err := readFrame(bufio.NewReader(conn), nil, maxAnswer)
+	answer, err := wire.ReadFrame(bufio.NewReader(conn), nil, maxAnswer)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := &Client{path: path}
-	err = c.decode(request{op: opGet, key: "/k"}, answer, func(*dec) {})
+	err = c.decode(request{op: opGet, key: "/k"}, answer, func(*wire.Dec) {})
 	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "protocol version 2, this agent speaks 1") {
 		t.Fatalf("answer to a version 2 request: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/podnet/podnet/internal/wire"
 	"github.com/podnet/podnet/ipam"
 )
 
@@ -123,7 +124,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	r := bufio.NewReaderSize(c, 32<<10)
 	var in, out []byte
 	for {
-		frame, err := readFrame(r, in, maxRequest)
+		frame, err := wire.ReadFrame(r, in, maxRequest)
 		if err != nil {
 			return // EOF: the client is done; anything else ends it too
 		}
@@ -147,7 +148,7 @@ func (s *Server) answer(ctx context.Context, req request, buf []byte) []byte {
 		ctx, cancel = context.WithDeadline(ctx, time.Unix(0, req.deadline))
 		defer cancel()
 	}
-	e := start(buf)
+	e := wire.Start(buf)
 	var err error
 	switch {
 	case req.version != version:
@@ -155,34 +156,34 @@ func (s *Server) answer(ctx context.Context, req request, buf []byte) []byte {
 	case req.op == opGet:
 		var kv ipam.KV
 		if kv, err = s.get(ctx, req.key, req.flags&flagFresh != 0); err == nil {
-			e.u8(statusOK)
-			e.kv(kv)
+			e.U8(statusOK)
+			putKV(&e, kv)
 		}
 	case req.op == opList:
 		var kvs []ipam.KV
 		if kvs, err = s.list(ctx, req.key, req.flags&flagFresh != 0); err == nil {
-			e.u8(statusOK)
-			e.u32(len(kvs))
+			e.U8(statusOK)
+			e.U32(len(kvs))
 			for _, kv := range kvs {
-				e.kv(kv)
+				putKV(&e, kv)
 			}
 		}
 	case req.op == opWrite:
 		w := ipam.Write{Key: req.key, ModRevision: req.modRev, Value: req.value, Delete: req.flags&flagDelete != 0}
 		var rev int64
 		if rev, err = s.write(ctx, w); err == nil {
-			e.u8(statusOK)
-			e.i64(rev)
+			e.U8(statusOK)
+			e.I64(rev)
 		}
 	default:
 		err = fmt.Errorf("agent store server: unknown operation %q: %w", req.op, errors.ErrUnsupported)
 	}
 	if err != nil {
-		e = start(buf)
-		e.u8(statusOf(err))
-		e.str([]byte(err.Error()))
+		e = wire.Start(buf)
+		e.U8(statusOf(err))
+		e.Bytes32([]byte(err.Error()))
 	}
-	return e.frame()
+	return e.Frame()
 }
 
 // get answers from the cache unless fresh, else reads the backend and

@@ -1,13 +1,10 @@
 package agentsock
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
-	"fmt"
-	"io"
 
+	"github.com/podnet/podnet/internal/wire"
 	"github.com/podnet/podnet/ipam"
 )
 
@@ -108,138 +105,37 @@ type request struct {
 	value    []byte
 }
 
-// enc appends to a frame whose length is patched in by frame.
-type enc struct{ b []byte }
-
-func (e *enc) u8(v byte)   { e.b = append(e.b, v) }
-func (e *enc) i64(v int64) { e.b = binary.BigEndian.AppendUint64(e.b, uint64(v)) }
-func (e *enc) u32(v int)   { e.b = binary.BigEndian.AppendUint32(e.b, uint32(v)) }
-func (e *enc) str(s []byte) {
-	e.u32(len(s))
-	e.b = append(e.b, s...)
-}
-func (e *enc) kv(kv ipam.KV) {
-	e.str([]byte(kv.Key))
-	e.str(kv.Value)
-	e.i64(kv.ModRevision)
+// putKV and getKV are a key-value's fields.
+func putKV(e *wire.Enc, kv ipam.KV) {
+	e.Bytes32([]byte(kv.Key))
+	e.Bytes32(kv.Value)
+	e.I64(kv.ModRevision)
 }
 
-// start begins a frame in buf (reused), leaving room for the length.
-func start(buf []byte) enc { return enc{b: append(buf[:0], 0, 0, 0, 0)} }
-
-// frame patches the length in and returns the frame.
-func (e *enc) frame() []byte {
-	binary.BigEndian.PutUint32(e.b, uint32(len(e.b)-4))
-	return e.b
+func getKV(d *wire.Dec) ipam.KV {
+	return ipam.KV{Key: string(d.Bytes32()), Value: d.Bytes32(), ModRevision: d.I64()}
 }
 
 func encodeRequest(buf []byte, r request) []byte {
-	e := start(buf)
-	e.u8(version)
-	e.u8(r.op)
-	e.u8(r.flags)
-	e.i64(r.deadline)
-	e.i64(r.modRev)
-	e.str([]byte(r.key))
-	e.str(r.value)
-	return e.frame()
-}
-
-// readFrame reads one frame's bytes into buf (reused when large enough).
-func readFrame(r *bufio.Reader, buf []byte, max int) ([]byte, error) {
-	var h [4]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return nil, err
-	}
-	n := binary.BigEndian.Uint32(h[:])
-	if int64(n) > int64(max) {
-		return nil, fmt.Errorf("frame of %d bytes, over the limit of %d", n, max)
-	}
-	if cap(buf) < int(n) {
-		buf = make([]byte, n)
-	}
-	buf = buf[:n]
-	if _, err := io.ReadFull(r, buf); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
-	return buf, nil
-}
-
-// dec reads a frame's fields; the first error sticks and later reads
-// return zero values.
-type dec struct {
-	b   []byte
-	err error
-}
-
-var errShort = errors.New("truncated frame")
-
-func (d *dec) take(n int) []byte {
-	if d.err != nil || n < 0 || n > len(d.b) {
-		if d.err == nil {
-			d.err = errShort
-		}
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *dec) u8() byte {
-	if v := d.take(1); v != nil {
-		return v[0]
-	}
-	return 0
-}
-
-func (d *dec) i64() int64 {
-	if v := d.take(8); v != nil {
-		return int64(binary.BigEndian.Uint64(v))
-	}
-	return 0
-}
-
-func (d *dec) u32() int {
-	if v := d.take(4); v != nil {
-		return int(binary.BigEndian.Uint32(v))
-	}
-	return 0
-}
-
-// str returns the next string's bytes: a copy, since the frame buffer is
-// reused by the next call.
-func (d *dec) str() []byte {
-	v := d.take(d.u32())
-	if v == nil {
-		return nil
-	}
-	return append([]byte(nil), v...)
-}
-
-func (d *dec) kv() ipam.KV {
-	return ipam.KV{Key: string(d.str()), Value: d.str(), ModRevision: d.i64()}
-}
-
-// done reports a decode error, or bytes left over.
-func (d *dec) done() error {
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%d bytes past the end of the frame", len(d.b))
-	}
-	return d.err
+	e := wire.Start(buf)
+	e.U8(version)
+	e.U8(r.op)
+	e.U8(r.flags)
+	e.I64(r.deadline)
+	e.I64(r.modRev)
+	e.Bytes32([]byte(r.key))
+	e.Bytes32(r.value)
+	return e.Frame()
 }
 
 func decodeRequest(b []byte) (request, error) {
-	d := dec{b: b}
-	r := request{version: d.u8()}
-	if d.err != nil || r.version != version {
-		return r, d.err // another version: answered as unsupported
+	d := wire.Dec{B: b}
+	r := request{version: d.U8()}
+	if d.Err != nil || r.version != version {
+		return r, d.Err // another version: answered as unsupported
 	}
-	r.op, r.flags, r.deadline, r.modRev = d.u8(), d.u8(), d.i64(), d.i64()
-	r.key = string(d.str())
-	r.value = d.str()
-	return r, d.done()
+	r.op, r.flags, r.deadline, r.modRev = d.U8(), d.U8(), d.I64(), d.I64()
+	r.key = string(d.Bytes32())
+	r.value = d.Bytes32()
+	return r, d.Done()
 }
