@@ -7,9 +7,10 @@
 // Namespace, every unfinished Pod of the cluster (peers are on any node)
 // and this node's own Node (its addresses: traffic from a pod's own node
 // is always allowed in). Each one's transform (slim.go) keeps only what
-// policy reads, and the Pod cache holds policy.Pod values themselves, so
-// a remote pod costs the agent well under a kilobyte
-// (BenchmarkPodCacheMemory). The node's global addresses in its network
+// policy reads, and the Pod cache holds policy.Pod values themselves,
+// pods with equal labels or named ports sharing one map or list
+// (share.go: a Deployment's pods have their template's), so a remote pod
+// costs the agent a few hundred bytes (BenchmarkPodCacheMemory). The node's global addresses in its network
 // namespace are added to its Node's (a node sends from any of them).
 //
 // On a change (service.go) the service waits Debounce (10 ms: one window
