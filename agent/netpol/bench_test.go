@@ -2,11 +2,12 @@ package netpol
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"github.com/podnet/podnet/policy/policytest"
 	"net/netip"
 	"os"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 
 	itestutil "github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/policy"
+	"github.com/podnet/podnet/policy/policytest"
 )
 
 // benchObjects is a cluster of 100 namespaces of 50 pods on 50 nodes,
@@ -189,4 +191,63 @@ func BenchmarkPodCacheMemory(b *testing.B) {
 		runtime.KeepAlive(s)
 	}
 	b.ReportMetric(perPod, "B/pod")
+}
+
+// BenchmarkPolicyCacheMemory is what a cached NetworkPolicy costs: 10,000
+// of 500 namespaces, their selectors repeating as a cluster's do.
+func BenchmarkPolicyCacheMemory(b *testing.B) {
+	const n = 10000
+	b.ReportAllocs()
+	var perPolicy float64
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		s := &Service{share: newShareTable()}
+		idx := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{})
+		for i := range n {
+			obj, _ := s.slimSharedPolicy(decodedPolicy(i/20, i%20))
+			if err := idx.Add(obj); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		perPolicy = float64(after.HeapAlloc-before.HeapAlloc) / n
+		runtime.KeepAlive(idx)
+		runtime.KeepAlive(s)
+	}
+	b.ReportMetric(perPolicy, "B/policy")
+}
+
+// decodedPolicy is policy n of namespace k as the informer decodes it
+// (fresh strings and maps): BenchmarkPolicyScale's kind (test/k8s).
+func decodedPolicy(k, n int) *networkingv1.NetworkPolicy {
+	http := intstr.FromString("http")
+	tcp := corev1.ProtocolTCP
+	p := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("scale-%d", k), Name: fmt.Sprintf("policy-%d", n), UID: "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", ResourceVersion: strconv.Itoa(100000 + n)},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("app-%d", n%10)}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &http}},
+				From: []networkingv1.NetworkPolicyPeer{
+					{
+						NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": strconv.Itoa(n % 10)}},
+						PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("app-%d", (n+1)%10)}},
+					},
+					{IPBlock: &networkingv1.IPBlock{CIDR: "172.16.0.0/12", Except: []string{fmt.Sprintf("172.16.%d.0/24", n%256)}}},
+				},
+			}},
+			Egress: []networkingv1.NetworkPolicyEgressRule{{
+				To: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}},
+			}},
+		},
+	}
+	// as decoded: fresh strings
+	b, _ := json.Marshal(p)
+	out := &networkingv1.NetworkPolicy{}
+	_ = json.Unmarshal(b, out)
+	return out
 }

@@ -93,6 +93,9 @@ func TestDenyLogLines(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	rec.waitIR(t, "db isolated", func(ir *policy.IR) bool { return podRules(ir, "x", "db") != nil })
+	// The renderer sees the IR before the service keeps it, and the log
+	// names pods from the one it kept.
+	<-s.FirstApplied()
 	a := netip.MustParseAddr
 	src.recs <- []nflog.Record{
 		{Prefix: "podnet-deny ingress x/db", Src: a("10.244.1.9"), Dst: a("10.244.0.2"), Protocol: 6, SrcPort: 40000, DstPort: 5432},

@@ -222,7 +222,7 @@ func (s *Service) informers() ([]cache.SharedIndexInformer, error) {
 		store     *cache.Indexer
 	}
 	specs := []spec{
-		{"NetworkPolicies", src.Policies, &networkingv1.NetworkPolicy{}, slimPolicy, nil, &s.policies},
+		{"NetworkPolicies", src.Policies, &networkingv1.NetworkPolicy{}, s.slimSharedPolicy, nil, &s.policies},
 		{"Namespaces", src.Namespaces, &corev1.Namespace{}, slimNamespace, sameNamespace, &s.namespaces},
 		{"Pods", src.Pods, &corev1.Pod{}, s.slimSharedPod, samePod, &s.pods},
 		{"Node", src.Node, &corev1.Node{}, slimNode, sameNode, &s.nodes},
@@ -345,7 +345,7 @@ func (s *Service) reconcile(full bool, localIPs func() ([]netip.Addr, error)) er
 	snap, stale := buildSnapshot(contents{
 		policies: s.policies.List(), namespaces: s.namespaces.List(), pods: s.pods.List(), nodes: s.nodes.List(),
 	}, snapshotInput{node: s.cfg.Node, localIPs: local, admitted: admitted})
-	s.share.sweep(snap.Pods)
+	s.share.sweep(snap.Pods, snap.Policies)
 	ir := policy.Compile(snap, policy.Options{Node: s.cfg.Node})
 	compiled := time.Now()
 	s.m.compile.Observe(compiled.Sub(start).Seconds())

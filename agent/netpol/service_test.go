@@ -38,6 +38,7 @@ func TestEventsToSnapshot(t *testing.T) {
 	}) {
 		t.Errorf("nodes %+v, want %+v (the Node's addresses and the namespace's)", ir.Nodes, want)
 	}
+	<-s.FirstApplied() // the renderer sees the IR before the service records its apply
 	if err := s.Ready(); err != nil {
 		t.Errorf("Ready after the first apply: %v", err)
 	}

@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"sync"
 
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/podnet/podnet/policy"
 )
 
@@ -80,9 +83,50 @@ func (t *shareTable) shareLocked(p *policy.Pod) {
 	}
 }
 
-// sweep rebuilds the tables from pods, the caches' pods, once they hold
-// twice the sets that were live at the last sweep.
-func (t *shareTable) sweep(pods []policy.Pod) {
+// sharePolicy makes the label selectors of a NetworkPolicy's spec,
+// which the cache owns, hold the table's maps: the policies of a cluster
+// repeat a few selectors ("app: web", "team: payments") thousands of
+// times, and a map of one label is ~300 bytes.
+func (t *shareTable) sharePolicy(spec *networkingv1.NetworkPolicySpec) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sharePolicyLocked(spec, false)
+}
+
+// sharePolicyLocked shares spec's selectors' maps; with enterOnly it
+// only enters them (a cached spec, which readers may be reading, is not
+// written to).
+func (t *shareTable) sharePolicyLocked(spec *networkingv1.NetworkPolicySpec, enterOnly bool) {
+	t.shareSelector(&spec.PodSelector, enterOnly)
+	peers := func(ps []networkingv1.NetworkPolicyPeer) {
+		for i := range ps {
+			t.shareSelector(ps[i].PodSelector, enterOnly)
+			t.shareSelector(ps[i].NamespaceSelector, enterOnly)
+		}
+	}
+	for i := range spec.Ingress {
+		peers(spec.Ingress[i].From)
+	}
+	for i := range spec.Egress {
+		peers(spec.Egress[i].To)
+	}
+}
+
+func (t *shareTable) shareSelector(sel *metav1.LabelSelector, enterOnly bool) {
+	if sel == nil || len(sel.MatchLabels) == 0 {
+		return
+	}
+	t.buf, t.keys = labelsKey(t.buf[:0], t.keys[:0], sel.MatchLabels)
+	if m, ok := t.labels[string(t.buf)]; !ok {
+		t.labels[string(t.buf)] = sel.MatchLabels
+	} else if !enterOnly {
+		sel.MatchLabels = m
+	}
+}
+
+// sweep rebuilds the tables from the caches' pods and policies once they
+// hold twice the sets that were live at the last sweep.
+func (t *shareTable) sweep(pods []policy.Pod, policies []*networkingv1.NetworkPolicy) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.labels)+len(t.ports) < t.limit {
@@ -93,6 +137,9 @@ func (t *shareTable) sweep(pods []policy.Pod) {
 	for i := range pods {
 		p := pods[i] // a copy: the table keeps the maps, not the pod
 		t.shareLocked(&p)
+	}
+	for _, np := range policies {
+		t.sharePolicyLocked(&np.Spec, true)
 	}
 	t.limit = max(minShareLimit, 2*(len(t.labels)+len(t.ports)))
 }

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 
+	networkingv1 "k8s.io/api/networking/v1"
+
 	"github.com/podnet/podnet/policy"
 )
 
@@ -49,7 +51,7 @@ func TestShareTable(t *testing.T) {
 		p := sharePod(i, fmt.Sprint("r", i))
 		tab.share(&p)
 		live = []policy.Pod{p}
-		tab.sweep(live)
+		tab.sweep(live, nil)
 		peak = max(peak, tab.size())
 	}
 	if peak > minShareLimit {
@@ -59,7 +61,7 @@ func TestShareTable(t *testing.T) {
 	before := tab.size()
 	d := sharePod(9, "other")
 	tab.share(&d)
-	tab.sweep(live)
+	tab.sweep(live, nil)
 	if got := tab.size(); got != before+1 {
 		t.Errorf("a sweep below the limit dropped sets: size %d, want %d", got, before+1)
 	}
@@ -74,5 +76,40 @@ func TestLabelsKey(t *testing.T) {
 	}
 	if string(k1) == string(k3) {
 		t.Errorf("different maps, one key %q", k1)
+	}
+}
+
+func TestSharePolicy(t *testing.T) {
+	tab := newShareTable()
+	a, b := decodedPolicy(0, 3), decodedPolicy(1, 3) // equal selectors, other namespaces
+	tab.sharePolicy(&a.Spec)
+	tab.sharePolicy(&b.Spec)
+	same := func(x, y map[string]string) bool {
+		return reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer()
+	}
+	if !same(a.Spec.PodSelector.MatchLabels, b.Spec.PodSelector.MatchLabels) {
+		t.Error("equal podSelectors hold two maps")
+	}
+	pa, pb := a.Spec.Ingress[0].From[0], b.Spec.Ingress[0].From[0]
+	if !same(pa.NamespaceSelector.MatchLabels, pb.NamespaceSelector.MatchLabels) || !same(pa.PodSelector.MatchLabels, pb.PodSelector.MatchLabels) {
+		t.Error("equal peer selectors hold two maps")
+	}
+	if !maps.Equal(a.Spec.PodSelector.MatchLabels, map[string]string{"app": "app-3"}) {
+		t.Errorf("podSelector changed: %v", a.Spec.PodSelector.MatchLabels)
+	}
+	// A pod with the labels a selector names shares the map too: one
+	// table for both.
+	p := policy.Pod{Namespace: "x", Name: "p", Labels: map[string]string{"app": "app-3"}}
+	tab.share(&p)
+	if !same(p.Labels, a.Spec.PodSelector.MatchLabels) {
+		t.Error("a pod's labels equal to a selector's are not shared")
+	}
+	// A sweep enters cached policies' maps without writing to them.
+	c := decodedPolicy(2, 3)
+	before := c.Spec.PodSelector.MatchLabels
+	tab.limit = 0
+	tab.sweep(nil, []*networkingv1.NetworkPolicy{c})
+	if !same(c.Spec.PodSelector.MatchLabels, before) {
+		t.Error("the sweep wrote to a cached policy")
 	}
 }

@@ -69,6 +69,16 @@ func (s *Service) slimSharedPod(obj any) (any, error) {
 	return o, err
 }
 
+// slimSharedPolicy is slimPolicy, the policy's label selectors then
+// sharing their maps with the cache's equal ones (shareTable).
+func (s *Service) slimSharedPolicy(obj any) (any, error) {
+	o, err := slimPolicy(obj)
+	if np, ok := o.(*networkingv1.NetworkPolicy); ok && err == nil && np != obj {
+		s.share.sharePolicy(&np.Spec)
+	}
+	return o, err
+}
+
 func slimNamespace(obj any) (any, error) {
 	n, ok := obj.(*corev1.Namespace)
 	if !ok {
