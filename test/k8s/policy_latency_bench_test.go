@@ -2,7 +2,9 @@ package k8s_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -21,11 +23,16 @@ import (
 	"github.com/podnet/podnet/test/k8s/cluster"
 )
 
-// policyLatencyRounds is BenchmarkPolicyLatency's default number of
-// rounds of each measurement (PODNET_POLICY_LATENCY_N sets another): the
-// whole benchmark, three clusters, takes about ten minutes on the
-// project's 2-core VM.
-const policyLatencyRounds = 30
+// BenchmarkPolicyLatency's default rounds: policy created and deleted
+// (PODNET_POLICY_LATENCY_N sets another number), and pods created of
+// each kind (PODNET_POLICY_LATENCY_PODS). A policy round takes about half
+// a second, a pod round two to eight, most of it the server's container
+// starting and the pod's deletion; the whole benchmark, three clusters,
+// takes about ten minutes on the project's 2-core VM when it is quiet.
+const (
+	policyLatencyRounds    = 100
+	policyLatencyPodRounds = 20
+)
 
 // latencyRole is the label that says what a pod of the benchmark is
 // for; the policies select by it.
@@ -43,8 +50,8 @@ type latencyChain struct {
 
 // latencyConfig is what every chain is measured with.
 type latencyConfig struct {
-	rounds     int
-	background []latencyBackground
+	policyRounds, podRounds int
+	background              []latencyBackground
 }
 
 // latencyBackground is a kind of object created before anything is
@@ -96,9 +103,10 @@ func latencyBackgrounds(b *testing.B) []latencyBackground {
 //     listens, or a SYN-ACK) is "reachable", the first accepted connect
 //     "connected". Then the pod is deleted and gone before the next.
 //
-// Every figure is reported as p50 and p99 (nearest rank: of 30 rounds
-// the p99 is the slowest) in milliseconds, and the tables of all chains
-// are logged at the end. PODNET_POLICY_LATENCY_N sets the rounds (30),
+// Every figure is reported as p50 and p99 (nearest rank: of 20 pods the
+// p99 is the slowest) in milliseconds, and the tables of all chains are
+// logged at the end. PODNET_POLICY_LATENCY_N sets the policy rounds
+// (100), PODNET_POLICY_LATENCY_PODS the pods of each kind (20),
 // PODNET_POLICY_LATENCY_BACKGROUND a number of NetworkPolicies created
 // first that select none of the measured pods. After each chain the
 // nodes must hold nothing of the deleted pods, and after each cluster's
@@ -110,7 +118,11 @@ func latencyBackgrounds(b *testing.B) []latencyBackground {
 //
 // -bench 'BenchmarkPolicyLatency/podnet$' runs one chain.
 func BenchmarkPolicyLatency(b *testing.B) {
-	cfg := latencyConfig{rounds: latencyEnv(b, "PODNET_POLICY_LATENCY_N", policyLatencyRounds, 1), background: latencyBackgrounds(b)}
+	cfg := latencyConfig{
+		policyRounds: latencyEnv(b, "PODNET_POLICY_LATENCY_N", policyLatencyRounds, 1),
+		podRounds:    latencyEnv(b, "PODNET_POLICY_LATENCY_PODS", policyLatencyPodRounds, 1),
+		background:   latencyBackgrounds(b),
+	}
 	chains := []latencyChain{
 		{name: "podnet", variant: cluster.Default},
 		{name: "podnet-blocks", variant: cluster.Blocks},
@@ -127,7 +139,8 @@ func BenchmarkPolicyLatency(b *testing.B) {
 		})
 	}
 	if len(results) > 0 {
-		b.Logf("NetworkPolicy latency on two nodes, %d rounds each (ms, p50 / p99):\n%s", cfg.rounds, latencyTables(results))
+		b.Logf("NetworkPolicy latency on two nodes, %d policy rounds, %d pods of each kind (ms, p50 / p99):\n%s",
+			cfg.policyRounds, cfg.podRounds, latencyTables(results))
 	}
 }
 
@@ -158,7 +171,7 @@ func runPolicyLatency(b *testing.B, ch latencyChain, cfg latencyConfig) *latency
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	installLatencyChain(ctx, b, c, ch)
-	r := &latencyResult{chain: ch.name, rounds: cfg.rounds, reach: map[string]*reachSamples{}}
+	r := &latencyResult{chain: ch.name, reach: map[string]*reachSamples{}}
 	for _, bg := range cfg.background {
 		if bg.count == 0 {
 			continue
@@ -197,12 +210,16 @@ func runPolicyLatency(b *testing.B, ch latencyChain, cfg latencyConfig) *latency
 	}
 
 	if !ch.reference {
-		enforcementRounds(ctx, b, c, clientNS, servers, cfg.rounds, r)
+		start := time.Now()
+		enforcementRounds(ctx, b, c, clientNS, servers, cfg.policyRounds, r)
+		b.Logf("%s: %d policy rounds in %s", ch.name, cfg.policyRounds, time.Since(start).Round(time.Second))
 		if _, err := c.Client.NetworkingV1().NetworkPolicies("default").Create(ctx, allowClientsPolicy(), metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	reachRounds(ctx, b, c, ch, clientNS, cfg.rounds, r)
+	start := time.Now()
+	reachRounds(ctx, b, c, ch, clientNS, cfg.podRounds, r)
+	b.Logf("%s: %d pod rounds of %v in %s", ch.name, cfg.podRounds, r.cases, time.Since(start).Round(time.Second))
 
 	var names []string
 	for _, p := range append(servers, clients...) {
@@ -418,7 +435,15 @@ func reachOnce(ctx context.Context, b *testing.B, c *cluster.Cluster, client *ne
 	s.addReach = append(s.addReach, answered.Sub(added.at))
 	s.addConnect = append(s.addConnect, connected.Sub(added.at))
 	s.connect = append(s.connect, connected.Sub(created))
+	// Gone from the API and its DEL done (libcni removes the cache
+	// entry), so that the next round starts on a quiet node.
 	deleteLatencyPods(ctx, b, c, name)
+	latencyWait(b, name+"'s CNI DEL", time.Minute, func() error {
+		if _, err := os.Stat(added.file); !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s still there (%v)", added.file, err)
+		}
+		return nil
+	})
 }
 
 // probeUntilConnected probes dst from ns every probeEvery until a

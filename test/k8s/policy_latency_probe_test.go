@@ -235,6 +235,8 @@ type cniAdded struct {
 	// a tick, 4 ms here, at most). seen is when the poll found it.
 	at, seen time.Time
 	ip       netip.Addr
+	// file is the cache entry; DEL removes it.
+	file string
 }
 
 // cniCached is the part of libcni's result cache entry
@@ -249,9 +251,9 @@ type cniCached struct {
 	} `json:"result"`
 }
 
-// waitCNIAdded polls n's CNI result cache every 2 ms until the entry of
-// pod namespace/name's network (not containerd's loopback) is there, and
-// returns when it was written and the pod's IPv4 address.
+// waitCNIAdded polls n's CNI result cache every millisecond until the
+// entry of pod namespace/name's network (not containerd's loopback) is
+// there, and returns when it was written and the pod's IPv4 address.
 func waitCNIAdded(ctx context.Context, n *cluster.Node, namespace, name string, timeout time.Duration) (cniAdded, error) {
 	dir := filepath.Join(n.CNICacheDir, "results")
 	others := map[string]bool{}
@@ -279,7 +281,7 @@ func waitCNIAdded(ctx context.Context, n *cluster.Node, namespace, name string, 
 			}
 			for _, ip := range cached.Result.IPs {
 				if pfx, err := netip.ParsePrefix(ip.Address); err == nil && pfx.Addr().Is4() {
-					return cniAdded{at: fi.ModTime(), seen: seen, ip: pfx.Addr()}, nil
+					return cniAdded{at: fi.ModTime(), seen: seen, ip: pfx.Addr(), file: file}, nil
 				}
 			}
 			return cniAdded{}, fmt.Errorf("%s: no IPv4 address in the cached result: %s", file, data)
@@ -290,7 +292,7 @@ func waitCNIAdded(ctx context.Context, n *cluster.Node, namespace, name string, 
 		select {
 		case <-ctx.Done():
 			return cniAdded{}, ctx.Err()
-		case <-time.After(2 * time.Millisecond):
+		case <-time.After(time.Millisecond):
 		}
 	}
 }

@@ -9,8 +9,7 @@ import (
 
 // latencyResult is what BenchmarkPolicyLatency measured on one chain.
 type latencyResult struct {
-	chain  string
-	rounds int
+	chain string
 	// background names the objects created before the measurement.
 	background []string
 	// createCall is the policy create call's own duration; enforced is
