@@ -27,8 +27,9 @@ import (
 // (PODNET_POLICY_LATENCY_N sets another number), and pods created of
 // each kind (PODNET_POLICY_LATENCY_PODS). A policy round takes about half
 // a second, a pod round two to eight, most of it the server's container
-// starting and the pod's deletion; the whole benchmark, three clusters,
-// takes about ten minutes on the project's 2-core VM when it is quiet.
+// starting and the pod's deletion. The whole benchmark, three clusters,
+// took 25 minutes on the project's 2-core VM at load average 50-80;
+// about ten are expected when it is quiet.
 const (
 	policyLatencyRounds    = 100
 	policyLatencyPodRounds = 20
@@ -112,7 +113,8 @@ func latencyBackgrounds(b *testing.B) []latencyBackground {
 // nodes must hold nothing of the deleted pods, and after each cluster's
 // teardown nothing of it may be left.
 //
-// A benchmark, not a test; as root (about ten minutes):
+// A benchmark, not a test; as root (ten to 25 minutes, see
+// policyLatencyRounds):
 //
 //	cd test/k8s && CI=true go test -count=1 -run XXX -bench '^BenchmarkPolicyLatency$' -benchtime 1x -v -timeout 60m .
 //
