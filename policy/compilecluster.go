@@ -37,32 +37,43 @@ func (c *compiler) compileClusterPolicies(opts Options, pods map[int]*podBuilder
 			c.clusterProblem(p, "spec", p.Invalid)
 		}
 	}
+	var selected []int
 	for _, t := range []Tier{AdminTier, BaselineTier} {
 		for _, i := range c.s.clusterOrder(t) {
-			cc := c.compileCluster(&c.s.ClusterPolicies[i])
+			cc := c.compileClusterHead(&c.s.ClusterPolicies[i])
 			if cc == nil || (!cc.ingress && !cc.egress) {
 				continue
 			}
+			// The pods its subject picks first: one that picks none of
+			// the node's pods needs no peers compiled.
+			selected = selected[:0]
 			for _, ns := range c.nsNames {
 				if !cc.nsSel.matches(c.nsLabels[ns]) {
 					continue
 				}
 				for _, pi := range c.podsByNs[ns] {
 					pod := &c.s.Pods[pi]
-					if (opts.Node != "" && pod.Node != opts.Node) || !cc.podSel.matches(pod.Labels) {
-						continue
+					if (opts.Node == "" || pod.Node == opts.Node) && cc.podSel.matches(pod.Labels) {
+						selected = append(selected, pi)
 					}
-					pb := pods[pi]
-					if pb == nil {
-						pb = &podBuilder{}
-						pods[pi] = pb
-					}
-					for j := range cc.in {
-						pb.ingress.addTier(t, c.clusterIngressRule(cc, j, pod))
-					}
-					for j := range cc.eg {
-						pb.egress.addTier(t, c.clusterEgressRule(cc, j))
-					}
+				}
+			}
+			if len(selected) == 0 {
+				continue
+			}
+			c.compileClusterRules(cc)
+			for _, pi := range selected {
+				pod := &c.s.Pods[pi]
+				pb := pods[pi]
+				if pb == nil {
+					pb = &podBuilder{}
+					pods[pi] = pb
+				}
+				for j := range cc.in {
+					pb.ingress.addTier(t, c.clusterIngressRule(cc, j, pod))
+				}
+				for j := range cc.eg {
+					pb.egress.addTier(t, c.clusterEgressRule(cc, j))
 				}
 			}
 		}
@@ -81,7 +92,9 @@ func (c *compiler) clusterProblem(p *ClusterPolicy, field, detail string) {
 	c.problems = append(c.problems, Problem{Policy: p.Name, Field: field, Detail: detail})
 }
 
-func (c *compiler) compileCluster(p *ClusterPolicy) *compiledCluster {
+// compileClusterHead compiles a ClusterPolicy's subject: which pods it
+// applies to; nil when the subject does not compile (a problem).
+func (c *compiler) compileClusterHead(p *ClusterPolicy) *compiledCluster {
 	cc := &compiledCluster{p: p, inRules: map[clusterRuleKey]*TierRule{}, ingress: len(p.Ingress) > 0, egress: len(p.Egress) > 0}
 	var err error
 	if cc.nsSel, err = compileSelector(&p.Subject.Namespaces); err != nil {
@@ -95,6 +108,14 @@ func (c *compiler) compileCluster(p *ClusterPolicy) *compiledCluster {
 			return nil
 		}
 	}
+	return cc
+}
+
+// compileClusterRules compiles cc's rules: only for a policy whose
+// subject picks pods of the compile's node, so a rule's problem is
+// reported by the nodes it applies to.
+func (c *compiler) compileClusterRules(cc *compiledCluster) {
+	p := cc.p
 	for j := range p.Ingress {
 		r, broken := c.compileClusterRule(p, fmt.Sprintf("spec.ingress[%d]", j), j, &p.Ingress[j])
 		cc.in, cc.inBroken = append(cc.in, r), append(cc.inBroken, broken)
@@ -104,7 +125,6 @@ func (c *compiler) compileCluster(p *ClusterPolicy) *compiledCluster {
 		cc.eg, cc.egBkn = append(cc.eg, r), append(cc.egBkn, broken)
 	}
 	cc.egRules = make([]*TierRule, len(cc.eg))
-	return cc
 }
 
 // compileClusterRule compiles a rule's peers and protocols into the form
