@@ -87,3 +87,29 @@ func TestCountSeries(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildSnapshotNodesAndClusterPolicies: every Node is in the
+// snapshot (nodes peers), this node's with its local addresses added to
+// a copy (the cache's stays as it was), and the cached
+// ClusterNetworkPolicies as they are.
+func TestBuildSnapshotNodesAndClusterPolicies(t *testing.T) {
+	selfNode := &nodeObj{Node: policy.Node{Name: self, IPs: []netip.Addr{addr("198.18.0.1")}}}
+	other := &nodeObj{Node: policy.Node{Name: "n2", IPs: []netip.Addr{addr("198.18.0.2")}, Labels: map[string]string{"role": "db"}}}
+	cnp := &clusterPolicyObj{ClusterPolicy: policy.ClusterPolicy{Name: "deny", Tier: policy.AdminTier}}
+	s, _ := buildSnapshot(contents{nodes: []any{other, selfNode}, clusterPolicies: []any{cnp}},
+		snapshotInput{node: self, localIPs: []netip.Addr{addr("192.0.2.1")}})
+	if len(s.Nodes) != 2 || s.Nodes[0].Name != "n2" || s.Nodes[0].Labels["role"] != "db" ||
+		!slices.Equal(s.Nodes[1].IPs, []netip.Addr{addr("198.18.0.1"), addr("192.0.2.1")}) {
+		t.Errorf("nodes %+v, want n2 as cached and this node with its local address", s.Nodes)
+	}
+	if !slices.Equal(selfNode.IPs, []netip.Addr{addr("198.18.0.1")}) {
+		t.Errorf("the cached Node was changed: %v", selfNode.IPs)
+	}
+	if len(s.ClusterPolicies) != 1 || s.ClusterPolicies[0].Name != "deny" {
+		t.Errorf("cluster policies %+v", s.ClusterPolicies)
+	}
+	s, _ = buildSnapshot(contents{}, snapshotInput{node: self, localIPs: []netip.Addr{addr("192.0.2.1")}})
+	if len(s.Nodes) != 1 || s.Nodes[0].Name != self || len(s.ClusterPolicies) != 0 {
+		t.Errorf("without a cached Node: %+v, want this node with its local address", s)
+	}
+}
