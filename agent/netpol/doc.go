@@ -56,7 +56,8 @@
 // Metrics (metrics.go): compile, apply and event-to-enforced latency,
 // apply errors, isolated pods, sets and elements, and the kernel's
 // packet counters read at scrape time: allowed by policy rule, denied by
-// namespace and direction.
+// namespace and direction, and matched by ClusterNetworkPolicy rule
+// (tier, policy, action, direction, rule index).
 //
 // The deny log (denylog.go, Config.DenyLog, off by default): the pod
 // chains log what they drop to an NFLOG group under the node's rate

@@ -65,6 +65,9 @@ func TestCountSeries(t *testing.T) {
 			{Pod: policy.PodKey{Namespace: "x", Name: "b"}, Direction: policyrules.Ingress}: {Packets: 5},
 			{Pod: policy.PodKey{Namespace: "x", Name: "b"}, Direction: policyrules.Egress}:  {Packets: 1},
 		},
+		Cluster: map[policyrules.ClusterRuleKey]policyrules.Count{
+			{Policy: "deny-web", Tier: policy.AdminTier, Action: policy.Deny, Direction: policyrules.Ingress, Index: 0}: {Packets: 4},
+		},
 	}
 	got := map[string]uint64{}
 	for _, s := range countSeries(c) {
@@ -72,12 +75,15 @@ func TestCountSeries(t *testing.T) {
 		if s.denied {
 			k = "denied"
 		}
+		if s.cluster {
+			k = "cluster"
+		}
 		for _, l := range s.labels {
 			k += " " + l
 		}
 		got[k] = s.packets
 	}
-	want := map[string]uint64{"allowed x db ingress 1": 3, "denied x ingress": 7, "denied x egress": 1}
+	want := map[string]uint64{"allowed x db ingress 1": 3, "denied x ingress": 7, "denied x egress": 1, "cluster Admin deny-web Deny ingress 0": 4}
 	if len(got) != len(want) {
 		t.Fatalf("series %v, want %v", got, want)
 	}
