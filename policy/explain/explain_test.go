@@ -275,7 +275,10 @@ func TestBuildClusterPolicies(t *testing.T) {
 	}, {
 		name: "an Admin Deny overrides NetworkPolicy", q: Query{Source: "tools/debug", Destination: "shop/db", Port: "53", Protocol: "UDP"},
 		egress: "NotIsolated", ingress: "DeniedByAdmin", admin: "deny-tools Deny",
-		textHas: []string{"ingress of shop/db: DENIED by Admin deny-tools (priority 10) rule 0 Deny, whatever NetworkPolicy says"},
+		textHas: []string{
+			"ingress of shop/db: DENIED by Admin deny-tools (priority 10) rule 0 Deny, whatever NetworkPolicy says",
+			"egress of tools/debug: allowed: no NetworkPolicy isolates it for egress, and no rule of the ClusterNetworkPolicies that select it matches",
+		},
 	}, {
 		name: "a Baseline Deny where no NetworkPolicy isolates", q: Query{Source: "tools/debug", Destination: "203.0.113.9", Port: "443"},
 		egress: "DeniedByBaseline", ingress: "NotIsolated", baseline: "no-docs Deny",

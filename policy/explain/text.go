@@ -54,6 +54,8 @@ func (s *Side) writeText(b *strings.Builder, dir string, e Endpoint) {
 			fmt.Fprintf(b, "allowed: %s%s passes to the default, allow\n", passed, s.Baseline)
 		case passed != "":
 			fmt.Fprintf(b, "allowed: %sno NetworkPolicy selects it for %s\n", passed, dir)
+		case len(s.ClusterRules) > 0:
+			fmt.Fprintf(b, "allowed: no NetworkPolicy isolates it for %s, and no rule of the ClusterNetworkPolicies that select it matches\n", dir)
 		default:
 			fmt.Fprintf(b, "allowed: not isolated, no NetworkPolicy or ClusterNetworkPolicy selects it for %s\n", dir)
 		}
