@@ -46,7 +46,7 @@ type cluster struct {
 
 func newCluster(t testing.TB) *cluster {
 	scheme := runtime.NewScheme()
-	if err := cnpv1beta1.AddToScheme(scheme); err != nil {
+	if err := cnpv1beta1.Install(scheme); err != nil {
 		t.Fatal(err)
 	}
 	return &cluster{t: t, cs: fake.NewClientset(),
@@ -54,8 +54,8 @@ func newCluster(t testing.TB) *cluster {
 }
 
 var (
-	cnpResource = cnpv1beta1.SchemeGroupVersion.WithResource(ClusterPolicyResource)
-	cnpKind     = cnpv1beta1.SchemeGroupVersion.WithKind("ClusterNetworkPolicy")
+	cnpResource = ClusterPolicyVersion.WithResource(ClusterPolicyResource)
+	cnpKind     = ClusterPolicyVersion.WithKind("ClusterNetworkPolicy")
 )
 
 func (c *cluster) sources() Sources {

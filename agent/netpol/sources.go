@@ -50,8 +50,12 @@ type Sources struct {
 const UnfinishedPods = "status.phase!=Succeeded,status.phase!=Failed"
 
 // ClusterPolicyResource is the resource of ClusterNetworkPolicies in
-// cnpv1beta1.SchemeGroupVersion.
+// ClusterPolicyVersion.
 const ClusterPolicyResource = "clusternetworkpolicies"
+
+// ClusterPolicyVersion is the API version of ClusterNetworkPolicy podnet
+// reads, policy.networking.k8s.io/v1beta1.
+var ClusterPolicyVersion = schema.GroupVersion(cnpv1beta1.GroupVersion)
 
 // NewSources makes the clients of the policy service for the API server
 // of rc (NewRESTClients and NewClusterPolicyClient, user agent
@@ -105,9 +109,9 @@ func NewRESTClients(rc *rest.Config, userAgent string, wrap func(http.RoundTripp
 // and bring its apply configurations, for two calls (list, watch).
 func NewClusterPolicyClient(rc *rest.Config, userAgent string, wrap func(http.RoundTripper) http.RoundTripper) (*rest.RESTClient, error) {
 	scheme := runtime.NewScheme()
-	utilruntime.Must(cnpv1beta1.AddToScheme(scheme))
+	utilruntime.Must(cnpv1beta1.Install(scheme))
 	codecs := serializer.NewCodecFactory(scheme).WithoutConversion()
-	return restClient(rc, cnpv1beta1.SchemeGroupVersion, "/apis", codecs, false, userAgent, wrap)
+	return restClient(rc, ClusterPolicyVersion, "/apis", codecs, false, userAgent, wrap)
 }
 
 func restClient(rc *rest.Config, gv schema.GroupVersion, apiPath string, codecs runtime.NegotiatedSerializer, protobuf bool,
@@ -145,16 +149,16 @@ func restClient(rc *rest.Config, gv schema.GroupVersion, apiPath string, codecs 
 func ClusterPoliciesServed(ctx context.Context, c *rest.RESTClient) (bool, error) {
 	// The group version's discovery document, as kubectl reads it: a
 	// GET of /apis/<group>/<version>, open to every authenticated user.
-	body, err := c.Get().AbsPath("/apis", cnpv1beta1.GroupName, cnpv1beta1.SchemeGroupVersion.Version).DoRaw(ctx)
+	body, err := c.Get().AbsPath("/apis", ClusterPolicyVersion.Group, ClusterPolicyVersion.Version).DoRaw(ctx)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("discovery of %s: %w", cnpv1beta1.SchemeGroupVersion, err)
+		return false, fmt.Errorf("discovery of %s: %w", ClusterPolicyVersion, err)
 	}
 	var l metav1.APIResourceList
 	if err := json.Unmarshal(body, &l); err != nil {
-		return false, fmt.Errorf("discovery of %s: %w", cnpv1beta1.SchemeGroupVersion, err)
+		return false, fmt.Errorf("discovery of %s: %w", ClusterPolicyVersion, err)
 	}
 	return slices.ContainsFunc(l.APIResources, func(r metav1.APIResource) bool { return r.Name == ClusterPolicyResource }), nil
 }
