@@ -31,17 +31,25 @@ type clusterFollower struct {
 	stop func() // the running informer's; nil when it does not run
 }
 
+// discoveryTimeout bounds one discovery request: a slow API server
+// delays the first apply by this much at most.
+const discoveryTimeout = 10 * time.Second
+
 // check asks discovery once and starts or stops the informer to match.
-// It returns the informer it started, for Run to wait on at start; an
-// error of discovery changes nothing (the next check asks again).
-func (f *clusterFollower) check(ctx context.Context) cache.SharedIndexInformer {
-	served, err := f.served(ctx)
+// It returns the informer it started, for Run to wait on at start, and
+// a channel closed if it is stopped (a CRD removed before the informer
+// synced must not leave Run waiting); an error of discovery changes
+// nothing (the next check asks again).
+func (f *clusterFollower) check(ctx context.Context) (cache.SharedIndexInformer, <-chan struct{}) {
+	dctx, cancel := context.WithTimeout(ctx, discoveryTimeout)
+	served, err := f.served(dctx)
+	cancel()
 	switch {
 	case err != nil:
 		if ctx.Err() == nil {
 			f.s.log.Warn("cannot tell whether ClusterNetworkPolicies are served; asking again later", "err", err)
 		}
-		return nil
+		return nil, nil
 	case served && f.stop == nil:
 		f.s.log.Info("the API server serves ClusterNetworkPolicies: following them")
 		return f.start(ctx)
@@ -52,21 +60,22 @@ func (f *clusterFollower) check(ctx context.Context) cache.SharedIndexInformer {
 		f.s.setClusterPolicies(nil)
 		f.s.changed()
 	}
-	return nil
+	return nil, nil
 }
 
-func (f *clusterFollower) start(ctx context.Context) cache.SharedIndexInformer {
+func (f *clusterFollower) start(ctx context.Context) (cache.SharedIndexInformer, <-chan struct{}) {
 	inf := cache.NewSharedIndexInformer(f.lw, &cnpv1beta1.ClusterNetworkPolicy{}, 0, cache.Indexers{})
 	// It fails only on an informer that has run and stopped.
 	_ = f.s.handle(inf, "ClusterNetworkPolicies", slimClusterPolicy, sameClusterPolicy)
 	ictx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { inf.RunWithContext(ictx) })
-	f.stop = func() { cancel(); wg.Wait() }
+	stopped := make(chan struct{})
+	f.stop = func() { cancel(); wg.Wait(); close(stopped) }
 	// The store is empty until the first list replaces it whole: a
 	// snapshot never holds part of the policies.
 	f.s.setClusterPolicies(inf.GetIndexer())
-	return inf
+	return inf, stopped
 }
 
 // follow checks every interval until ctx ends, then stops the informer.

@@ -3,10 +3,15 @@ package netpol
 import (
 	"context"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	itestutil "github.com/podnet/podnet/internal/testutil"
@@ -113,5 +118,43 @@ func TestAdmitClusterPolicy(t *testing.T) {
 	}
 	if sel, err := s.Admit(ctx, "x", "web", []netip.Addr{addr("10.244.0.10")}); err != nil || sel {
 		t.Errorf("Admit of a pod nothing selects = %v, %v; want not selected", sel, err)
+	}
+}
+
+// TestClusterPoliciesGoneBeforeSync: a CRD served at start and removed
+// before its informer synced (its list fails from then on) holds
+// neither Ready nor the first apply past the next discovery.
+func TestClusterPoliciesGoneBeforeSync(t *testing.T) {
+	c := newCluster(t)
+	c.addNamespace("x", nil)
+	src := c.sources()
+	var asked atomic.Int64
+	src.ClusterPoliciesServed = func(context.Context) (bool, error) { return asked.Add(1) == 1, nil }
+	gone := func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+		return nil, apierrors.NewNotFound(cnpv1beta1.Resource(ClusterPolicyResource), "")
+	}
+	src.ClusterPolicies = cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: gone,
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			_, err := gone(ctx, o)
+			return nil, err
+		}}, c.cs)
+	r := newRecorder()
+	s := New(Config{Node: self, Sources: src, CRDRecheck: 20 * time.Millisecond})
+	s.open = func() (renderer, func() ([]netip.Addr, error), func(), error) {
+		return r, func() ([]netip.Addr, error) { return nil, nil }, func() {}, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	itestutil.Eventually(t, "ready once the CRD is seen gone", 10*time.Second, func() bool { return s.Ready() == nil })
+	if asked.Load() < 2 {
+		t.Errorf("ready after %d discoveries, want the second to have let the informer go", asked.Load())
 	}
 }

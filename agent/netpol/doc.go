@@ -29,7 +29,9 @@
 // is not, or discovery fails, the informer is not started at all, so it
 // can hold neither Ready nor the first apply back, and a CRD installed
 // later is followed from the next check on. A CRD removed stops the
-// informer and its policies' rules go. The experimental channel's CRD
+// informer and its policies' rules go; removed before the informer
+// synced, it stops the wait for it too. One discovery request waits 10 s
+// at most. The experimental channel's CRD
 // is the one to install (deploy/kubernetes/clusternetworkpolicy): the
 // standard one prunes nodes peers and named ports before podnet sees
 // them.

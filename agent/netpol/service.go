@@ -209,17 +209,32 @@ func (s *Service) Run(ctx context.Context) error {
 	// ClusterNetworkPolicies, when the API server serves them now, are
 	// waited for like the rest: a first apply without them would open
 	// what their Admin rules close. When it does not, or cannot tell,
-	// nothing waits for them.
+	// nothing waits for them, nor when their CRD goes before they synced.
+	var cnp cache.SharedIndexInformer
+	var cnpStopped <-chan struct{}
 	if src := s.cfg.Sources; src.ClusterPolicies != nil && src.ClusterPoliciesServed != nil {
 		f := &clusterFollower{s: s, lw: src.ClusterPolicies, served: src.ClusterPoliciesServed}
-		if inf := f.check(ctx); inf != nil {
-			infs = append(infs, inf)
-		}
+		cnp, cnpStopped = f.check(ctx)
 		wg.Go(func() { f.follow(ctx, s.cfg.CRDRecheck) })
 	}
 	for _, i := range infs {
 		if !cache.WaitForCacheSync(ctx.Done(), i.HasSynced) {
 			return nil // ctx ended
+		}
+	}
+	if cnp != nil {
+		wctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-cnpStopped:
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
+		cache.WaitForCacheSync(wctx.Done(), cnp.HasSynced)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
 		}
 	}
 	close(s.synced)
