@@ -279,7 +279,7 @@ func New(cfg Config) (*Agent, error) {
 			Socket: cfg.Kube.Blocks.Socket, Registry: reg, Logger: log})
 	}
 	if cfg.NetworkPolicy {
-		src, err := netpol.NewSources(cfg.Kube.REST, cfg.Node, a.kube.CountRequests)
+		src, err := netpol.NewSources(cfg.Kube.REST, a.kube.CountRequests)
 		if err != nil {
 			return nil, err
 		}

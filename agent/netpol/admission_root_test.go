@@ -48,7 +48,7 @@ func newNode(t testing.TB) *node {
 // the agent does with --network-policy.
 func (n *node) startAgent() *Service {
 	n.t.Helper()
-	s := New(Config{Node: self, NetNS: n.host, Sources: n.c.sources(), Debounce: time.Millisecond})
+	s := New(Config{Node: self, NetNS: n.host, Sources: n.c.sources(), Debounce: time.Millisecond, CRDRecheck: 50 * time.Millisecond})
 	adm := s.Admission(AdmissionConfig{Socket: n.socket, Rescan: 100 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := make(chan error, 2)

@@ -24,8 +24,8 @@ import (
 // Admit waits until the informers have synced and the pod is in the
 // cache (it exists in the API before its sandbox does; the watch may lag
 // behind). It then records ips for the pod until its status has
-// addresses of its own. When no NetworkPolicy of the pod's namespace
-// selects the pod it returns at once with selected false: the pod is not
+// addresses of its own. When no NetworkPolicy of the pod's namespace and
+// no ClusterNetworkPolicy with rules selects the pod it returns at once with selected false: the pod is not
 // isolated, and a policy that comes later finds its addresses recorded.
 // Otherwise it asks for a rebuild and returns selected true once an apply
 // that saw ips has succeeded (selected false if, meanwhile, no policy
@@ -105,8 +105,11 @@ func (s *Service) cachedPod(key policy.PodKey) (policy.Pod, bool) {
 	return p.Pod, true
 }
 
-// selects reports whether a NetworkPolicy of the pod's namespace selects
-// it. A selector that does not parse selects nothing, as in Compile.
+// selects reports whether a NetworkPolicy of the pod's namespace, or a
+// ClusterNetworkPolicy with rules, selects it: then the pod gets chains
+// of its own. A selector that does not parse selects nothing, as in
+// Compile; so does a ClusterNetworkPolicy of a namespace the cache does
+// not have yet (its labels are unknown).
 func (s *Service) selects(pod *policy.Pod) bool {
 	objs, err := s.policies.ByIndex(cache.NamespaceIndex, pod.Namespace)
 	if err != nil {
@@ -123,7 +126,35 @@ func (s *Service) selects(pod *policy.Pod) bool {
 			return true
 		}
 	}
+	cnps := s.clusterPolicyList()
+	if len(cnps) == 0 {
+		return false
+	}
+	nsObj, ok, err := s.namespaces.GetByKey(pod.Namespace)
+	if err != nil {
+		return true
+	}
+	ns, _ := nsObj.(*namespaceObj)
+	if !ok || ns == nil {
+		return false
+	}
+	for _, o := range cnps {
+		p, ok := o.(*clusterPolicyObj)
+		if !ok || p.Invalid != "" || len(p.Ingress)+len(p.Egress) == 0 {
+			continue
+		}
+		if matches(&p.Subject.Namespaces, ns.Labels) && (p.Subject.Pods == nil || matches(p.Subject.Pods, pod.Labels)) {
+			return true
+		}
+	}
 	return false
+}
+
+// matches reports whether the label selector ls matches l; one that
+// does not parse matches nothing.
+func matches(ls *metav1.LabelSelector, l map[string]string) bool {
+	sel, err := metav1.LabelSelectorAsSelector(ls)
+	return err == nil && sel.Matches(labels.Set(l))
 }
 
 func inIR(ir *policy.IR, key policy.PodKey) bool {

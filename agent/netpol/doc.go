@@ -1,17 +1,40 @@
 // Package netpol is the agent's policy service: it enforces NetworkPolicy
-// (networking.k8s.io/v1) for this node's pods, in the kernel, by keeping
-// the node's nftables table (dataplane/policyrules) equal to the policy
-// that policy.Compile computes from the cluster.
+// (networking.k8s.io/v1) and ClusterNetworkPolicy
+// (policy.networking.k8s.io/v1beta1) for this node's pods, in the
+// kernel, by keeping the node's nftables table (dataplane/policyrules)
+// equal to the policy that policy.Compile computes from the cluster.
 //
-// Four informers feed it (sources.go): every NetworkPolicy, every
+// Four informers always feed it (sources.go): every NetworkPolicy, every
 // Namespace, every unfinished Pod of the cluster (peers are on any node)
-// and this node's own Node (its addresses: traffic from a pod's own node
-// is always allowed in). Each one's transform (slim.go) keeps only what
-// policy reads, and the Pod cache holds policy.Pod values themselves,
-// pods with equal labels or named ports sharing one map or list
-// (share.go: a Deployment's pods have their template's), so a remote pod
-// costs the agent a few hundred bytes (BenchmarkPodCacheMemory). The node's global addresses in its network
-// namespace are added to its Node's (a node sends from any of them).
+// and every Node (this node's addresses: traffic from a pod's own node
+// is always allowed in; every node's labels and InternalIP and
+// ExternalIP addresses: ClusterNetworkPolicy's nodes peers). Each one's
+// transform (slim.go) keeps only what policy reads, and the Pod cache
+// holds policy.Pod values themselves, pods with equal labels or named
+// ports sharing one map or list (share.go: a Deployment's pods have
+// their template's), so a remote pod costs the agent a few hundred bytes
+// (BenchmarkPodCacheMemory); a Node costs its name, labels and two or
+// so addresses. The node's global addresses in
+// its network namespace are added to its own Node's (a node sends from
+// any of them).
+//
+// A fifth informer follows every ClusterNetworkPolicy
+// (clusterpolicies.go), its cache holding policy.ClusterPolicy values
+// (policy.ClusterPolicyFromAPI), while the API server serves them: their
+// CRD is optional, and the service must enforce NetworkPolicy without
+// it. It asks discovery (a GET of /apis/policy.networking.k8s.io/v1beta1)
+// when Run starts and every CRDRecheck (30 s) after: when the resource
+// is served at start the informer is waited for like the others (a
+// first apply without an Admin Deny would open what it closes); when it
+// is not, or discovery fails, the informer is not started at all, so it
+// can hold neither Ready nor the first apply back, and a CRD installed
+// later is followed from the next check on. A CRD removed stops the
+// informer and its policies' rules go; removed before the informer
+// synced, it stops the wait for it too. One discovery request waits 10 s
+// at most. The experimental channel's CRD
+// is the one to install (deploy/kubernetes/clusternetworkpolicy): the
+// standard one prunes nodes peers and named ports before podnet sees
+// them.
 //
 // On a change (service.go) the service waits Debounce (10 ms: one window
 // from the first event, not sliding, so a stream of events cannot hold
@@ -25,7 +48,9 @@
 //
 // Admit (admit.go) is CNI ADD's first-packet handshake: it returns once
 // the pod's addresses, told by ADD before the API has them, are in the
-// rules, or at once when no policy selects the pod. Admission
+// rules, or at once when no policy selects the pod: no NetworkPolicy of
+// its namespace and no ClusterNetworkPolicy with rules (a pod either
+// selects gets chains of its own). Admission
 // (admission.go) serves it to the node's plugins on a unix socket
 // (admitsock), and opens the pods plugins closed when they got no
 // answer (dataplane.Closed) once Admit has returned for them.
@@ -33,7 +58,8 @@
 // Metrics (metrics.go): compile, apply and event-to-enforced latency,
 // apply errors, isolated pods, sets and elements, and the kernel's
 // packet counters read at scrape time: allowed by policy rule, denied by
-// namespace and direction.
+// namespace and direction, and matched by ClusterNetworkPolicy rule
+// (tier, policy, action, direction, rule index).
 //
 // The deny log (denylog.go, Config.DenyLog, off by default): the pod
 // chains log what they drop to an NFLOG group under the node's rate

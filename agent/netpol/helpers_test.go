@@ -13,9 +13,12 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/podnet/podnet/dataplane/policyrules"
 	"github.com/podnet/podnet/policy"
@@ -30,12 +33,30 @@ const self = "n1"
 type cluster struct {
 	t  testing.TB
 	cs *fake.Clientset
-	rv atomic.Int64
+	// cnp holds the ClusterNetworkPolicies: a tracker of their own (the
+	// typed fake clientset of network-policy-api v0.3.0 cannot create
+	// one: its field manager lacks the v1beta1 schema).
+	cnp k8stesting.ObjectTracker
+	rv  atomic.Int64
+	// noCRD makes discovery say ClusterNetworkPolicies are not served;
+	// discoveries counts its answers.
+	noCRD       atomic.Bool
+	discoveries atomic.Int64
 }
 
 func newCluster(t testing.TB) *cluster {
-	return &cluster{t: t, cs: fake.NewClientset()}
+	scheme := runtime.NewScheme()
+	if err := cnpv1beta1.Install(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return &cluster{t: t, cs: fake.NewClientset(),
+		cnp: k8stesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())}
 }
+
+var (
+	cnpResource = ClusterPolicyVersion.WithResource(ClusterPolicyResource)
+	cnpKind     = ClusterPolicyVersion.WithKind("ClusterNetworkPolicy")
+)
 
 func (c *cluster) sources() Sources {
 	core, netv1 := c.cs.CoreV1(), c.cs.NetworkingV1()
@@ -60,13 +81,38 @@ func (c *cluster) sources() Sources {
 			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				return core.Pods("").Watch(ctx, o)
 			}),
-		Node: mk(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		Nodes: mk(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return core.Nodes().List(ctx, o)
 		},
 			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				return core.Nodes().Watch(ctx, o)
 			}),
+		ClusterPolicies: cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				if c.noCRD.Load() {
+					c.t.Error("ClusterNetworkPolicies listed while not served")
+				}
+				return c.cnp.List(cnpResource, cnpKind, "")
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return c.cnp.Watch(cnpResource, "")
+			}}, c.cs),
+		ClusterPoliciesServed: func(context.Context) (bool, error) {
+			c.discoveries.Add(1)
+			return !c.noCRD.Load(), nil
+		},
 	}
+}
+
+func (c *cluster) addClusterPolicy(p *cnpv1beta1.ClusterNetworkPolicy) {
+	c.t.Helper()
+	p.ResourceVersion = c.nextRV()
+	c.must(c.cnp.Create(cnpResource, p, ""))
+}
+
+func (c *cluster) deleteClusterPolicy(name string) {
+	c.t.Helper()
+	c.must(c.cnp.Delete(cnpResource, "", name))
 }
 
 func (c *cluster) nextRV() string { return fmt.Sprint(c.rv.Add(1)) }
@@ -87,7 +133,12 @@ func (c *cluster) addNamespace(name string, labels map[string]string) {
 
 func (c *cluster) addNode(name string, ips ...string) {
 	c.t.Helper()
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: c.nextRV()}}
+	c.addLabeledNode(name, nil, ips...)
+}
+
+func (c *cluster) addLabeledNode(name string, labels map[string]string, ips ...string) {
+	c.t.Helper()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, ResourceVersion: c.nextRV()}}
 	for _, ip := range ips {
 		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
 	}

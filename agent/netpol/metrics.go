@@ -20,6 +20,8 @@ import (
 // isolated pods on the node, not by pod: a pod label would make a new
 // series for every pod the node ever runs. Which pod dropped what is a
 // question for the table itself (policyrules.Counters has it by pod).
+// ClusterNetworkPolicy rules count by tier, policy, action, direction
+// and rule index: bounded by the rules of the cluster's policies.
 //
 // The kernel's counters start again at zero when a pod's chain is
 // rewritten (its rules changed) and at every resync; a sum that goes down
@@ -33,10 +35,11 @@ type metrics struct {
 	watchRestarts           prometheus.Counter
 	isolated                *prometheus.GaugeVec
 	policies, sets, elems   prometheus.Gauge
+	clusterPolicies         prometheus.Gauge
 	problems                prometheus.Gauge
 	denyLogged, denyLogLost prometheus.Counter
 
-	allowedDesc, deniedDesc *prometheus.Desc
+	allowedDesc, deniedDesc, clusterDesc *prometheus.Desc
 }
 
 const ns, sub = "podnet", "policy"
@@ -51,7 +54,7 @@ func newMetrics(s *Service) *metrics {
 			Help: "Time to write a compiled policy into the kernel, by op: apply (the change, one batch) or resync (the table whole).", Buckets: buckets},
 			[]string{"op"}),
 		enforceLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "enforce_latency_seconds",
-			Help:    "Time from the first change the agent saw (a NetworkPolicy, Namespace, Pod or Node event) to the end of the apply that enforces it, debounce and retries included.",
+			Help:    "Time from the first change the agent saw (a NetworkPolicy, ClusterNetworkPolicy, Namespace, Pod or Node event) to the end of the apply that enforces it, debounce and retries included.",
 			Buckets: buckets}),
 		applyErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "apply_errors_total",
 			Help: "Applies that failed (retried with backoff)."}),
@@ -61,6 +64,8 @@ func newMetrics(s *Service) *metrics {
 			Help: "This node's pods that policies isolate, by direction."}, []string{"direction"}),
 		policies: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "network_policies",
 			Help: "NetworkPolicies in the cluster, as last compiled."}),
+		clusterPolicies: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "cluster_network_policies",
+			Help: "ClusterNetworkPolicies in the cluster, as last compiled (0 while their CRD is not served)."}),
 		sets: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "sets",
 			Help: "Sets of the compiled policy of this node (peer, ipBlock, port and named-port sets)."}),
 		elems: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "set_elements",
@@ -77,12 +82,15 @@ func newMetrics(s *Service) *metrics {
 		deniedDesc: prometheus.NewDesc("podnet_policy_denied_packets_total",
 			"Packets no rule allowed to or from this node's isolated pods, dropped, by the pods' namespace.",
 			[]string{"namespace", "direction"}, nil),
+		clusterDesc: prometheus.NewDesc("podnet_policy_cluster_rule_packets_total",
+			"First packets of connections a ClusterNetworkPolicy rule matched, to or from this node's pods: accepted, denied or passed to the next tier, by its action.",
+			[]string{"tier", "policy", "action", "direction", "rule"}, nil),
 	}
 }
 
 func (m *metrics) register(r prometheus.Registerer) {
 	r.MustRegister(m.compile, m.apply, m.enforceLatency, m.applyErrors, m.watchRestarts, m.isolated,
-		m.policies, m.sets, m.elems, m.problems, m.denyLogged, m.denyLogLost, m)
+		m.policies, m.clusterPolicies, m.sets, m.elems, m.problems, m.denyLogged, m.denyLogLost, m)
 }
 
 // observe sets the gauges from a compiled policy that was applied.
@@ -99,6 +107,7 @@ func (m *metrics) observe(snap *policy.Snapshot, ir *policy.IR) {
 	m.isolated.WithLabelValues("ingress").Set(float64(in))
 	m.isolated.WithLabelValues("egress").Set(float64(out))
 	m.policies.Set(float64(len(snap.Policies)))
+	m.clusterPolicies.Set(float64(len(snap.ClusterPolicies)))
 	m.problems.Set(float64(len(ir.Problems)))
 	sets, elems := setStats(ir)
 	m.sets.Set(float64(sets))
@@ -125,6 +134,7 @@ func setStats(ir *policy.IR) (sets, elems int) {
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.allowedDesc
 	ch <- m.deniedDesc
+	ch <- m.clusterDesc
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
@@ -134,8 +144,11 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, s := range countSeries(c) {
 		d := m.allowedDesc
-		if s.denied {
+		switch {
+		case s.denied:
 			d = m.deniedDesc
+		case s.cluster:
+			d = m.clusterDesc
 		}
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(s.packets), s.labels...)
 	}
@@ -160,12 +173,14 @@ func (s *Service) counters() (policyrules.Counters, bool) {
 // series is one sample of the packet counters.
 type series struct {
 	denied  bool
+	cluster bool
 	labels  []string
 	packets uint64
 }
 
 // countSeries turns the table's counters into the metrics' samples:
-// allowed by rule, denied summed by namespace and direction.
+// allowed by rule, denied summed by namespace and direction, and by
+// ClusterNetworkPolicy rule.
 func countSeries(c policyrules.Counters) []series {
 	var out []series
 	for k, v := range c.Allowed {
@@ -182,6 +197,10 @@ func countSeries(c policyrules.Counters) []series {
 	}
 	for k, v := range denied {
 		out = append(out, series{denied: true, labels: []string{k.ns, k.dir.String()}, packets: v})
+	}
+	for k, v := range c.Cluster {
+		out = append(out, series{cluster: true, packets: v.Packets,
+			labels: []string{k.Tier.String(), k.Policy, k.Action.String(), k.Direction.String(), strconv.Itoa(k.Index)}})
 	}
 	return out
 }

@@ -65,6 +65,9 @@ func TestCountSeries(t *testing.T) {
 			{Pod: policy.PodKey{Namespace: "x", Name: "b"}, Direction: policyrules.Ingress}: {Packets: 5},
 			{Pod: policy.PodKey{Namespace: "x", Name: "b"}, Direction: policyrules.Egress}:  {Packets: 1},
 		},
+		Cluster: map[policyrules.ClusterRuleKey]policyrules.Count{
+			{Policy: "deny-web", Tier: policy.AdminTier, Action: policy.Deny, Direction: policyrules.Ingress, Index: 0}: {Packets: 4},
+		},
 	}
 	got := map[string]uint64{}
 	for _, s := range countSeries(c) {
@@ -72,12 +75,15 @@ func TestCountSeries(t *testing.T) {
 		if s.denied {
 			k = "denied"
 		}
+		if s.cluster {
+			k = "cluster"
+		}
 		for _, l := range s.labels {
 			k += " " + l
 		}
 		got[k] = s.packets
 	}
-	want := map[string]uint64{"allowed x db ingress 1": 3, "denied x ingress": 7, "denied x egress": 1}
+	want := map[string]uint64{"allowed x db ingress 1": 3, "denied x ingress": 7, "denied x egress": 1, "cluster Admin deny-web Deny ingress 0": 4}
 	if len(got) != len(want) {
 		t.Fatalf("series %v, want %v", got, want)
 	}
@@ -85,5 +91,31 @@ func TestCountSeries(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
 		}
+	}
+}
+
+// TestBuildSnapshotNodesAndClusterPolicies: every Node is in the
+// snapshot (nodes peers), this node's with its local addresses added to
+// a copy (the cache's stays as it was), and the cached
+// ClusterNetworkPolicies as they are.
+func TestBuildSnapshotNodesAndClusterPolicies(t *testing.T) {
+	selfNode := &nodeObj{Node: policy.Node{Name: self, IPs: []netip.Addr{addr("198.18.0.1")}}}
+	other := &nodeObj{Node: policy.Node{Name: "n2", IPs: []netip.Addr{addr("198.18.0.2")}, Labels: map[string]string{"role": "db"}}}
+	cnp := &clusterPolicyObj{ClusterPolicy: policy.ClusterPolicy{Name: "deny", Tier: policy.AdminTier}}
+	s, _ := buildSnapshot(contents{nodes: []any{other, selfNode}, clusterPolicies: []any{cnp}},
+		snapshotInput{node: self, localIPs: []netip.Addr{addr("192.0.2.1")}})
+	if len(s.Nodes) != 2 || s.Nodes[0].Name != "n2" || s.Nodes[0].Labels["role"] != "db" ||
+		!slices.Equal(s.Nodes[1].IPs, []netip.Addr{addr("198.18.0.1"), addr("192.0.2.1")}) {
+		t.Errorf("nodes %+v, want n2 as cached and this node with its local address", s.Nodes)
+	}
+	if !slices.Equal(selfNode.IPs, []netip.Addr{addr("198.18.0.1")}) {
+		t.Errorf("the cached Node was changed: %v", selfNode.IPs)
+	}
+	if len(s.ClusterPolicies) != 1 || s.ClusterPolicies[0].Name != "deny" {
+		t.Errorf("cluster policies %+v", s.ClusterPolicies)
+	}
+	s, _ = buildSnapshot(contents{}, snapshotInput{node: self, localIPs: []netip.Addr{addr("192.0.2.1")}})
+	if len(s.Nodes) != 1 || s.Nodes[0].Name != self || len(s.ClusterPolicies) != 0 {
+		t.Errorf("without a cached Node: %+v, want this node with its local address", s)
 	}
 }

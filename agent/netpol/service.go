@@ -52,8 +52,11 @@ type Config struct {
 	// (default DefaultDebounce); ResyncInterval how often the table is
 	// rewritten whole (default DefaultResyncInterval).
 	Debounce, ResyncInterval time.Duration
-	Registry                 prometheus.Registerer
-	Logger                   *slog.Logger
+	// CRDRecheck is how often the service asks whether the API server
+	// serves ClusterNetworkPolicies (default DefaultCRDRecheck).
+	CRDRecheck time.Duration
+	Registry   prometheus.Registerer
+	Logger     *slog.Logger
 	// DenyLog, when set, turns the deny log on: every pod chain logs
 	// what it drops to this NFLOG group under the node's rate limit,
 	// and the service writes one Info line per record to Logger.
@@ -109,10 +112,13 @@ type Service struct {
 	mu sync.Mutex
 	// admitted are the addresses Admit was told for pods whose status
 	// has none yet.
-	admitted   map[policy.PodKey][]netip.Addr
-	ir         *policy.IR // the last applied
-	appliedGen uint64
-	lastErr    error
+	admitted map[policy.PodKey][]netip.Addr
+	// clusterPolicies is the ClusterNetworkPolicy informer's store while
+	// it runs (clusterFollower), nil otherwise.
+	clusterPolicies cache.Indexer
+	ir              *policy.IR // the last applied
+	appliedGen      uint64
+	lastErr         error
 }
 
 // New returns the service, its metrics registered in cfg.Registry.
@@ -122,6 +128,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.ResyncInterval <= 0 {
 		cfg.ResyncInterval = DefaultResyncInterval
+	}
+	if cfg.CRDRecheck <= 0 {
+		cfg.CRDRecheck = DefaultCRDRecheck
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -149,7 +158,7 @@ func (s *Service) Ready() error {
 	select {
 	case <-s.synced:
 	default:
-		return errors.New("informers of NetworkPolicies, Namespaces, Pods and the Node not synced")
+		return errors.New("informers of NetworkPolicies, Namespaces, Pods and Nodes (and of ClusterNetworkPolicies, when served at start) not synced")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -193,13 +202,39 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	var wg sync.WaitGroup
+	defer wg.Wait()
 	for _, i := range infs {
 		wg.Go(func() { i.RunWithContext(ctx) })
 	}
-	defer wg.Wait()
+	// ClusterNetworkPolicies, when the API server serves them now, are
+	// waited for like the rest: a first apply without them would open
+	// what their Admin rules close. When it does not, or cannot tell,
+	// nothing waits for them, nor when their CRD goes before they synced.
+	var cnp cache.SharedIndexInformer
+	var cnpStopped <-chan struct{}
+	if src := s.cfg.Sources; src.ClusterPolicies != nil && src.ClusterPoliciesServed != nil {
+		f := &clusterFollower{s: s, lw: src.ClusterPolicies, served: src.ClusterPoliciesServed}
+		cnp, cnpStopped = f.check(ctx)
+		wg.Go(func() { f.follow(ctx, s.cfg.CRDRecheck) })
+	}
 	for _, i := range infs {
 		if !cache.WaitForCacheSync(ctx.Done(), i.HasSynced) {
 			return nil // ctx ended
+		}
+	}
+	if cnp != nil {
+		wctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-cnpStopped:
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
+		cache.WaitForCacheSync(wctx.Done(), cnp.HasSynced)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
 		}
 	}
 	close(s.synced)
@@ -207,11 +242,15 @@ func (s *Service) Run(ctx context.Context) error {
 	return nil
 }
 
-// informers makes the four informers, their transforms and handlers.
+// informers makes the four informers always run, their transforms and
+// handlers.
 func (s *Service) informers() ([]cache.SharedIndexInformer, error) {
 	src := s.cfg.Sources
-	if src.Policies == nil || src.Namespaces == nil || src.Pods == nil || src.Node == nil {
+	if src.Policies == nil || src.Namespaces == nil || src.Pods == nil || src.Nodes == nil {
 		return nil, errors.New("network policy: missing sources")
+	}
+	if (src.ClusterPolicies == nil) != (src.ClusterPoliciesServed == nil) {
+		return nil, errors.New("network policy: ClusterNetworkPolicy sources: want both or neither")
 	}
 	type spec struct {
 		name      string
@@ -225,7 +264,7 @@ func (s *Service) informers() ([]cache.SharedIndexInformer, error) {
 		{"NetworkPolicies", src.Policies, &networkingv1.NetworkPolicy{}, s.slimSharedPolicy, nil, &s.policies},
 		{"Namespaces", src.Namespaces, &corev1.Namespace{}, slimNamespace, sameNamespace, &s.namespaces},
 		{"Pods", src.Pods, &corev1.Pod{}, s.slimSharedPod, samePod, &s.pods},
-		{"Node", src.Node, &corev1.Node{}, slimNode, sameNode, &s.nodes},
+		{"Nodes", src.Nodes, &corev1.Node{}, slimNode, sameNode, &s.nodes},
 	}
 	var out []cache.SharedIndexInformer
 	for _, sp := range specs {
@@ -234,31 +273,40 @@ func (s *Service) informers() ([]cache.SharedIndexInformer, error) {
 			idx[cache.NamespaceIndex] = cache.MetaNamespaceIndexFunc // Admit's question
 		}
 		inf := cache.NewSharedIndexInformer(sp.lw, sp.obj, 0, idx)
-		// Neither fails before the informer runs.
-		_ = inf.SetTransform(sp.transform)
-		_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-			s.m.watchRestarts.Inc()
-			s.log.Warn("list or watch failed; the informer lists again", "resource", sp.name, "err", err)
-			cache.DefaultWatchErrorHandler(ctx, r, err)
-		})
-		same := sp.same
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: func(any) { s.changed() },
-			UpdateFunc: func(old, obj any) {
-				if same != nil && same(old, obj) {
-					s.events.broadcast() // a status update policy does not see
-					return
-				}
-				s.changed()
-			},
-			DeleteFunc: func(any) { s.changed() },
-		}); err != nil {
-			return nil, fmt.Errorf("informer of %s: %w", sp.name, err)
+		if err := s.handle(inf, sp.name, sp.transform, sp.same); err != nil {
+			return nil, err
 		}
 		*sp.store = inf.GetIndexer()
 		out = append(out, inf)
 	}
 	return out, nil
+}
+
+// handle sets an informer's transform, its watch error handler and its
+// event handler, which asks for a rebuild on every change except an
+// update same says policy does not see.
+func (s *Service) handle(inf cache.SharedIndexInformer, name string, transform cache.TransformFunc, same func(a, b any) bool) error {
+	// Neither fails before the informer runs.
+	_ = inf.SetTransform(transform)
+	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		s.m.watchRestarts.Inc()
+		s.log.Warn("list or watch failed; the informer lists again", "resource", name, "err", err)
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	})
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { s.changed() },
+		UpdateFunc: func(old, obj any) {
+			if same != nil && same(old, obj) {
+				s.events.broadcast() // a status update policy does not see
+				return
+			}
+			s.changed()
+		},
+		DeleteFunc: func(any) { s.changed() },
+	}); err != nil {
+		return fmt.Errorf("informer of %s: %w", name, err)
+	}
+	return nil
 }
 
 // changed asks for a rebuild.
@@ -344,6 +392,7 @@ func (s *Service) reconcile(full bool, localIPs func() ([]netip.Addr, error)) er
 	start := time.Now()
 	snap, stale := buildSnapshot(contents{
 		policies: s.policies.List(), namespaces: s.namespaces.List(), pods: s.pods.List(), nodes: s.nodes.List(),
+		clusterPolicies: s.clusterPolicyList(),
 	}, snapshotInput{node: s.cfg.Node, localIPs: local, admitted: admitted})
 	s.share.sweep(snap.Pods, snap.Policies)
 	ir := policy.Compile(snap, policy.Options{Node: s.cfg.Node})
@@ -415,7 +464,7 @@ func sameNamespace(a, b any) bool {
 func sameNode(a, b any) bool {
 	x, ok1 := a.(*nodeObj)
 	y, ok2 := b.(*nodeObj)
-	return ok1 && ok2 && slices.Equal(x.IPs, y.IPs)
+	return ok1 && ok2 && slices.Equal(x.IPs, y.IPs) && maps.Equal(x.Labels, y.Labels)
 }
 
 // notifier wakes every waiter at once.

@@ -33,10 +33,11 @@ func TestEventsToSnapshot(t *testing.T) {
 	if len(ir.Pods) != 0 {
 		t.Fatalf("pods isolated without policies: %+v", ir.Pods)
 	}
-	if want := []policy.Node{{Name: self, IPs: []netip.Addr{addr("192.0.2.1"), addr("198.18.0.1")}}}; !slices.EqualFunc(ir.Nodes, want, func(a, b policy.Node) bool {
+	want := []policy.Node{{Name: self, IPs: []netip.Addr{addr("192.0.2.1"), addr("198.18.0.1")}}, {Name: "n2", IPs: []netip.Addr{addr("198.18.0.2")}}}
+	if !slices.EqualFunc(ir.Nodes, want, func(a, b policy.Node) bool {
 		return a.Name == b.Name && slices.Equal(a.IPs, b.IPs)
 	}) {
-		t.Errorf("nodes %+v, want %+v (the Node's addresses and the namespace's)", ir.Nodes, want)
+		t.Errorf("nodes %+v, want %+v (this Node's addresses and the namespace's; the other's as they are, for nodes peers)", ir.Nodes, want)
 	}
 	<-s.FirstApplied() // the renderer sees the IR before the service records its apply
 	if err := s.Ready(); err != nil {

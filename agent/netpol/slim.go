@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/podnet/podnet/policy"
 )
@@ -38,7 +39,9 @@ func (n *namespaceObj) GetObjectMeta() metav1.Object {
 	return &metav1.ObjectMeta{Name: n.Name, ResourceVersion: n.rv}
 }
 
-// nodeObj is this node's Node in the cache.
+// nodeObj is a Node in the cache: its name, labels and InternalIP and
+// ExternalIP addresses (policy.NodeFromAPI), no status conditions,
+// images or capacity.
 type nodeObj struct {
 	rv string
 	policy.Node
@@ -46,6 +49,18 @@ type nodeObj struct {
 
 func (n *nodeObj) GetObjectMeta() metav1.Object {
 	return &metav1.ObjectMeta{Name: n.Name, ResourceVersion: n.rv}
+}
+
+// clusterPolicyObj is a ClusterNetworkPolicy in the cache, read once
+// into what policy needs (policy.ClusterPolicyFromAPI): the decoded
+// object, its status and last-applied annotation go.
+type clusterPolicyObj struct {
+	rv string
+	policy.ClusterPolicy
+}
+
+func (p *clusterPolicyObj) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Name: p.Name, ResourceVersion: p.rv}
 }
 
 // Each transform passes anything that is not its type through: a
@@ -107,4 +122,12 @@ func slimPolicy(obj any) (any, error) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: np.Namespace, Name: np.Name, UID: np.UID, ResourceVersion: np.ResourceVersion},
 		Spec:       np.Spec,
 	}, nil
+}
+
+func slimClusterPolicy(obj any) (any, error) {
+	p, ok := obj.(*cnpv1beta1.ClusterNetworkPolicy)
+	if !ok {
+		return obj, nil
+	}
+	return &clusterPolicyObj{rv: p.ResourceVersion, ClusterPolicy: policy.ClusterPolicyFromAPI(p)}, nil
 }

@@ -13,6 +13,9 @@ import (
 // returns them.
 type contents struct {
 	policies, namespaces, pods, nodes []any
+	// clusterPolicies is empty while ClusterNetworkPolicies are not
+	// followed (their CRD is not installed).
+	clusterPolicies []any
 }
 
 // snapshotInput is what a snapshot is made of besides the caches.
@@ -38,10 +41,16 @@ func buildSnapshot(c contents, in snapshotInput) (*policy.Snapshot, []policy.Pod
 		Policies:   make([]*networkingv1.NetworkPolicy, 0, len(c.policies)),
 		Namespaces: make([]policy.Namespace, 0, len(c.namespaces)),
 		Pods:       make([]policy.Pod, 0, len(c.pods)),
+		Nodes:      make([]policy.Node, 0, len(c.nodes)+1),
 	}
 	for _, o := range c.policies {
 		if np, ok := o.(*networkingv1.NetworkPolicy); ok {
 			s.Policies = append(s.Policies, np)
+		}
+	}
+	for _, o := range c.clusterPolicies {
+		if p, ok := o.(*clusterPolicyObj); ok {
+			s.ClusterPolicies = append(s.ClusterPolicies, p.ClusterPolicy)
 		}
 	}
 	for _, o := range c.namespaces {
@@ -75,19 +84,28 @@ func buildSnapshot(c contents, in snapshotInput) (*policy.Snapshot, []policy.Pod
 			stale = append(stale, k)
 		}
 	}
-	self := policy.Node{Name: in.node}
+	// Every node is there for ClusterNetworkPolicy's nodes peers; this
+	// node's is there even before its Node is cached, with the addresses
+	// it has in its namespace added (the renderer's node sets read it).
+	self := -1
 	for _, o := range c.nodes {
-		if n, ok := o.(*nodeObj); ok && n.Name == in.node {
-			self.IPs = slices.Clone(n.IPs)
+		if n, ok := o.(*nodeObj); ok {
+			if n.Name == in.node {
+				self = len(s.Nodes)
+			}
+			s.Nodes = append(s.Nodes, n.Node) // shared: only self's IPs are copied before a change
 		}
 	}
+	if self < 0 {
+		self = len(s.Nodes)
+		s.Nodes = append(s.Nodes, policy.Node{Name: in.node})
+	}
+	n := &s.Nodes[self]
+	n.IPs = slices.Clone(n.IPs)
 	for _, ip := range in.localIPs {
-		if ip = ip.Unmap().WithZone(""); !slices.Contains(self.IPs, ip) {
-			self.IPs = append(self.IPs, ip)
+		if ip = ip.Unmap().WithZone(""); !slices.Contains(n.IPs, ip) {
+			n.IPs = append(n.IPs, ip)
 		}
 	}
-	// Only this node's addresses matter to its rules (the renderer's
-	// node sets); the other nodes' are not followed at all.
-	s.Nodes = []policy.Node{self}
 	return s, stale
 }

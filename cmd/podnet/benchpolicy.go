@@ -190,7 +190,7 @@ func (bp *benchPolicy) sources() netpol.Sources {
 		Name: benchNamespace, ResourceVersion: "1", Labels: map[string]string{"kubernetes.io/metadata.name": benchNamespace}}}}}
 	nodes := &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: benchNode, ResourceVersion: "1"}}}}
 	return netpol.Sources{
-		Policies: fixedList{policies}, Namespaces: fixedList{namespaces}, Pods: fixedList{pods}, Node: fixedList{nodes},
+		Policies: fixedList{policies}, Namespaces: fixedList{namespaces}, Pods: fixedList{pods}, Nodes: fixedList{nodes},
 	}
 }
 

@@ -11,13 +11,14 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/podnet/podnet/agent/netpol"
 	"github.com/podnet/podnet/policy/explain"
 )
 
 func newPolicyCommand(opts *globalOptions) *cobra.Command {
-	cmd := &cobra.Command{Use: "policy", Short: "NetworkPolicy as podnet enforces it"}
+	cmd := &cobra.Command{Use: "policy", Short: "NetworkPolicy and ClusterNetworkPolicy as podnet enforces them"}
 	cmd.AddCommand(newPolicyExplainCommand(opts))
 	return cmd
 }
@@ -30,16 +31,22 @@ func newPolicyExplainCommand(opts *globalOptions) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "explain SOURCE DESTINATION --port PORT",
-		Short: "Say whether NetworkPolicy allows SOURCE to reach DESTINATION on a port, and which policy and rule decide it",
-		Long: `Say whether NetworkPolicy allows a connection, and why: which policies
-isolate the source for egress and the destination for ingress (both must
-allow), and for each of their rules which peer and which port matched.
+		Short: "Say whether policy allows SOURCE to reach DESTINATION on a port, and which policy and rule decide it",
+		Long: `Say whether NetworkPolicy and ClusterNetworkPolicy allow a connection,
+and why, for the source's egress and the destination's ingress (both must
+allow): which ClusterNetworkPolicy rule of the Admin tier decided (Accept,
+Deny) or passed, which NetworkPolicies isolate the pod and which of their
+rules allow, which Baseline rule decided when no NetworkPolicy isolates
+it; and for every rule read, which peer and which port matched.
 
 SOURCE and DESTINATION are namespace/pod or an IP address (a pod's address
-is that pod; any other is judged by ipBlock). PORT is a number or the name
-of one of the destination pod's container ports. The answer is computed
-from the API's Pods, Namespaces, NetworkPolicies and Nodes (one list each),
-as the agent compiles them; it does not read any node's rules.`,
+is that pod; any other is judged by ipBlock or networks). PORT is a number
+or the name of one of the destination pod's container ports. The answer is
+computed from the API's Pods, Namespaces, NetworkPolicies,
+ClusterNetworkPolicies and Nodes (one list each), as the agent compiles
+them; it does not read any node's rules. Without the ClusterNetworkPolicy
+CRD, or the right to list them, the answer is NetworkPolicy's alone, and
+says so.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" {
@@ -83,7 +90,9 @@ func writeReport(w io.Writer, rep *explain.Report, output string) error {
 
 // listCluster lists what explain reads, one request each. Pods that have
 // finished are left out, as the agent leaves them out. Nodes a user may
-// not list are done without (the report says so).
+// not list are done without, and so are ClusterNetworkPolicies when the
+// API server does not serve them or the user may not list them (the
+// report says so).
 func listCluster(ctx context.Context, rc *rest.Config) (*explain.Cluster, error) {
 	core, netv1, err := netpol.NewRESTClients(rc, "podnet-cli", nil)
 	if err != nil {
@@ -107,5 +116,21 @@ func listCluster(ctx context.Context, rc *rest.Config) (*explain.Cluster, error)
 	if err := core.Get().Resource("nodes").Do(ctx).Into(&nodes); err != nil && !apierrors.IsForbidden(err) {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
-	return &explain.Cluster{Pods: pods.Items, Namespaces: nss.Items, Policies: policies.Items, Nodes: nodes.Items}, nil
+	c := &explain.Cluster{Pods: pods.Items, Namespaces: nss.Items, Policies: policies.Items, Nodes: nodes.Items}
+	cnpc, err := netpol.NewClusterPolicyClient(rc, "podnet-cli", nil)
+	if err != nil {
+		return nil, err
+	}
+	var cnps cnpv1beta1.ClusterNetworkPolicyList
+	switch err := cnpc.Get().Resource(netpol.ClusterPolicyResource).Do(ctx).Into(&cnps); {
+	case apierrors.IsNotFound(err):
+		c.ClusterPoliciesUnread = "the API server does not serve them: their CRD is not installed"
+	case apierrors.IsForbidden(err):
+		c.ClusterPoliciesUnread = "not allowed to list them"
+	case err != nil:
+		return nil, fmt.Errorf("list clusternetworkpolicies: %w", err)
+	default:
+		c.ClusterPolicies = cnps.Items
+	}
+	return c, nil
 }

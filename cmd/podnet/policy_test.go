@@ -16,8 +16,11 @@ import (
 
 // TestPolicyExplain runs `podnet policy explain` against a fake API
 // server: one list of each kind, the unfinished pods asked for, a Node
-// list refused (403) and done without, text and JSON out.
+// list refused (403) and done without, ClusterNetworkPolicies listed
+// (and, in the last run, not served: 404, done without), text and JSON
+// out.
 func TestPolicyExplain(t *testing.T) {
+	const cnpPath = "/apis/policy.networking.k8s.io/v1beta1/clusternetworkpolicies"
 	lists := map[string]string{
 		"/api/v1/pods": `{"kind":"PodList","apiVersion":"v1","items":[
 			{"metadata":{"namespace":"shop","name":"web","labels":{"app":"web"}},"spec":{"nodeName":"n1","containers":[{"name":"c"}]},"status":{"phase":"Running","podIPs":[{"ip":"10.244.0.1"}]}},
@@ -26,19 +29,28 @@ func TestPolicyExplain(t *testing.T) {
 		"/apis/networking.k8s.io/v1/networkpolicies": `{"kind":"NetworkPolicyList","apiVersion":"networking.k8s.io/v1","items":[
 			{"metadata":{"namespace":"shop","name":"db"},"spec":{"podSelector":{"matchLabels":{"app":"db"}},
 			 "ingress":[{"from":[{"podSelector":{"matchLabels":{"app":"web"}}}],"ports":[{"port":"pg"}]}]}}]}`,
+		cnpPath: `{"kind":"ClusterNetworkPolicyList","apiVersion":"policy.networking.k8s.io/v1beta1","items":[
+			{"metadata":{"name":"no-udp-to-db"},"spec":{"tier":"Admin","priority":10,
+			 "subject":{"pods":{"namespaceSelector":{},"podSelector":{"matchLabels":{"app":"db"}}}},
+			 "ingress":[{"name":"udp","action":"Deny","from":[{"namespaces":{}}],"protocols":[{"udp":{}}]}]}}]}`,
 	}
+	var noCRD bool
 	var mu sync.Mutex
 	requests := map[string]int{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		requests[r.URL.Path]++
+		gone := noCRD
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		if r.URL.Path == "/api/v1/pods" && r.URL.Query().Get("fieldSelector") != "status.phase!=Succeeded,status.phase!=Failed" {
 			t.Errorf("pods listed with fieldSelector %q", r.URL.Query().Get("fieldSelector"))
 		}
 		body, ok := lists[r.URL.Path]
-		if !ok {
+		if r.URL.Path == cnpPath && gone {
+			w.WriteHeader(http.StatusNotFound)
+			body = `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`
+		} else if !ok {
 			w.WriteHeader(http.StatusForbidden)
 			body = `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403}`
 		}
@@ -93,11 +105,40 @@ func TestPolicyExplain(t *testing.T) {
 	if rep.Allowed || rep.Ingress.Reason != "Denied" || rep.Source.Kind != "external" {
 		t.Errorf("external to db: %+v", rep)
 	}
+
+	// UDP to db: the Admin Deny decides, whatever NetworkPolicy says.
+	text = run("shop/web", "shop/db", "--port", "53", "--protocol", "UDP")
+	for _, want := range []string{
+		"shop/web (10.244.0.1) -> shop/db (10.244.0.2) UDP/53: DENIED",
+		"ingress of shop/db: DENIED by Admin no-udp-to-db (priority 10) rule 0 \"udp\" Deny, whatever NetworkPolicy says",
+		"from[0] matches: every pod of namespaces (all); protocols[0] matches: UDP",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+	if err := json.Unmarshal([]byte(run("shop/web", "shop/db", "--port", "53", "--protocol", "UDP", "-o", "json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Allowed || rep.Ingress.Reason != "DeniedByAdmin" || rep.Ingress.Admin == nil || rep.Ingress.Admin.Policy != "no-udp-to-db" ||
+		rep.Ingress.Admin.Tier != "Admin" || rep.Ingress.Admin.Priority != 10 || rep.Ingress.Admin.Action != "Deny" || len(rep.Ingress.ClusterRules) != 1 {
+		t.Errorf("UDP to db: %+v", rep.Ingress)
+	}
+
+	// Without the CRD the answer is NetworkPolicy's, and says so.
+	mu.Lock()
+	noCRD = true
+	mu.Unlock()
+	text = run("shop/web", "shop/db", "--port", "53", "--protocol", "UDP")
+	if !strings.Contains(text, "ingress of shop/db: DENIED: isolated by shop/db") || !strings.Contains(text, "note: ClusterNetworkPolicies were not read (the API server does not serve them") {
+		t.Errorf("without the CRD:\n%s", text)
+	}
+
 	mu.Lock()
 	defer mu.Unlock()
-	for _, p := range []string{"/api/v1/pods", "/api/v1/namespaces", "/apis/networking.k8s.io/v1/networkpolicies", "/api/v1/nodes"} {
-		if requests[p] != 3 {
-			t.Errorf("%s: %d requests, want one per run (3)", p, requests[p])
+	for _, p := range []string{"/api/v1/pods", "/api/v1/namespaces", "/apis/networking.k8s.io/v1/networkpolicies", "/api/v1/nodes", cnpPath} {
+		if requests[p] != 6 {
+			t.Errorf("%s: %d requests, want one per run (6)", p, requests[p])
 		}
 	}
 }

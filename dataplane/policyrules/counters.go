@@ -22,6 +22,17 @@ type RuleKey struct {
 	Index     int
 }
 
+// ClusterRuleKey names a ClusterNetworkPolicy rule in one direction:
+// index Index of spec.ingress or spec.egress of Policy (its name), with
+// its tier and what it does (a broken Deny or Pass rule denies).
+type ClusterRuleKey struct {
+	Policy    string
+	Tier      policy.Tier
+	Action    policy.Action
+	Direction Direction
+	Index     int
+}
+
 // PodDirection names an isolated pod's side.
 type PodDirection struct {
 	Pod       policy.PodKey
@@ -41,13 +52,17 @@ type Counters struct {
 	Allowed map[RuleKey]Count
 	// Denied counts, by pod and direction, what no rule allowed.
 	Denied map[PodDirection]Count
+	// Cluster counts by ClusterNetworkPolicy rule, summed like Allowed:
+	// what each Accept returned, Deny dropped and Pass sent on to the
+	// next tier.
+	Cluster map[ClusterRuleKey]Count
 }
 
 // Counters reads the counters of every pod chain in the table. They
 // start at zero when a chain is created or rewritten (its pod's rules
 // changed), and on a resync.
 func (r *Renderer) Counters() (Counters, error) {
-	out := Counters{Allowed: map[RuleKey]Count{}, Denied: map[PodDirection]Count{}}
+	out := Counters{Allowed: map[RuleKey]Count{}, Denied: map[PodDirection]Count{}, Cluster: map[ClusterRuleKey]Count{}}
 	chains, err := r.conn.ListChainsOfTableFamily(nftables.TableFamilyINet)
 	if err != nil {
 		return out, fmt.Errorf("nftables: list chains: %w", err)
@@ -73,6 +88,8 @@ func (r *Renderer) Counters() (Counters, error) {
 				out.Allowed[k] = add(out.Allowed[k], cnt)
 			} else if k, ok := parseDeny(note); ok {
 				out.Denied[k] = add(out.Denied[k], cnt)
+			} else if k, ok := parseCluster(note); ok {
+				out.Cluster[k] = add(out.Cluster[k], cnt)
 			}
 		}
 	}
@@ -120,4 +137,36 @@ func parseDeny(s string) (PodDirection, bool) {
 	ns, name, ok := strings.Cut(f[1], "/")
 	d, dok := parseDirection(f[2])
 	return PodDirection{Pod: policy.PodKey{Namespace: ns, Name: name}, Direction: d}, ok && dok
+}
+
+// parseCluster reads "cnp <tier> <action> <policy> <direction> <index>"
+// (the deny log's "cnp-log" rules have no counter).
+func parseCluster(s string) (ClusterRuleKey, bool) {
+	f := strings.Fields(s)
+	if len(f) != 6 || f[0] != "cnp" {
+		return ClusterRuleKey{}, false
+	}
+	k := ClusterRuleKey{Policy: f[3]}
+	switch f[1] {
+	case policy.AdminTier.String():
+		k.Tier = policy.AdminTier
+	case policy.BaselineTier.String():
+		k.Tier = policy.BaselineTier
+	default:
+		return ClusterRuleKey{}, false
+	}
+	switch f[2] {
+	case policy.Accept.String():
+		k.Action = policy.Accept
+	case policy.Deny.String():
+		k.Action = policy.Deny
+	case policy.Pass.String():
+		k.Action = policy.Pass
+	default:
+		return ClusterRuleKey{}, false
+	}
+	d, ok := parseDirection(f[4])
+	i, err := strconv.Atoi(f[5])
+	k.Direction, k.Index = d, i
+	return k, ok && err == nil
 }

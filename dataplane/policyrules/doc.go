@@ -49,7 +49,8 @@
 // (out-/outtail- for egress; without an Admin Pass, what intail would
 // hold follows the Admin rules in the pod chain itself). A tier rule's
 // comment is "cnp <tier> <action> <policy> <direction> <index>", which
-// Counters does not count yet.
+// Counters reads into Counters.Cluster: what each Accept let through,
+// each Deny dropped and each Pass sent on to the next tier.
 //
 // Semantics match policy.Decide, the oracle (the differential root test
 // checks it with real packets), with these choices:

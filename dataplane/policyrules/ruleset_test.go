@@ -140,6 +140,23 @@ func TestParseComments(t *testing.T) {
 	if !ok || d != (PodDirection{Pod: c.pod, Direction: Egress}) {
 		t.Fatalf("%+v %v", d, ok)
 	}
+	for _, r := range []rule{
+		{kind: ruleAllow, tier: policy.AdminTier, action: policy.Deny, verdict: verdictDrop, policy: "deny-all", index: 2},
+		{kind: ruleAllow, tier: policy.BaselineTier, action: policy.Pass, policy: "base", index: 0},
+		{kind: ruleNamed, tier: policy.AdminTier, action: policy.Accept, policy: "dns", index: 1},
+	} {
+		k, ok := parseCluster(r.comment(c))
+		if want := (ClusterRuleKey{Policy: r.policy, Tier: r.tier, Action: r.action, Direction: Egress, Index: r.index}); !ok || k != want {
+			t.Fatalf("%q read as %+v %v, want %+v", r.comment(c), k, ok, want)
+		}
+		if _, ok := parseAllow(r.comment(c)); ok {
+			t.Fatalf("%q reads as a NetworkPolicy allow", r.comment(c))
+		}
+	}
+	logRule := rule{kind: ruleAllow, tier: policy.AdminTier, action: policy.Deny, verdict: verdictLog, policy: "deny-all"}
+	if k, ok := parseCluster(logRule.comment(c)); ok {
+		t.Fatalf("the deny log's %q read as a counted rule %+v", logRule.comment(c), k)
+	}
 }
 
 // TestBuildDenyLog: with the deny log, every pod chain logs just before

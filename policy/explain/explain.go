@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/podnet/podnet/policy"
 )
@@ -22,6 +23,11 @@ type Cluster struct {
 	Namespaces []corev1.Namespace
 	Policies   []networkingv1.NetworkPolicy
 	Nodes      []corev1.Node
+	// ClusterPolicies are the ClusterNetworkPolicies; when they could
+	// not be read (their CRD is not installed, the user may not list
+	// them) ClusterPoliciesUnread says why, and the report notes it.
+	ClusterPolicies       []cnpv1beta1.ClusterNetworkPolicy
+	ClusterPoliciesUnread string
 }
 
 // Query is the question as the user put it.
@@ -88,13 +94,64 @@ type Side struct {
 	Pod     string `json:"pod,omitempty"`
 	Allowed bool   `json:"allowed"`
 	// Reason is one of NotIsolated, Self, LocalNode, AllowedByRule,
-	// Denied.
+	// Denied (NetworkPolicy's), AcceptedByAdmin, DeniedByAdmin,
+	// AcceptedByBaseline, DeniedByBaseline (ClusterNetworkPolicy's).
 	Reason string `json:"reason"`
+	// Admin is the first Admin tier ClusterNetworkPolicy rule that
+	// matched: it decided (Accept, Deny) or passed to NetworkPolicy
+	// (Pass). Baseline is the same for the Baseline tier, read when no
+	// Admin rule decided and no NetworkPolicy isolates the pod.
+	Admin    *ClusterRuleRef `json:"admin,omitempty"`
+	Baseline *ClusterRuleRef `json:"baseline,omitempty"`
 	// IsolatedBy names the policies that select the pod for this
 	// direction.
 	IsolatedBy []string `json:"isolatedBy,omitempty"`
 	// Rules are every rule of those policies, with what matched.
 	Rules []Rule `json:"rules,omitempty"`
+	// ClusterRules are the rules of the ClusterNetworkPolicies that
+	// select the pod for this direction, in the order they are read:
+	// the Admin tier, then the Baseline tier, each by priority, name
+	// and rule index.
+	ClusterRules []ClusterRule `json:"clusterRules,omitempty"`
+}
+
+// ClusterRuleRef names a ClusterNetworkPolicy rule.
+type ClusterRuleRef struct {
+	Policy   string `json:"policy"`
+	Tier     string `json:"tier"` // Admin or Baseline
+	Priority int32  `json:"priority"`
+	// Index is in spec.ingress or spec.egress; Name is the rule's own,
+	// when it has one.
+	Index int    `json:"index"`
+	Name  string `json:"name,omitempty"`
+	// Action is Accept, Deny or Pass: what the rule does (a broken Deny
+	// or Pass rule denies).
+	Action string `json:"action"`
+}
+
+func (r ClusterRuleRef) String() string {
+	s := fmt.Sprintf("%s %s (priority %d) rule %d", r.Tier, r.Policy, r.Priority, r.Index)
+	if r.Name != "" {
+		s += fmt.Sprintf(" %q", r.Name)
+	}
+	return s + " " + r.Action
+}
+
+// ClusterRule is one ClusterNetworkPolicy rule and what of it matched.
+type ClusterRule struct {
+	ClusterRuleRef
+	// Matches: a peer and a protocol entry both match, so the rule's
+	// action applies (if no rule before it matched).
+	Matches bool `json:"matches"`
+	// Peer is the index in from/to of the peer that matched, -2 when
+	// none did (-1: a broken rule, which matches every peer); Port the
+	// index in protocols, -1 when it lists none, -2 when none matched.
+	Peer     int    `json:"peer"`
+	PeerText string `json:"peerText"`
+	Port     int    `json:"port"`
+	PortText string `json:"portText"`
+	// Broken says why the rule fails closed, when it does.
+	Broken string `json:"broken,omitempty"`
 }
 
 // Rule is one rule of a policy and what of it matched.
@@ -116,11 +173,15 @@ type Rule struct {
 }
 
 var reasonNames = map[policy.Reason]string{
-	policy.NotIsolated:   "NotIsolated",
-	policy.Self:          "Self",
-	policy.LocalNode:     "LocalNode",
-	policy.AllowedByRule: "AllowedByRule",
-	policy.Denied:        "Denied",
+	policy.NotIsolated:        "NotIsolated",
+	policy.Self:               "Self",
+	policy.LocalNode:          "LocalNode",
+	policy.AllowedByRule:      "AllowedByRule",
+	policy.Denied:             "Denied",
+	policy.AcceptedByAdmin:    "AcceptedByAdmin",
+	policy.DeniedByAdmin:      "DeniedByAdmin",
+	policy.AcceptedByBaseline: "AcceptedByBaseline",
+	policy.DeniedByBaseline:   "DeniedByBaseline",
 }
 
 // Build answers q from c.
@@ -158,7 +219,10 @@ func Build(c *Cluster, q Query) (*Report, error) {
 		rep.Notes = append(rep.Notes, hostNetworkNote(q.Destination))
 	}
 	if len(c.Nodes) == 0 {
-		rep.Notes = append(rep.Notes, "no Nodes were read: traffic from a pod's own node, always allowed in, is judged as from any other address")
+		rep.Notes = append(rep.Notes, "no Nodes were read: traffic from a pod's own node, always allowed in, is judged as from any other address, and no nodes peer matches")
+	}
+	if c.ClusterPoliciesUnread != "" {
+		rep.Notes = append(rep.Notes, "ClusterNetworkPolicies were not read ("+c.ClusterPoliciesUnread+"): judged by NetworkPolicy alone")
 	}
 	e := policy.Explain(snap, src, dst, proto, rep.Port)
 	rep.Source, rep.Destination = endpoint(snap, src), endpoint(snap, dst)
@@ -167,6 +231,9 @@ func Build(c *Cluster, q Query) (*Report, error) {
 	dp := findPod(snap, dst.Pod)
 	rep.Egress = side(e.Egress, e.EgressRules, src, networkingv1.PolicyTypeEgress, policies, proto, rep.Port, dp)
 	rep.Ingress = side(e.Ingress, e.IngressRules, dst, networkingv1.PolicyTypeIngress, policies, proto, rep.Port, dp)
+	cps := clusterPolicyIndex(snap)
+	rep.Egress.addCluster(e.Egress, e.EgressClusterRules, false, cps, proto, rep.Port, dp)
+	rep.Ingress.addCluster(e.Ingress, e.IngressClusterRules, true, cps, proto, rep.Port, dp)
 	return rep, nil
 }
 
@@ -187,6 +254,9 @@ func snapshot(c *Cluster) *policy.Snapshot {
 	}
 	for i := range c.Nodes {
 		s.Nodes = append(s.Nodes, policy.NodeFromAPI(&c.Nodes[i]))
+	}
+	for i := range c.ClusterPolicies {
+		s.ClusterPolicies = append(s.ClusterPolicies, policy.ClusterPolicyFromAPI(&c.ClusterPolicies[i]))
 	}
 	return s
 }
@@ -348,4 +418,48 @@ func side(v policy.Verdict, rules []policy.RuleMatch, e policy.Endpoint, dir net
 		s.Rules = append(s.Rules, r)
 	}
 	return s
+}
+
+func clusterPolicyIndex(snap *policy.Snapshot) map[string]*policy.ClusterPolicy {
+	m := make(map[string]*policy.ClusterPolicy, len(snap.ClusterPolicies))
+	for i := range snap.ClusterPolicies {
+		m[snap.ClusterPolicies[i].Name] = &snap.ClusterPolicies[i]
+	}
+	return m
+}
+
+func clusterRef(r *policy.ClusterRuleRef) *ClusterRuleRef {
+	if r == nil {
+		return nil
+	}
+	return &ClusterRuleRef{Policy: r.Policy, Tier: r.Tier.String(), Priority: r.Priority, Index: r.Index, Name: r.Name, Action: r.Action.String()}
+}
+
+// addCluster adds the ClusterNetworkPolicy rules the side read.
+func (s *Side) addCluster(v policy.Verdict, rules []policy.ClusterRuleMatch, ingress bool, cps map[string]*policy.ClusterPolicy,
+	proto policy.Protocol, port uint16, dstPod *policy.Pod) {
+	s.Admin, s.Baseline = clusterRef(v.Admin), clusterRef(v.Baseline)
+	for _, m := range rules {
+		r := ClusterRule{ClusterRuleRef: *clusterRef(&m.Rule), Matches: m.Matches(), Peer: m.Peer, Port: m.Port, Broken: m.Broken}
+		var rule *policy.ClusterRule
+		if p := cps[m.Rule.Policy]; p != nil {
+			if rs := p.Ingress; ingress && m.Rule.Index < len(rs) {
+				rule = &rs[m.Rule.Index]
+			} else if rs := p.Egress; !ingress && m.Rule.Index < len(rs) {
+				rule = &rs[m.Rule.Index]
+			}
+		}
+		if m.Broken != "" || rule == nil {
+			r.PeerText = "broken: " + m.Broken
+			if m.Rule.Action == policy.Accept {
+				r.PortText = "fails closed: matches nothing"
+			} else {
+				r.PortText = "fails closed: matches everything"
+			}
+		} else {
+			r.PeerText = clusterPeerText(m.Peer, rule.Peers, ingress)
+			r.PortText = clusterPortText(m.Port, rule.Protocols, proto, port, dstPod)
+		}
+		s.ClusterRules = append(s.ClusterRules, r)
+	}
 }

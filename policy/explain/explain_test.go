@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 )
 
 // A small cluster: namespace shop (pods web, db, and a hostNetwork pod
@@ -97,7 +99,7 @@ func TestBuild(t *testing.T) {
 		src: Endpoint{Pod: "tools/debug", IP: "10.244.1.5", Node: "n1", Kind: "pod"},
 		dst: Endpoint{Pod: "shop/db", IP: "10.244.0.2", Node: "n1", Kind: "pod"},
 		textHas: []string{
-			"egress of tools/debug: allowed: not isolated, no NetworkPolicy selects it for egress",
+			"egress of tools/debug: allowed: not isolated, no NetworkPolicy or ClusterNetworkPolicy selects it for egress",
 			"ingress of shop/db: DENIED: isolated by shop/db-ingress, shop/deny-all, and no rule allows",
 			`shop/db-ingress ingress rule 0 does not allow: no peer matches (from: pods app=web of namespace shop); ports[0] matches`,
 			"shop/db-ingress ingress rule 1 does not allow: every peer (no from); no port matches TCP/5432 (ports: UDP 53)",
@@ -188,7 +190,7 @@ func TestText(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `tools/debug (10.244.1.5) -> shop/db (10.244.0.2) TCP/5432 (pg): DENIED
-  egress of tools/debug: allowed: not isolated, no NetworkPolicy selects it for egress
+  egress of tools/debug: allowed: not isolated, no NetworkPolicy or ClusterNetworkPolicy selects it for egress
   ingress of shop/db: DENIED: isolated by shop/db-ingress, shop/deny-all, and no rule allows
     shop/db-ingress ingress rule 0 does not allow: no peer matches (from: pods app=web of namespace shop); ports[0] matches: TCP "pg" (5432 on shop/db)
     shop/db-ingress ingress rule 1 does not allow: every peer (no from); no port matches TCP/5432 (ports: UDP 53)
@@ -220,5 +222,115 @@ func TestBuildErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%+v: error %v, want %q", tt.q, err, tt.want)
 		}
+	}
+}
+
+// clusterWithCNPs is cluster() with ClusterNetworkPolicies, the tools
+// namespace labelled team=tools:
+//
+//	Admin pass-web (5):     app=db takes TCP 5432 from app=web: Pass (to NetworkPolicy)
+//	Admin deny-tools (10):  app=db takes nothing from team=tools: Deny
+//	Baseline no-docs (10):  tools pods reach nothing of 203.0.113.0/24: Deny
+func clusterWithCNPs() *Cluster {
+	c := cluster()
+	c.Namespaces[1].Labels = map[string]string{"team": "tools"}
+	db := &cnpv1beta1.NamespacedPod{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}}
+	c.ClusterPolicies = []cnpv1beta1.ClusterNetworkPolicy{{
+		ObjectMeta: metav1.ObjectMeta{Name: "pass-web"},
+		Spec: cnpv1beta1.ClusterNetworkPolicySpec{Tier: cnpv1beta1.AdminTier, Priority: 5, Subject: cnpv1beta1.ClusterNetworkPolicySubject{Pods: db},
+			Ingress: []cnpv1beta1.ClusterNetworkPolicyIngressRule{{Name: "web", Action: cnpv1beta1.ClusterNetworkPolicyRuleActionPass,
+				From:      []cnpv1beta1.ClusterNetworkPolicyIngressPeer{{Pods: &cnpv1beta1.NamespacedPod{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}},
+				Protocols: []cnpv1beta1.ClusterNetworkPolicyProtocol{{TCP: &cnpv1beta1.ClusterNetworkPolicyProtocolTCP{DestinationPort: &cnpv1beta1.Port{Number: 5432}}}}}}},
+	}, {
+		ObjectMeta: metav1.ObjectMeta{Name: "deny-tools"},
+		Spec: cnpv1beta1.ClusterNetworkPolicySpec{Tier: cnpv1beta1.AdminTier, Priority: 10, Subject: cnpv1beta1.ClusterNetworkPolicySubject{Pods: db},
+			Ingress: []cnpv1beta1.ClusterNetworkPolicyIngressRule{{Action: cnpv1beta1.ClusterNetworkPolicyRuleActionDeny,
+				From: []cnpv1beta1.ClusterNetworkPolicyIngressPeer{{Namespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "tools"}}}}}}},
+	}, {
+		ObjectMeta: metav1.ObjectMeta{Name: "no-docs"},
+		Spec: cnpv1beta1.ClusterNetworkPolicySpec{Tier: cnpv1beta1.BaselineTier, Priority: 10,
+			Subject: cnpv1beta1.ClusterNetworkPolicySubject{Namespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "tools"}}},
+			Egress: []cnpv1beta1.ClusterNetworkPolicyEgressRule{{Action: cnpv1beta1.ClusterNetworkPolicyRuleActionDeny,
+				To: []cnpv1beta1.ClusterNetworkPolicyEgressPeer{{Networks: []cnpv1beta1.CIDR{"203.0.113.0/24"}}}}}},
+	}}
+	return c
+}
+
+func TestBuildClusterPolicies(t *testing.T) {
+	tests := []struct {
+		name            string
+		q               Query
+		allowed         bool
+		egress, ingress string
+		admin, baseline string // the sides' deciding rules: policy and action, of the side named by the test
+		textHas         []string
+	}{{
+		name: "an Admin Pass hands over to NetworkPolicy", q: Query{Source: "shop/web", Destination: "shop/db", Port: "pg"},
+		allowed: true, egress: "AllowedByRule", ingress: "AllowedByRule", admin: "pass-web Pass",
+		textHas: []string{
+			"ingress of shop/db: Admin pass-web (priority 5) rule 0 \"web\" Pass passes to NetworkPolicy; allowed by shop/db-ingress ingress rule 0",
+			"Admin pass-web (priority 5) rule 0 \"web\" Pass ingress matches: from[0] matches: pods app=web of namespaces (all); protocols[0] matches: TCP/5432",
+			"Admin deny-tools (priority 10) rule 0 Deny ingress does not match: no peer matches (from: every pod of namespaces team=tools)",
+		},
+	}, {
+		name: "an Admin Deny overrides NetworkPolicy", q: Query{Source: "tools/debug", Destination: "shop/db", Port: "53", Protocol: "UDP"},
+		egress: "NotIsolated", ingress: "DeniedByAdmin", admin: "deny-tools Deny",
+		textHas: []string{
+			"ingress of shop/db: DENIED by Admin deny-tools (priority 10) rule 0 Deny, whatever NetworkPolicy says",
+			"egress of tools/debug: allowed: no NetworkPolicy isolates it for egress, and no rule of the ClusterNetworkPolicies that select it matches",
+		},
+	}, {
+		name: "a Baseline Deny where no NetworkPolicy isolates", q: Query{Source: "tools/debug", Destination: "203.0.113.9", Port: "443"},
+		egress: "DeniedByBaseline", ingress: "NotIsolated", baseline: "no-docs Deny",
+		textHas: []string{
+			"egress of tools/debug: DENIED by Baseline no-docs (priority 10) rule 0 Deny (no NetworkPolicy isolates it)",
+			"to[0] matches: networks 203.0.113.0/24; every protocol and port (no protocols)",
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := Build(clusterWithCNPs(), tt.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Allowed != tt.allowed || r.Egress.Reason != tt.egress || r.Ingress.Reason != tt.ingress {
+				t.Errorf("allowed %v egress %s ingress %s, want %v %s %s", r.Allowed, r.Egress.Reason, r.Ingress.Reason, tt.allowed, tt.egress, tt.ingress)
+			}
+			ref := func(r *ClusterRuleRef) string {
+				if r == nil {
+					return ""
+				}
+				return r.Policy + " " + r.Action
+			}
+			if a := ref(r.Ingress.Admin) + ref(r.Egress.Admin); a != tt.admin {
+				t.Errorf("Admin rule %q, want %q", a, tt.admin)
+			}
+			if b := ref(r.Ingress.Baseline) + ref(r.Egress.Baseline); b != tt.baseline {
+				t.Errorf("Baseline rule %q, want %q", b, tt.baseline)
+			}
+			var b bytes.Buffer
+			if err := r.WriteText(&b); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range tt.textHas {
+				if !strings.Contains(b.String(), s) {
+					t.Errorf("text lacks %q:\n%s", s, b.String())
+				}
+			}
+			js, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back Report
+			if err := json.Unmarshal(js, &back); err != nil || !reflect.DeepEqual(&back, r) {
+				t.Errorf("JSON round trip: %v\n%s", err, js)
+			}
+		})
+	}
+	c := cluster()
+	c.ClusterPoliciesUnread = "the API server does not serve them"
+	r, err := Build(c, Query{Source: "shop/web", Destination: "shop/db", Port: "pg"})
+	if err != nil || !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "ClusterNetworkPolicies were not read") }) {
+		t.Errorf("notes %q (%v), want one on the unread ClusterNetworkPolicies", r.Notes, err)
 	}
 }

@@ -43,13 +43,26 @@ func (s *Side) writeText(b *strings.Builder, dir string, e Endpoint) {
 		return
 	}
 	fmt.Fprintf(b, "  %s of %s: ", dir, s.Pod)
+	passed := "" // an Admin Pass before NetworkPolicy's answer
+	if s.Admin != nil && s.Admin.Action == policy.Pass.String() {
+		passed = s.Admin.String() + " passes to NetworkPolicy; "
+	}
 	switch s.Reason {
 	case reasonNames[policy.NotIsolated]:
-		fmt.Fprintf(b, "allowed: not isolated, no NetworkPolicy selects it for %s\n", dir)
+		switch {
+		case s.Baseline != nil:
+			fmt.Fprintf(b, "allowed: %s%s passes to the default, allow\n", passed, s.Baseline)
+		case passed != "":
+			fmt.Fprintf(b, "allowed: %sno NetworkPolicy selects it for %s\n", passed, dir)
+		case len(s.ClusterRules) > 0:
+			fmt.Fprintf(b, "allowed: no NetworkPolicy isolates it for %s, and no rule of the ClusterNetworkPolicies that select it matches\n", dir)
+		default:
+			fmt.Fprintf(b, "allowed: not isolated, no NetworkPolicy or ClusterNetworkPolicy selects it for %s\n", dir)
+		}
 	case reasonNames[policy.Self]:
-		fmt.Fprintf(b, "allowed: a pod may always reach itself (isolated by %s)\n", strings.Join(s.IsolatedBy, ", "))
+		fmt.Fprintf(b, "allowed: a pod may always reach itself%s\n", isolatedBy(s.IsolatedBy))
 	case reasonNames[policy.LocalNode]:
-		fmt.Fprintf(b, "allowed: traffic from a pod's own node is always allowed in (isolated by %s)\n", strings.Join(s.IsolatedBy, ", "))
+		fmt.Fprintf(b, "allowed: traffic from a pod's own node is always allowed in%s\n", isolatedBy(s.IsolatedBy))
 	case reasonNames[policy.AllowedByRule]:
 		var by []string
 		for _, r := range s.Rules {
@@ -57,9 +70,24 @@ func (s *Side) writeText(b *strings.Builder, dir string, e Endpoint) {
 				by = append(by, fmt.Sprintf("%s %s rule %d", r.Policy, r.Direction, r.Index))
 			}
 		}
-		fmt.Fprintf(b, "allowed by %s\n", strings.Join(by, ", "))
+		fmt.Fprintf(b, "%sallowed by %s\n", passed, strings.Join(by, ", "))
+	case reasonNames[policy.AcceptedByAdmin]:
+		fmt.Fprintf(b, "allowed: accepted by %s, whatever NetworkPolicy says\n", s.Admin)
+	case reasonNames[policy.DeniedByAdmin]:
+		fmt.Fprintf(b, "DENIED by %s, whatever NetworkPolicy says\n", s.Admin)
+	case reasonNames[policy.AcceptedByBaseline]:
+		fmt.Fprintf(b, "allowed: %saccepted by %s (no NetworkPolicy isolates it)\n", passed, s.Baseline)
+	case reasonNames[policy.DeniedByBaseline]:
+		fmt.Fprintf(b, "%sDENIED by %s (no NetworkPolicy isolates it)\n", passed, s.Baseline)
 	default:
-		fmt.Fprintf(b, "DENIED: isolated by %s, and no rule allows\n", strings.Join(s.IsolatedBy, ", "))
+		fmt.Fprintf(b, "%sDENIED: isolated by %s, and no rule allows\n", passed, strings.Join(s.IsolatedBy, ", "))
+	}
+	for _, r := range s.ClusterRules {
+		verdict := "does not match"
+		if r.Matches {
+			verdict = "matches"
+		}
+		fmt.Fprintf(b, "    %s %s %s: %s; %s\n", r.ClusterRuleRef, dir, verdict, r.PeerText, r.PortText)
 	}
 	for _, r := range s.Rules {
 		verdict := "does not allow"
@@ -73,6 +101,82 @@ func (s *Side) writeText(b *strings.Builder, dir string, e Endpoint) {
 			fmt.Fprintf(b, "    %s has no %s rules: it only isolates\n", p, dir)
 		}
 	}
+}
+
+func isolatedBy(ps []string) string {
+	if len(ps) == 0 {
+		return ""
+	}
+	return " (isolated by " + strings.Join(ps, ", ") + ")"
+}
+
+// clusterPeerText says in words what matched of a ClusterNetworkPolicy
+// rule's peers.
+func clusterPeerText(m int, peers []policy.ClusterPeer, ingress bool) string {
+	field := "to"
+	if ingress {
+		field = "from"
+	}
+	switch {
+	case m == policy.NoMatch:
+		var all []string
+		for i := range peers {
+			all = append(all, describeClusterPeer(&peers[i]))
+		}
+		return "no peer matches (" + field + ": " + strings.Join(all, "; ") + ")"
+	case m >= 0 && m < len(peers):
+		return fmt.Sprintf("%s[%d] matches: %s", field, m, describeClusterPeer(&peers[m]))
+	}
+	return fmt.Sprintf("%s[%d]", field, m)
+}
+
+func describeClusterPeer(p *policy.ClusterPeer) string {
+	switch {
+	case p.Pods != nil && p.Pods.Pods == nil:
+		return "every pod of namespaces " + selectorText(&p.Pods.Namespaces)
+	case p.Pods != nil:
+		return "pods " + selectorText(p.Pods.Pods) + " of namespaces " + selectorText(&p.Pods.Namespaces)
+	case p.Nodes != nil:
+		return "the addresses of nodes " + selectorText(p.Nodes)
+	case len(p.Networks) > 0:
+		var ns []string
+		for _, n := range p.Networks {
+			ns = append(ns, n.String())
+		}
+		return "networks " + strings.Join(ns, ", ")
+	case len(p.DomainNames) > 0:
+		return "domain names " + strings.Join(p.DomainNames, ", ") + " (not supported: match nothing)"
+	}
+	return "an empty peer"
+}
+
+// clusterPortText says in words what matched of a ClusterNetworkPolicy
+// rule's protocols.
+func clusterPortText(m int, ps []policy.ClusterProtocol, proto policy.Protocol, port uint16, dstPod *policy.Pod) string {
+	describe := func(p policy.ClusterProtocol) string {
+		if p.NamedPort == "" || dstPod == nil {
+			return p.String()
+		}
+		for _, np := range dstPod.Ports {
+			if np.Name == p.NamedPort {
+				return fmt.Sprintf("%s (%s/%d on %s)", p, np.Protocol, np.Port, dstPod.Key())
+			}
+		}
+		return fmt.Sprintf("%s (no such port on %s)", p, dstPod.Key())
+	}
+	switch {
+	case m == policy.Every:
+		return "every protocol and port (no protocols)"
+	case m == policy.NoMatch:
+		var all []string
+		for _, p := range ps {
+			all = append(all, describe(p))
+		}
+		return fmt.Sprintf("no protocol matches %s/%d (protocols: %s)", proto, port, strings.Join(all, "; "))
+	case m >= 0 && m < len(ps):
+		return fmt.Sprintf("protocols[%d] matches: %s", m, describe(ps[m]))
+	}
+	return fmt.Sprintf("protocols[%d]", m)
 }
 
 // peerText says in words what matched of peers, the from (ingress) or to

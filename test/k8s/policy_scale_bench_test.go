@@ -232,7 +232,7 @@ func runPolicyService(ctx context.Context, b *testing.B, c *cluster.Cluster, cli
 	cfg := rest.CopyConfig(c.Config)
 	cfg.UserAgent = "podnet-agent"
 	heapBefore, _ := liveHeap()
-	src, err := netpol.NewSources(cfg, scaleAgentNode, nil)
+	src, err := netpol.NewSources(cfg, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

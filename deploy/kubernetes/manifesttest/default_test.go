@@ -21,11 +21,12 @@ import (
 var nodeVerbs = []string{"list", "watch", "patch"}
 
 // policyRules are the rights of the policy service (agent --network-policy):
-// its informers of Namespaces, Pods and NetworkPolicies (its own Node's
-// is within nodeVerbs).
+// its informers of Namespaces, Pods, NetworkPolicies and
+// ClusterNetworkPolicies (every Node's is within nodeVerbs).
 var policyRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"namespaces", "pods"}, Verbs: []string{"list", "watch"}},
 	{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{"policy.networking.k8s.io"}, Resources: []string{"clusternetworkpolicies"}, Verbs: []string{"get", "list", "watch"}},
 }
 
 // TestDaemonSet checks the default DaemonSet: what every podnet

@@ -11,7 +11,10 @@
 // The custom resources of deploy/kubernetes/crds are checked with the API
 // server's own validation packages: structural schemas, CEL rules that
 // compile within the cost budget, what they refuse, and that the largest
-// block fits under etcd's request limit.
+// block fits under etcd's request limit. The ClusterNetworkPolicy CRD of
+// deploy/kubernetes/clusternetworkpolicy must equal, byte for byte, the
+// experimental channel's file of the network-policy-api module the main
+// module requires.
 //
 // It is a module of its own so that the main module's go.mod does not
 // carry the API machinery's test-only dependencies; it uses podnet's

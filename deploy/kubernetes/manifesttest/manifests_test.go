@@ -49,7 +49,8 @@ var variants = []struct{ name, dir string }{
 // otherDirs are directories of deploy/kubernetes with manifests that are
 // not a deployment of their own, each with the test that checks it.
 var otherDirs = map[string]string{
-	"crds": "crds_test.go: the podnet.io CRDs of model B",
+	"crds":                 "crds_test.go: the podnet.io CRDs of model B",
+	"clusternetworkpolicy": "clusternetworkpolicy_test.go: the ClusterNetworkPolicy CRD, upstream's verbatim",
 }
 
 // namespace is where every podnet object lives: kube-system, because

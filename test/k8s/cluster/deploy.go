@@ -179,7 +179,10 @@ func (c *Cluster) Localize(m *Manifests) error {
 // Apply creates the objects, the ones the DaemonSet's pods need first
 // (the cluster is new: create is apply), and remembers the variant as
 // the one deployed (see IPAMStore). For Blocks it creates the podnet.io
-// CRDs before anything else, as the variant's README says to.
+// CRDs before anything else, as the variant's README says to; for the
+// variants whose agent enforces policy (Default, Blocks), the
+// ClusterNetworkPolicy CRD too, so that every cluster test and the
+// conformance harness have it.
 func (c *Cluster) Apply(ctx context.Context, m *Manifests) error {
 	store, err := ipamStoreOf(m)
 	if err != nil {
@@ -187,6 +190,11 @@ func (c *Cluster) Apply(ctx context.Context, m *Manifests) error {
 	}
 	if m.Variant == Blocks {
 		if err := c.ApplyIPAMCRDs(ctx); err != nil {
+			return err
+		}
+	}
+	if m.Variant == Default || m.Variant == Blocks {
+		if err := c.ApplyClusterNetworkPolicyCRD(ctx); err != nil {
 			return err
 		}
 	}

@@ -20,9 +20,23 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 // ApplyIPAMCRDs creates deploy/kubernetes/crds' custom resource
 // definitions verbatim and waits until the API server serves them.
 func (c *Cluster) ApplyIPAMCRDs(ctx context.Context) error {
-	files, err := filepath.Glob(filepath.Join(c.ModuleRoot, "deploy/kubernetes/crds/*.yaml"))
+	return c.applyCRDs(ctx, "deploy/kubernetes/crds")
+}
+
+// ApplyClusterNetworkPolicyCRD creates the ClusterNetworkPolicy CRD of
+// deploy/kubernetes/clusternetworkpolicy verbatim and waits until the
+// API server serves it.
+func (c *Cluster) ApplyClusterNetworkPolicyCRD(ctx context.Context) error {
+	return c.applyCRDs(ctx, "deploy/kubernetes/clusternetworkpolicy")
+}
+
+// applyCRDs creates the CRDs of dir (relative to the module root), as
+// `kubectl apply -f dir/` would on a new cluster, and waits until they
+// are established.
+func (c *Cluster) applyCRDs(ctx context.Context, dir string) error {
+	files, err := filepath.Glob(filepath.Join(c.ModuleRoot, dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		return fmt.Errorf("deploy/kubernetes/crds: no *.yaml (%v)", err)
+		return fmt.Errorf("%s: no *.yaml (%v)", dir, err)
 	}
 	dc, err := dynamic.NewForConfig(c.Config)
 	if err != nil {
