@@ -1,0 +1,151 @@
+package cnpconformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Run is one run of the suite against a harness cluster.
+type Run struct {
+	// Suite is the suite's test binary (cluster.CNPConformanceSuite).
+	Suite string
+	// Test2JSON is go's test2json (Test2JSON), which turns the suite's
+	// output into events.
+	Test2JSON string
+	// Kubeconfig is the file the suite reads, through $KUBECONFIG.
+	Kubeconfig string
+	// NetNS is the network namespace (a path) the suite runs in: the
+	// first node's, where the API server listens and whose only way out
+	// is the harness's underlay.
+	NetNS string
+	// Dir receives events.json, the suite's report and its stderr.
+	Dir string
+	// Focus, when set, is a regexp narrowing the suite's tests (their
+	// ShortNames).
+	Focus string
+	// Skips are left out by name.
+	Skips []Skip
+	// Version is podnet's, for the report's implementation.
+	Version string
+	// Timeout bounds the suite (its -test.timeout).
+	Timeout time.Duration
+}
+
+// Events is where the test events go, one JSON object a line.
+func (r Run) Events() string { return filepath.Join(r.Dir, "events.json") }
+
+// SuiteReport is where the suite writes its report (-report-output).
+func (r Run) SuiteReport() string { return filepath.Join(r.Dir, "suite-report.yaml") }
+
+// Test2JSON returns go's test2json program, from the toolchain on $PATH.
+func Test2JSON() (string, error) {
+	out, err := exec.Command("go", "env", "GOTOOLDIR").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOTOOLDIR: %w", err)
+	}
+	p := filepath.Join(strings.TrimSpace(string(out)), "test2json")
+	if _, err := os.Stat(p); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// Args returns the command line: test2json running the suite's binary
+// in the node's network namespace, as its users run it (go test's
+// -run TestConformanceProfiles with the profile flags): the
+// ClusterNetworkPolicy profile with ExperimentalFeatures, the report
+// written, the base resources cleaned up afterwards.
+func (r Run) Args() []string {
+	timeout := r.Timeout
+	if timeout <= 0 {
+		timeout = time.Hour
+	}
+	run := "^" + suiteTest + "$"
+	if r.Focus != "" {
+		run += "/" + r.Focus
+	}
+	args := []string{"nsenter", "--net=" + r.NetNS, "--",
+		r.Test2JSON, "-t", "-p", SuiteModule + "/conformance",
+		r.Suite,
+		"-test.v=test2json",
+		"-test.count=1",
+		"-test.timeout=" + timeout.String(),
+		"-test.run=" + run,
+	}
+	if p := skipPattern(r.Skips); p != "" {
+		args = append(args, "-test.skip="+p)
+	}
+	return append(args,
+		"-conformance-profiles="+Profile,
+		"-supported-features="+strings.Join(ExperimentalFeatures, ","),
+		"-cleanup-base-resources=true",
+		"-report-output="+r.SuiteReport(),
+		"-organization=podnet",
+		"-project=podnet",
+		"-url=https://github.com/podnet/podnet",
+		"-version="+r.Version,
+		"-contact=https://github.com/podnet/podnet/issues",
+		"-additional-info=test/k8s TestClusterNetworkPolicyConformance (make conformance), docs/conformance.md",
+	)
+}
+
+// Exec runs the suite and waits for it: the events in Events, what
+// test2json itself prints in suite.stderr. It returns nil when the suite
+// ran, whatever its tests' results, and an error when it could not run
+// or left no events. The processes run in a process group of their own,
+// which a cancelled ctx kills.
+func (r Run) Exec(ctx context.Context) error {
+	if err := os.MkdirAll(r.Dir, 0o755); err != nil {
+		return err
+	}
+	events, err := os.Create(r.Events())
+	if err != nil {
+		return err
+	}
+	defer events.Close()
+	stderr, err := os.Create(filepath.Join(r.Dir, "suite.stderr"))
+	if err != nil {
+		return err
+	}
+	defer stderr.Close()
+	args := r.Args()
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdout, cmd.Stderr = events, stderr
+	cmd.Dir = r.Dir
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+r.Kubeconfig)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		// The group is the one this Start made: test2json and the suite.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case err = <-done:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			err = <-done
+		}
+		return fmt.Errorf("the suite stopped: %w (last result %v)", ctx.Err(), err)
+	}
+	if fi, serr := os.Stat(r.Events()); serr != nil || fi.Size() == 0 {
+		return fmt.Errorf("the suite left no events (%v); see %s", err, stderr.Name())
+	}
+	// The suite exits non-zero when a test failed: the events say which.
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return err
+	}
+	return nil
+}
