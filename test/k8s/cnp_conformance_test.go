@@ -60,11 +60,7 @@ func TestClusterNetworkPolicyConformance(t *testing.T) {
 
 	// What runs the suite, built before the cluster starts.
 	start := time.Now()
-	suite, err := cluster.CNPConformanceSuite(t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	test2json, err := cnpconformance.Test2JSON()
+	bin, err := cluster.CNPConformanceBinaries(t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +114,7 @@ func TestClusterNetworkPolicyConformance(t *testing.T) {
 	if kernelSCTP != nil {
 		t.Logf("cnp: %v: %d SCTP tests and subtests are skipped by name", kernelSCTP, len(skips))
 	}
-	run := cnpconformance.Run{Suite: suite, Test2JSON: test2json, Kubeconfig: kubeconfig, NetNS: c.Nodes[0].NetNS,
+	run := cnpconformance.Run{Bin: bin, Kubeconfig: kubeconfig, NetNS: c.Nodes[0].NetNS,
 		Dir: results, Focus: os.Getenv(cnpFocusEnv), Skips: skips, Version: podnetVersion(c.ModuleRoot), Timeout: 90 * time.Minute}
 	t.Logf("cnp: %s", strings.Join(run.Args(), " "))
 	runStart := time.Now()

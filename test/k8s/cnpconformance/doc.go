@@ -1,6 +1,6 @@
 // Package cnpconformance runs the ClusterNetworkPolicy conformance suite
 // of sigs.k8s.io/network-policy-api (its test binary, which
-// cluster.CNPConformanceSuite builds) against a harness cluster, as the
+// cluster.CNPConformanceBinaries builds) against a harness cluster, as the
 // suite's users run it: the ClusterNetworkPolicy profile with the
 // experimental features podnet builds. It holds what the run needs that is
 // the suite's and not the cluster's: the one image its pods run, built

@@ -14,11 +14,10 @@ import (
 
 // Run is one run of the suite against a harness cluster.
 type Run struct {
-	// Suite is the suite's test binary (cluster.CNPConformanceSuite).
-	Suite string
-	// Test2JSON is go's test2json (Test2JSON), which turns the suite's
-	// output into events.
-	Test2JSON string
+	// Bin holds the suite's test binary, conformance.test, and Go's
+	// test2json, which turns its output into events
+	// (cluster.CNPConformanceBinaries).
+	Bin string
 	// Kubeconfig is the file the suite reads, through $KUBECONFIG.
 	Kubeconfig string
 	// NetNS is the network namespace (a path) the suite runs in: the
@@ -44,19 +43,6 @@ func (r Run) Events() string { return filepath.Join(r.Dir, "events.json") }
 // SuiteReport is where the suite writes its report (-report-output).
 func (r Run) SuiteReport() string { return filepath.Join(r.Dir, "suite-report.yaml") }
 
-// Test2JSON returns go's test2json program, from the toolchain on $PATH.
-func Test2JSON() (string, error) {
-	out, err := exec.Command("go", "env", "GOTOOLDIR").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOTOOLDIR: %w", err)
-	}
-	p := filepath.Join(strings.TrimSpace(string(out)), "test2json")
-	if _, err := os.Stat(p); err != nil {
-		return "", err
-	}
-	return p, nil
-}
-
 // Args returns the command line: test2json running the suite's binary
 // in the node's network namespace, as its users run it (go test's
 // -run TestConformanceProfiles with the profile flags): the
@@ -72,8 +58,8 @@ func (r Run) Args() []string {
 		run += "/" + r.Focus
 	}
 	args := []string{"nsenter", "--net=" + r.NetNS, "--",
-		r.Test2JSON, "-t", "-p", SuiteModule + "/conformance",
-		r.Suite,
+		filepath.Join(r.Bin, "test2json"), "-t", "-p", SuiteModule + "/conformance",
+		filepath.Join(r.Bin, "conformance.test"),
 		"-test.v=test2json",
 		"-test.count=1",
 		"-test.timeout=" + timeout.String(),
