@@ -116,7 +116,7 @@ func TestClusterNetworkPolicyConformance(t *testing.T) {
 	}
 	run := cnpconformance.Run{Bin: bin, Kubeconfig: kubeconfig, NetNS: c.Nodes[0].NetNS,
 		Dir: results, Focus: os.Getenv(cnpFocusEnv), Skips: skips, Version: podnetVersion(c.ModuleRoot), Timeout: 90 * time.Minute}
-	t.Logf("cnp: %s", strings.Join(run.Args(), " "))
+	t.Logf("cnp: %s", run.Command())
 	runStart := time.Now()
 	err = run.Exec(ctx)
 	took := time.Since(runStart).Round(time.Second)

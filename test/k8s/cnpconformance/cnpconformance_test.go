@@ -313,3 +313,16 @@ type status struct {
 	SkippedTests []string `json:"skippedTests"`
 	FailedTests  []string `json:"failedTests"`
 }
+
+// TestCommand: the logged command line, run by a shell, gives the
+// suite the arguments Args gives it.
+func TestCommand(t *testing.T) {
+	r := Run{Bin: "/cache/bin", Kubeconfig: "/tmp/a b/kc", NetNS: "/run/netns/x", Dir: "/res", Skips: SCTPSkips, Version: "v1"}
+	out, err := exec.Command("sh", "-c", "printf '%s\\n' "+strings.TrimPrefix(r.Command(), "KUBECONFIG="+shellQuote(r.Kubeconfig)+" ")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSuffix(string(out), "\n"), strings.Join(r.Args(), "\n"); got != want {
+		t.Errorf("the shell read\n%s\nwant\n%s", got, want)
+	}
+}

@@ -135,3 +135,22 @@ func (r Run) Exec(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Command is the command line as a shell reads it, $KUBECONFIG
+// included: what to paste to run the suite again by hand (as root, on
+// the machine, while the cluster is kept).
+func (r Run) Command() string {
+	words := []string{"KUBECONFIG=" + shellQuote(r.Kubeconfig)}
+	for _, a := range r.Args() {
+		words = append(words, shellQuote(a))
+	}
+	return strings.Join(words, " ")
+}
+
+// shellQuote quotes s for a POSIX shell unless it needs none.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=./:,+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
