@@ -53,9 +53,13 @@ func TestClusterNetworkPolicyConformance(t *testing.T) {
 		t.Fatalf("%s=%q: default or blocks", conformanceVarEnv, v)
 	}
 	kernelSCTP := conformance.KernelSCTP()
+	focus := os.Getenv(cnpFocusEnv)
 	var skips []cnpconformance.Skip
 	if kernelSCTP != nil {
-		skips = cnpconformance.SCTPSkips
+		var err error
+		if skips, err = cnpconformance.Within(cnpconformance.SCTPSkips, focus); err != nil {
+			t.Fatalf("%s: %v", cnpFocusEnv, err)
+		}
 	}
 
 	// What runs the suite, built before the cluster starts.
@@ -115,7 +119,7 @@ func TestClusterNetworkPolicyConformance(t *testing.T) {
 		t.Logf("cnp: %v: %d SCTP tests and subtests are skipped by name", kernelSCTP, len(skips))
 	}
 	run := cnpconformance.Run{Bin: bin, Kubeconfig: kubeconfig, NetNS: c.Nodes[0].NetNS,
-		Dir: results, Focus: os.Getenv(cnpFocusEnv), Skips: skips, Version: podnetVersion(c.ModuleRoot), Timeout: 90 * time.Minute}
+		Dir: results, Focus: focus, Skips: skips, Version: podnetVersion(c.ModuleRoot), Timeout: 90 * time.Minute}
 	t.Logf("cnp: %s", run.Command())
 	runStart := time.Now()
 	err = run.Exec(ctx)

@@ -326,3 +326,19 @@ func TestCommand(t *testing.T) {
 		t.Errorf("the shell read\n%s\nwant\n%s", got, want)
 	}
 }
+
+func TestWithin(t *testing.T) {
+	in, err := Within(SCTPSkips, "AdminTierEgress(SCTP|NodePeers)$")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in) != 2 || in[0].Test != "CNPAdminTierEgressSCTP" || in[1].Test != "CNPAdminTierEgressNodePeers" {
+		t.Errorf("Within: %+v", in)
+	}
+	if all, _ := Within(SCTPSkips, ""); len(all) != len(SCTPSkips) {
+		t.Errorf("Within with no focus: %d of %d", len(all), len(SCTPSkips))
+	}
+	if _, err := Within(SCTPSkips, "("); err == nil {
+		t.Error("Within(\"(\"): no error")
+	}
+}

@@ -1,6 +1,7 @@
 package cnpconformance
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 )
@@ -64,6 +65,24 @@ var SCTPSkips = []Skip{
 		Why: "probes SCTP on the host-network server's port beside TCP and UDP (the test's last subtest; the others run)", Experimental: true},
 	{Test: "CNPBaselineTierEgressNodePeers", Subtest: "Should support a 'deny-egress' rule policy for egress-node-peer", Reason: noSCTP,
 		Why: "probes SCTP on the host-network server's port beside TCP and UDP (the test's last subtest; the others run)", Experimental: true},
+}
+
+// Within are the skips of the tests a focus (Run.Focus) selects.
+func Within(skips []Skip, focus string) ([]Skip, error) {
+	if focus == "" {
+		return skips, nil
+	}
+	re, err := regexp.Compile(focus)
+	if err != nil {
+		return nil, fmt.Errorf("focus %q: %w", focus, err)
+	}
+	var in []Skip
+	for _, s := range skips {
+		if re.MatchString(s.Test) {
+			in = append(in, s)
+		}
+	}
+	return in, nil
 }
 
 // skipPattern is go test's -test.skip for the skips: one alternative
