@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 
 	"github.com/podnet/podnet/test/k8s/cluster"
 	"github.com/podnet/podnet/test/k8s/cnpconformance"
@@ -76,14 +75,6 @@ func TestClusterNetworkPolicyConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mod, err := cluster.ModuleDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	suiteDir, err := cnpconformance.ModuleDir(filepath.Join(mod, "cnpbuild"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Logf("cnp: the suite and its image ready in %s", time.Since(start).Round(time.Second))
 
 	c := cluster.Start(t, cluster.WithNodes(2))
@@ -103,7 +94,7 @@ func TestClusterNetworkPolicyConformance(t *testing.T) {
 	for _, n := range c.Nodes {
 		waitNodeReady(ctx, t, c, n.Name, 3*time.Minute)
 	}
-	crd, err := ensureCNPCRD(ctx, c, cnpconformance.CRDFile(suiteDir))
+	crd, err := deployedCNPCRD(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,48 +201,27 @@ func cnpSummary(name string, c *cluster.Cluster, run cnpconformance.Run, res *cn
 // cnpCRD is the ClusterNetworkPolicy CRD's name.
 const cnpCRD = "clusternetworkpolicies.policy.networking.k8s.io"
 
-// ensureCNPCRD makes sure the API serves ClusterNetworkPolicy and says
-// whose CRD it is. TEMPORARY: until podnet's deployment ships the CRD
-// (deploy/kubernetes/clusternetworkpolicy, branch h-cnpa), c.Deploy does
-// not create it and this creates the suite's release's own
-// (config/crd/experimental) verbatim; once Deploy does, this only reports
-// the deployed one and the creation below can go.
-func ensureCNPCRD(ctx context.Context, c *cluster.Cluster, file string) (string, error) {
+// deployedCNPCRD says which ClusterNetworkPolicy CRD the deployment
+// installed (deploy/kubernetes/clusternetworkpolicy, which c.Deploy
+// applies with the manifests): its bundle version and channel. The suite
+// judges podnet as shipped, so a deployment without the CRD fails here
+// rather than being given one.
+func deployedCNPCRD(ctx context.Context, c *cluster.Cluster) (string, error) {
 	dc, err := dynamic.NewForConfig(c.Config)
 	if err != nil {
 		return "", err
 	}
 	crds := dc.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
-	describe := func(u *unstructured.Unstructured, whose string) string {
-		a := u.GetAnnotations()
-		return fmt.Sprintf("CRD %s (%s): bundle-version %s, channel %s", cnpCRD, whose,
-			a["policy.networking.k8s.io/bundle-version"], a["policy.networking.k8s.io/channel"])
-	}
-	if u, err := crds.Get(ctx, cnpCRD, metav1.GetOptions{}); err == nil {
-		return describe(u, "deployed with podnet"), nil
-	} else if !apierrors.IsNotFound(err) {
-		return "", err
-	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return "", err
-	}
-	js, err := yaml.YAMLToJSON(data)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", file, err)
-	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(js); err != nil {
-		return "", fmt.Errorf("%s: %w", file, err)
-	}
-	if _, err := crds.Create(ctx, u, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
-		return "", fmt.Errorf("%s: %w", file, err)
-	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		got, err := crds.Get(ctx, cnpCRD, metav1.GetOptions{})
-		if err == nil && crdEstablished(got) {
-			return describe(got, "the suite's own, created by the test: podnet's deployment has none"), nil
+		u, err := crds.Get(ctx, cnpCRD, metav1.GetOptions{})
+		if err == nil && crdEstablished(u) {
+			a := u.GetAnnotations()
+			return fmt.Sprintf("CRD %s deployed with podnet: bundle-version %s, channel %s", cnpCRD,
+				a["policy.networking.k8s.io/bundle-version"], a["policy.networking.k8s.io/channel"]), nil
+		}
+		if err != nil && apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("the deployment installed no %s (deploy/kubernetes/clusternetworkpolicy)", cnpCRD)
 		}
 		if time.Now().After(deadline) {
 			return "", fmt.Errorf("crd %s not established after a minute (%v)", cnpCRD, err)

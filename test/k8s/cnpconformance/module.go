@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 )
 
@@ -31,11 +30,4 @@ func ModuleDir(cnpbuildDir string) (string, error) {
 		}
 	}
 	return "", errors.New(SuiteModule + ": no module directory")
-}
-
-// CRDFile is the ClusterNetworkPolicy CRD of the suite's release, in the
-// experimental channel: the one that has the fields of the experimental
-// features (ExperimentalFeatures) the run opts into.
-func CRDFile(moduleDir string) string {
-	return filepath.Join(moduleDir, "config/crd/experimental/policy.networking.k8s.io_clusternetworkpolicies.yaml")
 }
