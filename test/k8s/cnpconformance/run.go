@@ -8,8 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/podnet/podnet/test/k8s/conformance"
 )
 
 // Run is one run of the suite against a harness cluster.
@@ -107,23 +108,8 @@ func (r Run) Exec(ctx context.Context) error {
 	cmd.Stdout, cmd.Stderr = events, stderr
 	cmd.Dir = r.Dir
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+r.Kubeconfig)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		// The group is the one this Start made: test2json and the suite.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case err = <-done:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			err = <-done
-		}
+	cancelled, err := conformance.RunGroup(ctx, cmd)
+	if cancelled {
 		return fmt.Errorf("the suite stopped: %w (last result %v)", ctx.Err(), err)
 	}
 	if fi, serr := os.Stat(r.Events()); serr != nil || fi.Size() == 0 {

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -104,24 +103,8 @@ func (r Run) Exec(ctx context.Context) error {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = r.Dir
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+r.Kubeconfig)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		// The group is the one this Start made: ginkgo and the
-		// e2e.test processes it started.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case err = <-done:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			err = <-done
-		}
+	cancelled, err := RunGroup(ctx, cmd)
+	if cancelled {
 		return fmt.Errorf("e2e.test stopped: %w (last result %v)", ctx.Err(), err)
 	}
 	if _, serr := os.Stat(r.JSONReport()); serr != nil {
