@@ -88,7 +88,7 @@ func (s *Service) slimSharedPod(obj any) (any, error) {
 // sharing their maps with the cache's equal ones (shareTable).
 func (s *Service) slimSharedPolicy(obj any) (any, error) {
 	o, err := slimPolicy(obj)
-	if np, ok := o.(*networkingv1.NetworkPolicy); ok && err == nil && np != obj {
+	if np, ok := o.(*networkingv1.NetworkPolicy); ok && err == nil {
 		s.share.sharePolicy(&np.Spec)
 	}
 	return o, err
