@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
 	"github.com/podnet/podnet/test/k8s/cluster"
 	"github.com/podnet/podnet/test/k8s/conformance"
 )
@@ -23,6 +27,9 @@ const (
 	conformanceFocusEnv = "PODNET_CONFORMANCE_FOCUS"   // a regexp narrowing the selection
 	conformanceProcsEnv = "PODNET_CONFORMANCE_PROCS"   // parallel e2e.test processes (default 4)
 	conformanceDirEnv   = "PODNET_CONFORMANCE_DIR"     // results (default <repo>/conformance-results)
+	// 1: an Admin ClusterNetworkPolicy that passes everything is in
+	// place before the specs run (podnet only)
+	conformancePassEnv = "PODNET_CONFORMANCE_CNP_PASS"
 )
 
 // TestConformance runs the upstream Kubernetes e2e networking specs the
@@ -64,6 +71,17 @@ func TestConformance(t *testing.T) {
 	if variant != cluster.Default && chain != "podnet" {
 		t.Fatalf("%s=%s is podnet's deployment; the %s chain has none", conformanceVarEnv, variant, chain)
 	}
+	passAll := false
+	switch v := os.Getenv(conformancePassEnv); v {
+	case "", "0":
+	case "1":
+		passAll = true
+	default:
+		t.Fatalf("%s=%q: 1 or 0", conformancePassEnv, v)
+	}
+	if passAll && chain != "podnet" {
+		t.Fatalf("%s=1 needs podnet's ClusterNetworkPolicy CRD; the %s chain has none", conformancePassEnv, chain)
+	}
 	procs := 4
 	if v := os.Getenv(conformanceProcsEnv); v != "" {
 		n, err := strconv.Atoi(v)
@@ -91,6 +109,9 @@ func TestConformance(t *testing.T) {
 	if variant != cluster.Default {
 		name += "-" + variant.String()
 	}
+	if passAll {
+		name += "-cnppass"
+	}
 	results := conformanceDir(t, c, name+"-"+string(c.ProxyMode()))
 	// Evidence beside the skip list: the underlay switch counts what the
 	// nodes send towards addresses outside the harness, which the run
@@ -109,6 +130,13 @@ func TestConformance(t *testing.T) {
 	}
 	for _, n := range c.Nodes {
 		waitNodeReady(ctx, t, c, n.Name, 3*time.Minute)
+	}
+	if passAll {
+		// Issue 23: the NetworkPolicy specs decide alike when an Admin
+		// tier passes everything on to them.
+		if err := createPassEverything(ctx, c); err != nil {
+			t.Fatalf("ClusterNetworkPolicy passing everything: %v", err)
+		}
 	}
 	// The cluster's DNS, as kubeadm deploys it: kube-dns at the address
 	// every kubelet's clusterDNS names, answering only for the cluster.
@@ -193,6 +221,36 @@ func TestConformance(t *testing.T) {
 	if len(failed) > 0 {
 		t.Errorf("%d [sig-network] specs failed; logs in %s", len(failed), filepath.Join(results, "specs"))
 	}
+}
+
+// createPassEverything creates an Admin-tier ClusterNetworkPolicy whose
+// subject is every namespace and whose rules pass to NetworkPolicy
+// every pod's ingress (the only peers ingress has) and egress to every
+// pod, node and network.
+func createPassEverything(ctx context.Context, c *cluster.Cluster) error {
+	dc, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	p := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "policy.networking.k8s.io/v1beta1",
+		"kind":       "ClusterNetworkPolicy",
+		"metadata":   map[string]any{"name": "conformance-pass-everything"},
+		"spec": map[string]any{
+			"tier":     "Admin",
+			"priority": int64(0),
+			"subject":  map[string]any{"namespaces": map[string]any{}},
+			"ingress": []any{map[string]any{"name": "pass-in", "action": "Pass",
+				"from": []any{map[string]any{"namespaces": map[string]any{}}}}},
+			"egress": []any{map[string]any{"name": "pass-out", "action": "Pass", "to": []any{
+				map[string]any{"namespaces": map[string]any{}},
+				map[string]any{"nodes": map[string]any{}},
+				map[string]any{"networks": []any{"0.0.0.0/0", "::/0"}},
+			}}},
+		},
+	}}
+	_, err = dc.Resource(cnpResource).Create(ctx, p, metav1.CreateOptions{})
+	return err
 }
 
 // conformanceDir is where a run's results go, emptied first:

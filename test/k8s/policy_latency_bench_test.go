@@ -17,7 +17,10 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/podnet/podnet/netns"
 	"github.com/podnet/podnet/test/k8s/cluster"
@@ -59,18 +62,24 @@ type latencyConfig struct {
 // measured, beside the benchmark's own: what a real cluster holds, that
 // selects none of the measured pods but that the agent still watches
 // and compiles with every change. create makes object i of count.
+// podnetOnly kinds are not made for the reference chain, whose cluster
+// does not serve them.
 type latencyBackground struct {
-	kind   string
-	count  int
-	create func(ctx context.Context, c *cluster.Cluster, i int) error
+	kind       string
+	count      int
+	podnetOnly bool
+	create     func(ctx context.Context, c *cluster.Cluster, i int) error
 }
 
 // latencyBackgrounds are NetworkPolicies (PODNET_POLICY_LATENCY_BACKGROUND
-// of them, none by default) in the measured pods' namespace. Other
-// kinds (ClusterNetworkPolicies, once the agent watches them) go here.
+// of them, none by default) in the measured pods' namespace and
+// ClusterNetworkPolicies (PODNET_POLICY_LATENCY_BACKGROUND_CNP, none by
+// default; podnet's chains only: the CRD comes with its deployment).
 func latencyBackgrounds(b *testing.B) []latencyBackground {
 	return []latencyBackground{
 		{kind: "NetworkPolicy", count: latencyEnv(b, "PODNET_POLICY_LATENCY_BACKGROUND", 0, 0), create: createBackgroundPolicy},
+		{kind: "ClusterNetworkPolicy", count: latencyEnv(b, "PODNET_POLICY_LATENCY_BACKGROUND_CNP", 0, 0),
+			podnetOnly: true, create: createBackgroundClusterPolicy},
 	}
 }
 
@@ -108,7 +117,8 @@ func latencyBackgrounds(b *testing.B) []latencyBackground {
 // p99 is the slowest) in milliseconds, and the tables of all chains are
 // logged at the end. PODNET_POLICY_LATENCY_N sets the policy rounds
 // (100), PODNET_POLICY_LATENCY_PODS the pods of each kind (20),
-// PODNET_POLICY_LATENCY_BACKGROUND a number of NetworkPolicies created
+// PODNET_POLICY_LATENCY_BACKGROUND a number of NetworkPolicies and
+// PODNET_POLICY_LATENCY_BACKGROUND_CNP of ClusterNetworkPolicies created
 // first that select none of the measured pods. After each chain the
 // nodes must hold nothing of the deleted pods, and after each cluster's
 // teardown nothing of it may be left.
@@ -175,7 +185,7 @@ func runPolicyLatency(b *testing.B, ch latencyChain, cfg latencyConfig) *latency
 	installLatencyChain(ctx, b, c, ch)
 	r := &latencyResult{chain: ch.name, reach: map[string]*reachSamples{}}
 	for _, bg := range cfg.background {
-		if bg.count == 0 {
+		if bg.count == 0 || (bg.podnetOnly && ch.reference) {
 			continue
 		}
 		start := time.Now()
@@ -544,6 +554,48 @@ func createBackgroundPolicy(ctx context.Context, c *cluster.Cluster, i int) erro
 		},
 	}
 	_, err := c.Client.NetworkingV1().NetworkPolicies("default").Create(ctx, p, metav1.CreateOptions{})
+	return err
+}
+
+// cnpResource is the ClusterNetworkPolicy resource podnet's deployment
+// serves (deploy/kubernetes/clusternetworkpolicy).
+var cnpResource = schema.GroupVersionResource{Group: "policy.networking.k8s.io", Version: "v1beta1", Resource: "clusternetworkpolicies"}
+
+// createBackgroundClusterPolicy creates background ClusterNetworkPolicy
+// i: Admin tier at priority i, its subject the pods
+// createBackgroundPolicy's policies select (none that the benchmark
+// runs), denying ingress from a /24 of 172.16.0.0/12, passing ingress
+// from every namespace's pods to NetworkPolicy, and accepting egress to
+// the cluster's pods.
+func createBackgroundClusterPolicy(ctx context.Context, c *cluster.Cluster, i int) error {
+	dc, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	p := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "policy.networking.k8s.io/v1beta1",
+		"kind":       "ClusterNetworkPolicy",
+		"metadata":   map[string]any{"name": fmt.Sprintf("nplat-bg-cnp-%d", i)},
+		"spec": map[string]any{
+			"tier":     "Admin",
+			"priority": int64(i),
+			"subject": map[string]any{"pods": map[string]any{
+				"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "default"}},
+				"podSelector":       map[string]any{"matchLabels": map[string]any{latencyRole + "-bg": strconv.Itoa(i % 20)}},
+			}},
+			"ingress": []any{
+				map[string]any{"name": "deny-net", "action": "Deny",
+					"from": []any{map[string]any{"networks": []any{fmt.Sprintf("172.16.%d.0/24", i%256)}}}},
+				map[string]any{"name": "pass-pods", "action": "Pass",
+					"from": []any{map[string]any{"namespaces": map[string]any{}}}},
+			},
+			"egress": []any{
+				map[string]any{"name": "accept-pods", "action": "Accept",
+					"to": []any{map[string]any{"namespaces": map[string]any{}}}},
+			},
+		},
+	}}
+	_, err = dc.Resource(cnpResource).Create(ctx, p, metav1.CreateOptions{})
 	return err
 }
 
