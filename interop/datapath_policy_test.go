@@ -151,6 +151,9 @@ func TestPolicySnapshot(t *testing.T) {
 	}
 	ir := policy.Compile(s, policy.Options{Node: policyNode})
 	if got := len(ir.Pods); got != 1 {
-		t.Errorf("the IR isolates %d pods on the node, want the server alone", got)
+		t.Fatalf("the IR isolates %d pods on the node, want the server alone", got)
+	}
+	if in := ir.Pods[0].Ingress; len(in.Admin) != 10 || len(in.Rules) != 100 {
+		t.Errorf("the server's ingress has %d Admin rules and %d NetworkPolicy rules, want 10 and 100", len(in.Admin), len(in.Rules))
 	}
 }
