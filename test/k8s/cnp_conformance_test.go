@@ -43,14 +43,7 @@ const cnpFocusEnv = "PODNET_CNP_FOCUS"
 // runs it; make test does not yet (podnet's agent does not enforce
 // ClusterNetworkPolicy on main).
 func TestClusterNetworkPolicyConformance(t *testing.T) {
-	variant := cluster.Default
-	switch v := os.Getenv(conformanceVarEnv); v {
-	case "", "default":
-	case "blocks":
-		variant = cluster.Blocks
-	default:
-		t.Fatalf("%s=%q: default or blocks", conformanceVarEnv, v)
-	}
+	variant := conformanceVariant(t)
 	kernelSCTP := conformance.KernelSCTP()
 	focus := os.Getenv(cnpFocusEnv)
 	var skips []cnpconformance.Skip
@@ -77,23 +70,13 @@ func TestClusterNetworkPolicyConformance(t *testing.T) {
 	}
 	t.Logf("cnp: the suite and its image ready in %s", time.Since(start).Round(time.Second))
 
-	c := cluster.Start(t, cluster.WithNodes(2))
 	name := "cnp"
 	if variant != cluster.Default {
 		name += "-" + variant.String()
 	}
-	results := conformanceDir(t, c, name+"-"+string(c.ProxyMode()))
-	if err := conformance.WatchLeaks(c.OutsideNetNS); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
 	defer cancel()
-	if err := c.Deploy(ctx, variant, nil); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range c.Nodes {
-		waitNodeReady(ctx, t, c, n.Name, 3*time.Minute)
-	}
+	c, results := startJudgedCluster(ctx, t, name, variant, false)
 	crd, err := deployedCNPCRD(ctx, c)
 	if err != nil {
 		t.Fatal(err)

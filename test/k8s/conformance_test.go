@@ -60,14 +60,7 @@ func TestConformance(t *testing.T) {
 	default:
 		t.Fatalf("%s=%q: podnet or refchain", conformanceChainEnv, chain)
 	}
-	variant := cluster.Default
-	switch v := os.Getenv(conformanceVarEnv); v {
-	case "", "default":
-	case "blocks":
-		variant = cluster.Blocks
-	default:
-		t.Fatalf("%s=%q: default or blocks", conformanceVarEnv, v)
-	}
+	variant := conformanceVariant(t)
 	if variant != cluster.Default && chain != "podnet" {
 		t.Fatalf("%s=%s is podnet's deployment; the %s chain has none", conformanceVarEnv, variant, chain)
 	}
@@ -104,7 +97,6 @@ func TestConformance(t *testing.T) {
 	archives := buildE2EImages(t, bin)
 	t.Logf("conformance: e2e.test and %d images ready in %s", len(archives), time.Since(start).Round(time.Second))
 
-	c := cluster.Start(t, cluster.WithNodes(2))
 	name := chain
 	if variant != cluster.Default {
 		name += "-" + variant.String()
@@ -112,25 +104,9 @@ func TestConformance(t *testing.T) {
 	if passAll {
 		name += "-cnppass"
 	}
-	results := conformanceDir(t, c, name+"-"+string(c.ProxyMode()))
-	// Evidence beside the skip list: the underlay switch counts what the
-	// nodes send towards addresses outside the harness, which the run
-	// must leave at zero.
-	if err := conformance.WatchLeaks(c.OutsideNetNS); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Hour)
 	defer cancel()
-	if chain == "podnet" {
-		if err := c.Deploy(ctx, variant, nil); err != nil {
-			t.Fatal(err)
-		}
-	} else if err := c.InstallReferenceChain(ctx, t.Logf); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range c.Nodes {
-		waitNodeReady(ctx, t, c, n.Name, 3*time.Minute)
-	}
+	c, results := startJudgedCluster(ctx, t, name, variant, chain == "refchain")
 	if passAll {
 		// Issue 23: the NetworkPolicy specs decide alike when an Admin
 		// tier passes everything on to them.
@@ -221,6 +197,49 @@ func TestConformance(t *testing.T) {
 	if len(failed) > 0 {
 		t.Errorf("%d [sig-network] specs failed; logs in %s", len(failed), filepath.Join(results, "specs"))
 	}
+}
+
+// conformanceVariant is podnet's deployment PODNET_CONFORMANCE_VARIANT
+// names.
+func conformanceVariant(t *testing.T) cluster.Variant {
+	switch v := os.Getenv(conformanceVarEnv); v {
+	case "", "default":
+		return cluster.Default
+	case "blocks":
+		return cluster.Blocks
+	default:
+		t.Fatalf("%s=%q: default or blocks", conformanceVarEnv, v)
+		return ""
+	}
+}
+
+// startJudgedCluster starts the two-node cluster a judge (e2e.test, the
+// ClusterNetworkPolicy suite) runs against, with podnet deployed as
+// variant or the reference chain installed, and waits for its nodes to
+// be Ready. It returns the cluster and its results directory,
+// <results>/<name>-<kube-proxy mode>. Evidence beside the judges' skip
+// lists: the underlay switch counts what the nodes send towards
+// addresses outside the harness, which a run must leave at zero.
+func startJudgedCluster(ctx context.Context, t *testing.T, name string, variant cluster.Variant, reference bool) (*cluster.Cluster, string) {
+	t.Helper()
+	c := cluster.Start(t, cluster.WithNodes(2))
+	results := conformanceDir(t, c, name+"-"+string(c.ProxyMode()))
+	if err := conformance.WatchLeaks(c.OutsideNetNS); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if reference {
+		err = c.InstallReferenceChain(ctx, t.Logf)
+	} else {
+		err = c.Deploy(ctx, variant, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.Nodes {
+		waitNodeReady(ctx, t, c, n.Name, 3*time.Minute)
+	}
+	return c, results
 }
 
 // createPassEverything creates an Admin-tier ClusterNetworkPolicy whose
