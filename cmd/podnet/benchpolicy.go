@@ -111,6 +111,7 @@ func (bp *benchPolicy) start(ctx context.Context, hostNetNS string) (func() erro
 		if errors.Is(err, context.Canceled) {
 			err = nil
 		}
+		fmt.Fprintf(os.Stderr, "podnet bench: policy service (%s): %s\n", bp.mode, serviceTimes(reg))
 		return errors.Join(err, bp.checkAnswers(reg))
 	}
 	ready := time.After(30 * time.Second)
@@ -156,6 +157,34 @@ func (bp *benchPolicy) checkAnswers(reg *prometheus.Registry) error {
 		return fmt.Errorf("policy service: %d ADDs should each have been answered %s; the answers were %v", n, want, answers)
 	}
 	return nil
+}
+
+// serviceTimes is where the service's share of the handshake went, from
+// its own histograms: the mean answer (admission), and the mean compile
+// and apply of its rebuilds, each with its count.
+func serviceTimes(reg *prometheus.Registry) string {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, name := range []string{"admission_duration_seconds", "compile_duration_seconds", "apply_duration_seconds"} {
+		var n uint64
+		var sum float64
+		for _, mf := range mfs {
+			if !strings.HasSuffix(mf.GetName(), name) {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				n += m.GetHistogram().GetSampleCount()
+				sum += m.GetHistogram().GetSampleSum()
+			}
+		}
+		if n > 0 {
+			out = append(out, fmt.Sprintf("%s mean %.3f ms (%d)", strings.Split(name, "_")[0], sum/float64(n)*1e3, n))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // sources is the fixed cluster: bench's namespace, its pods on this

@@ -99,30 +99,27 @@ type ipamOutcome struct {
 // add is ADD after the checks: everything it creates is pushed on u. It
 // runs in three steps, each with what the one before found: the address
 // and the link, made at the same time; the host side, which needs the
-// address (and, side by side, the policy handshake: admit); the pod's
-// side, the masquerade entry and the host ports, made
-// side by side. The in-process IPAM returns before its commit is on disk,
-// and the rest is wired while it syncs; cmdAdd waits for it
-// (ipamClient.Finish).
+// address; the pod's side, the masquerade entry and the host ports, made
+// side by side. The policy handshake (admit) runs beside the last two,
+// and the pod's interface comes up only after it. The in-process IPAM
+// returns before its commit is on disk, and the rest is wired while it
+// syncs; cmdAdd waits for it (ipamClient.Finish).
 func (a *attachment) add(ctx context.Context, ipam ipamClient, ns *netns.NetNS, peerFd int, u *undo) (*cni.Result, error) {
 	l, err := a.allocateAndLink(ctx, ipam, peerFd, u)
 	if err != nil {
 		return nil, err
 	}
 	// The policy handshake needs the addresses alone: asked now, it
-	// overlaps the host side. Its outcome is waited for before the
-	// pod's end comes up (admit says why there).
+	// overlaps the host side and most of the pod's. Its outcome is
+	// waited for before the pod's end comes up (admit says why there).
 	adm := a.startAdmission(ctx, l.ipam)
 	h, err := a.addHost(l, u)
 	if err != nil {
 		adm.abandon()
 		return nil, err
 	}
-	if err := a.admit(ctx, adm, h.ips, u); err != nil {
-		return nil, err
-	}
 	res := a.plannedResult(h, l.ipam)
-	if err := a.addPod(ns, h, res, u); err != nil {
+	if err := a.addPod(ctx, ns, h, res, adm, u); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -217,9 +214,10 @@ func (a *attachment) plannedResult(h hostSide, ipamRes *cni.Result) *cni.Result 
 // ports. They need nothing of one another, so they are made side by
 // side. Their undo steps go on first, so that whatever part of them
 // happened is undone.
-func (a *attachment) addPod(ns *netns.NetNS, h hostSide, res *cni.Result, u *undo) error {
+func (a *attachment) addPod(ctx context.Context, ns *netns.NetNS, h hostSide, res *cni.Result, adm *admission, u *undo) error {
 	pr, err := a.hostPortRequest(res)
 	if err != nil {
+		adm.abandon()
 		return err
 	}
 	if a.conf.IPMasq {
@@ -228,9 +226,15 @@ func (a *attachment) addPod(ns *netns.NetNS, h hostSide, res *cni.Result, u *und
 	if pr != nil {
 		u.push("host ports", func() error { return portmap.Del(pr) })
 	}
+	// The policy handshake's answer is waited for while the pod's side
+	// is prepared (its sysctls and addresses, the interface still down)
+	// and the masquerade and host-port entries are made: none of that
+	// lets a packet through. Only bringing the interface up waits for
+	// the answer (admit says why).
+	admitted := make(chan bool, 1) // true: go on and bring the pod up
 	containerDone := make(chan error, 1)
 	go func() {
-		err := ns.Do(func() error { return setupContainer(h.spec) })
+		err := ns.Do(func() error { return setupContainer(h.spec, admitted) })
 		if err != nil {
 			err = fmt.Errorf("configure %s in %s: %w", a.args.IfName, a.args.Netns, err)
 		} else {
@@ -250,9 +254,19 @@ func (a *attachment) addPod(ns *netns.NetNS, h hostSide, res *cni.Result, u *und
 	if pr != nil {
 		portsErr = portmap.Add(pr)
 	}
+	admitErr := a.admit(ctx, adm, h.ips, u)
+	admitted <- admitErr == nil
+	containerErr := <-containerDone
+	if errors.Is(containerErr, errNotAdmitted) {
+		containerErr = nil // admitErr says why
+	}
 	// In this order, so that the code is the first failure's.
-	return errors.Join(<-containerDone, <-masqDone, portsErr)
+	return errors.Join(admitErr, containerErr, <-masqDone, portsErr)
 }
+
+// errNotAdmitted stops setupContainer before the pod's interface comes
+// up, when ADD fails in the policy handshake.
+var errNotAdmitted = errors.New("the policy handshake failed: the interface stays down")
 
 // addMasq puts the pod's addresses in the network's masquerade sets.
 func (a *attachment) addMasq(ips []podIP) error {
@@ -289,8 +303,10 @@ func openNetNS(path string) (*netns.NetNS, *os.File, error) {
 }
 
 // setupContainer runs inside the pod's namespace: sysctls first (so the
-// link never waits for DAD), then addresses, up, neighbours, routes.
-func setupContainer(s *containerSpec) error {
+// link never waits for DAD), then addresses; then, once admitted says
+// so (the policy handshake is over: true, go on; false, ADD fails),
+// up, neighbours, routes.
+func setupContainer(s *containerSpec, admitted <-chan bool) error {
 	h, err := dataplane.NewHandle()
 	if err != nil {
 		return err
@@ -311,6 +327,9 @@ func setupContainer(s *containerSpec) error {
 		if err := dataplane.AddAddr(h, idx, p); err != nil {
 			return err
 		}
+	}
+	if !<-admitted {
+		return errNotAdmitted
 	}
 	if err := dataplane.SetUp(h, idx); err != nil {
 		return err

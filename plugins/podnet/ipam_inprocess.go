@@ -15,9 +15,10 @@ import (
 type inProcessIPAM struct {
 	req  *ipamcni.Request
 	args *skel.CmdArgs
-	// added is the store Add allocated in, held until Finish: its
-	// commit runs while ADD wires the pod (ipamcni.OpenPipelined).
-	added *ipamcni.IPAM
+	// committed reports, once, the end of Add's commit: the store Add
+	// allocated in syncs and closes in the background while ADD wires
+	// the pod (ipamcni.OpenPipelined), and Finish waits for it.
+	committed chan error
 }
 
 func newInProcessIPAM(c *conf, args *skel.CmdArgs) (ipamClient, error) {
@@ -64,20 +65,30 @@ func (p *inProcessIPAM) Add(ctx context.Context) (*cni.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.added = ip
-	return ip.AddAttachment(ctx, p.attachment())
+	res, err := ip.AddAttachment(ctx, p.attachment())
+	// The store is let go as soon as the commit is on disk, not when
+	// this ADD ends: a bbolt store stays locked while it is open, and
+	// every other ADD and DEL of the node waits for that lock. Held to
+	// the end, it would make the node's ADDs run one at a time, each
+	// with its veth, routes and policy handshake.
+	p.committed = make(chan error, 1)
+	go func() {
+		serr := ip.Sync(ctx)
+		if cerr := ip.Close(); serr == nil {
+			serr = cerr // Close repeats a failed commit; one report is enough
+		}
+		p.committed <- serr
+	}()
+	return res, err
 }
 
-func (p *inProcessIPAM) Finish(ctx context.Context) error {
-	if p.added == nil {
+// Finish waits for Add's commit and the store's release.
+func (p *inProcessIPAM) Finish(context.Context) error {
+	if p.committed == nil {
 		return nil
 	}
-	ip := p.added
-	p.added = nil
-	err := ip.Sync(ctx)
-	if cerr := ip.Close(); err == nil {
-		err = cerr // Close repeats a failed commit; one report is enough
-	}
+	err := <-p.committed
+	p.committed = nil
 	return err
 }
 
