@@ -13,6 +13,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/podnet/podnet/test/k8s/cluster"
@@ -247,26 +248,36 @@ func startJudgedCluster(ctx context.Context, t *testing.T, name string, variant 
 // every pod's ingress (the only peers ingress has) and egress to every
 // pod, node and network.
 func createPassEverything(ctx context.Context, c *cluster.Cluster) error {
+	return createClusterPolicy(ctx, c, "conformance-pass-everything", map[string]any{
+		"tier":     "Admin",
+		"priority": int64(0),
+		"subject":  map[string]any{"namespaces": map[string]any{}},
+		"ingress": []any{map[string]any{"name": "pass-in", "action": "Pass",
+			"from": []any{map[string]any{"namespaces": map[string]any{}}}}},
+		"egress": []any{map[string]any{"name": "pass-out", "action": "Pass", "to": []any{
+			map[string]any{"namespaces": map[string]any{}},
+			map[string]any{"nodes": map[string]any{}},
+			map[string]any{"networks": []any{"0.0.0.0/0", "::/0"}},
+		}}},
+	})
+}
+
+// cnpResource is the ClusterNetworkPolicy resource podnet's deployment
+// serves (deploy/kubernetes/clusternetworkpolicy).
+var cnpResource = schema.GroupVersionResource{Group: "policy.networking.k8s.io", Version: "v1beta1", Resource: "clusternetworkpolicies"}
+
+// createClusterPolicy creates the ClusterNetworkPolicy name with spec
+// (its JSON form) through the resource podnet's deployment serves.
+func createClusterPolicy(ctx context.Context, c *cluster.Cluster, name string, spec map[string]any) error {
 	dc, err := dynamic.NewForConfig(c.Config)
 	if err != nil {
 		return err
 	}
 	p := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "policy.networking.k8s.io/v1beta1",
+		"apiVersion": cnpResource.GroupVersion().String(),
 		"kind":       "ClusterNetworkPolicy",
-		"metadata":   map[string]any{"name": "conformance-pass-everything"},
-		"spec": map[string]any{
-			"tier":     "Admin",
-			"priority": int64(0),
-			"subject":  map[string]any{"namespaces": map[string]any{}},
-			"ingress": []any{map[string]any{"name": "pass-in", "action": "Pass",
-				"from": []any{map[string]any{"namespaces": map[string]any{}}}}},
-			"egress": []any{map[string]any{"name": "pass-out", "action": "Pass", "to": []any{
-				map[string]any{"namespaces": map[string]any{}},
-				map[string]any{"nodes": map[string]any{}},
-				map[string]any{"networks": []any{"0.0.0.0/0", "::/0"}},
-			}}},
-		},
+		"metadata":   map[string]any{"name": name},
+		"spec":       spec,
 	}}
 	_, err = dc.Resource(cnpResource).Create(ctx, p, metav1.CreateOptions{})
 	return err

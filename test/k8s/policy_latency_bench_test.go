@@ -18,10 +18,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/podnet/podnet/netns"
 	"github.com/podnet/podnet/test/k8s/cluster"
@@ -560,10 +557,6 @@ func createBackgroundPolicy(ctx context.Context, c *cluster.Cluster, i int) erro
 	return err
 }
 
-// cnpResource is the ClusterNetworkPolicy resource podnet's deployment
-// serves (deploy/kubernetes/clusternetworkpolicy).
-var cnpResource = schema.GroupVersionResource{Group: "policy.networking.k8s.io", Version: "v1beta1", Resource: "clusternetworkpolicies"}
-
 // createBackgroundClusterPolicy creates background ClusterNetworkPolicy
 // i: Admin tier at priority i, its subject the pods
 // createBackgroundPolicy's policies select (none that the benchmark
@@ -571,38 +564,27 @@ var cnpResource = schema.GroupVersionResource{Group: "policy.networking.k8s.io",
 // ingress from every namespace's pods to NetworkPolicy, and accepting
 // egress to the cluster's pods.
 func createBackgroundClusterPolicy(ctx context.Context, c *cluster.Cluster, i int) error {
-	dc, err := dynamic.NewForConfig(c.Config)
-	if err != nil {
-		return err
-	}
-	p := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "policy.networking.k8s.io/v1beta1",
-		"kind":       "ClusterNetworkPolicy",
-		"metadata":   map[string]any{"name": fmt.Sprintf("nplat-bg-cnp-%d", i)},
-		"spec": map[string]any{
-			"tier":     "Admin",
-			"priority": int64(i),
-			"subject": map[string]any{"pods": map[string]any{
-				"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "default"}},
-				"podSelector":       map[string]any{"matchLabels": map[string]any{latencyRole + "-bg": strconv.Itoa(i % 20)}},
-			}},
-			"ingress": []any{
-				map[string]any{"name": "deny-peers", "action": "Deny",
-					"from": []any{map[string]any{"pods": map[string]any{
-						"namespaceSelector": map[string]any{},
-						"podSelector":       map[string]any{"matchLabels": map[string]any{latencyRole + "-bg-peer": strconv.Itoa(i)}},
-					}}}},
-				map[string]any{"name": "pass-pods", "action": "Pass",
-					"from": []any{map[string]any{"namespaces": map[string]any{}}}},
-			},
-			"egress": []any{
-				map[string]any{"name": "accept-pods", "action": "Accept",
-					"to": []any{map[string]any{"namespaces": map[string]any{}}}},
-			},
+	return createClusterPolicy(ctx, c, fmt.Sprintf("nplat-bg-cnp-%d", i), map[string]any{
+		"tier":     "Admin",
+		"priority": int64(i),
+		"subject": map[string]any{"pods": map[string]any{
+			"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "default"}},
+			"podSelector":       map[string]any{"matchLabels": map[string]any{latencyRole + "-bg": strconv.Itoa(i % 20)}},
+		}},
+		"ingress": []any{
+			map[string]any{"name": "deny-peers", "action": "Deny",
+				"from": []any{map[string]any{"pods": map[string]any{
+					"namespaceSelector": map[string]any{},
+					"podSelector":       map[string]any{"matchLabels": map[string]any{latencyRole + "-bg-peer": strconv.Itoa(i)}},
+				}}}},
+			map[string]any{"name": "pass-pods", "action": "Pass",
+				"from": []any{map[string]any{"namespaces": map[string]any{}}}},
 		},
-	}}
-	_, err = dc.Resource(cnpResource).Create(ctx, p, metav1.CreateOptions{})
-	return err
+		"egress": []any{
+			map[string]any{"name": "accept-pods", "action": "Accept",
+				"to": []any{map[string]any{"namespaces": map[string]any{}}}},
+		},
+	})
 }
 
 // latencyWaitRunning waits until pod default/name runs and returns it.
