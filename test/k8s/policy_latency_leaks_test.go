@@ -7,14 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
-	"github.com/google/nftables"
-
-	"github.com/podnet/podnet/dataplane"
-	"github.com/podnet/podnet/dataplane/policyrules"
 	"github.com/podnet/podnet/netns"
 	"github.com/podnet/podnet/test/k8s/cluster"
 )
@@ -58,11 +53,13 @@ func nodePodTraces(n *cluster.Node) []string {
 	for _, e := range elems {
 		left = append(left, "nftables "+e.String())
 	}
-	pol, err := policyPodElements(n)
+	pol, err := n.PolicyPodElements()
 	if err != nil {
 		return []string{err.Error()}
 	}
-	left = append(left, pol...)
+	for _, e := range pol {
+		left = append(left, "nftables "+e.String())
+	}
 	pins, err := n.NetNSPins()
 	if err != nil {
 		return []string{err.Error()}
@@ -75,44 +72,6 @@ func nodePodTraces(n *cluster.Node) []string {
 		left = append(left, "CNI cache "+filepath.Base(f))
 	}
 	return left
-}
-
-// policyPodElements lists the elements that stand for pods in podnet's
-// policy table (the isolated pods' dispatch maps) and its closed table.
-// A table that does not exist holds none.
-func policyPodElements(n *cluster.Node) ([]string, error) {
-	f, err := os.Open(n.NetNS)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	conn, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
-	if err != nil {
-		return nil, err
-	}
-	var left []string
-	for _, t := range []*nftables.Table{
-		{Name: policyrules.TableName, Family: nftables.TableFamilyINet},
-		{Name: dataplane.ClosedTableName, Family: nftables.TableFamilyINet},
-	} {
-		sets, err := conn.GetSets(t)
-		if err != nil {
-			continue // no such table
-		}
-		for _, s := range sets {
-			if t.Name == policyrules.TableName && !slices.Contains([]string{"in4", "out4", "in6", "out6"}, s.Name) {
-				continue
-			}
-			elems, err := conn.GetSetElements(s)
-			if err != nil {
-				return nil, fmt.Errorf("nftables %s/%s: %w", t.Name, s.Name, err)
-			}
-			for _, e := range elems {
-				left = append(left, fmt.Sprintf("nftables %s/%s %x", t.Name, s.Name, e.Key))
-			}
-		}
-	}
-	return left, nil
 }
 
 // clusterLeftNothing checks, after the cluster's teardown, that nothing

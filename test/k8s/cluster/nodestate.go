@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/dataplane/policyrules"
 	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/netns"
@@ -67,6 +68,36 @@ func (e NFTElement) String() string {
 // set's comments are "<network> <container ID> <ifname>"). The
 // exclusion sets hold network-wide prefixes and are left out.
 func (n *Node) PodNFTElements() ([]NFTElement, error) {
+	return n.nftElements([]*nftables.Table{
+		{Name: dataplane.MasqTableName, Family: nftables.TableFamilyINet},
+		{Name: portmap.TableName, Family: nftables.TableFamilyINet},
+		{Name: dataplane.GuardTableName, Family: nftables.TableFamilyINet},
+		{Name: dataplane.GuardTableName, Family: nftables.TableFamilyBridge},
+	}, func(table, set string) bool {
+		return table != dataplane.MasqTableName || strings.HasPrefix(set, "pods")
+	})
+}
+
+// PolicyPodElements returns the elements that stand for pods in the
+// policy service's tables: the isolated pods' dispatch maps of
+// podnet-policy (in4, out4, in6, out6) and every set of podnet-closed
+// (the pods plugins closed until the agent admits them). The agent
+// removes them after a pod's DEL in its next apply, not in the DEL: a
+// caller waits for them to go.
+func (n *Node) PolicyPodElements() ([]NFTElement, error) {
+	dispatch := map[string]bool{"in4": true, "out4": true, "in6": true, "out6": true}
+	return n.nftElements([]*nftables.Table{
+		{Name: policyrules.TableName, Family: nftables.TableFamilyINet},
+		{Name: dataplane.ClosedTableName, Family: nftables.TableFamilyINet},
+	}, func(table, set string) bool {
+		return table != policyrules.TableName || dispatch[set]
+	})
+}
+
+// nftElements lists the elements of the sets of tables in the node's
+// namespace that keep says to read. A table that does not exist (yet)
+// holds none.
+func (n *Node) nftElements(tables []*nftables.Table, keep func(table, set string) bool) ([]NFTElement, error) {
 	f, err := os.Open(n.NetNS)
 	if err != nil {
 		return nil, err
@@ -77,19 +108,14 @@ func (n *Node) PodNFTElements() ([]NFTElement, error) {
 		return nil, err
 	}
 	var out []NFTElement
-	for _, t := range []*nftables.Table{
-		{Name: dataplane.MasqTableName, Family: nftables.TableFamilyINet},
-		{Name: portmap.TableName, Family: nftables.TableFamilyINet},
-		{Name: dataplane.GuardTableName, Family: nftables.TableFamilyINet},
-		{Name: dataplane.GuardTableName, Family: nftables.TableFamilyBridge},
-	} {
+	for _, t := range tables {
 		tn := t.Name
 		sets, err := conn.GetSets(t)
 		if err != nil {
 			continue // the table does not exist (yet)
 		}
 		for _, s := range sets {
-			if tn == dataplane.MasqTableName && !strings.HasPrefix(s.Name, "pods") {
+			if !keep(tn, s.Name) {
 				continue
 			}
 			elems, err := conn.GetSetElements(s)
