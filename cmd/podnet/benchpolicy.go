@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -111,8 +112,12 @@ func (bp *benchPolicy) start(ctx context.Context, hostNetNS string) (func() erro
 		if errors.Is(err, context.Canceled) {
 			err = nil
 		}
-		fmt.Fprintf(os.Stderr, "podnet bench: policy service (%s): %s\n", bp.mode, serviceTimes(reg))
-		return errors.Join(err, bp.checkAnswers(reg))
+		mfs, gerr := reg.Gather()
+		if gerr != nil {
+			return errors.Join(err, gerr)
+		}
+		fmt.Fprintf(os.Stderr, "podnet bench: policy service (%s): %s\n", bp.mode, serviceTimes(mfs))
+		return errors.Join(err, bp.checkAnswers(mfs))
 	}
 	ready := time.After(30 * time.Second)
 	for _, ch := range []<-chan struct{}{s.FirstApplied(), adm.ReadyC()} {
@@ -131,21 +136,12 @@ func (bp *benchPolicy) start(ctx context.Context, hostNetNS string) (func() erro
 // checkAnswers fails the run unless the service answered every ADD of
 // both phases as the mode says: a pod that got no answer was closed, and
 // its ADD timed something else.
-func (bp *benchPolicy) checkAnswers(reg *prometheus.Registry) error {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return err
-	}
+func (bp *benchPolicy) checkAnswers(mfs []*dto.MetricFamily) error {
 	answers := map[string]uint64{}
-	for _, mf := range mfs {
-		if !strings.HasSuffix(mf.GetName(), "admission_duration_seconds") {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "answer" {
-					answers[l.GetValue()] += m.GetHistogram().GetSampleCount()
-				}
+	for _, m := range metricsOf(mfs, "admission_duration_seconds") {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "answer" {
+				answers[l.GetValue()] += m.GetHistogram().GetSampleCount()
 			}
 		}
 	}
@@ -162,29 +158,32 @@ func (bp *benchPolicy) checkAnswers(reg *prometheus.Registry) error {
 // serviceTimes is where the service's share of the handshake went, from
 // its own histograms: the mean answer (admission), and the mean compile
 // and apply of its rebuilds, each with its count.
-func serviceTimes(reg *prometheus.Registry) string {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return err.Error()
-	}
+func serviceTimes(mfs []*dto.MetricFamily) string {
 	var out []string
 	for _, name := range []string{"admission_duration_seconds", "compile_duration_seconds", "apply_duration_seconds"} {
 		var n uint64
 		var sum float64
-		for _, mf := range mfs {
-			if !strings.HasSuffix(mf.GetName(), name) {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				n += m.GetHistogram().GetSampleCount()
-				sum += m.GetHistogram().GetSampleSum()
-			}
+		for _, m := range metricsOf(mfs, name) {
+			n += m.GetHistogram().GetSampleCount()
+			sum += m.GetHistogram().GetSampleSum()
 		}
 		if n > 0 {
 			out = append(out, fmt.Sprintf("%s mean %.3f ms (%d)", strings.Split(name, "_")[0], sum/float64(n)*1e3, n))
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// metricsOf returns the metrics of the service's family whose name ends
+// in suffix (the service's names carry its namespace and subsystem).
+func metricsOf(mfs []*dto.MetricFamily, suffix string) []*dto.Metric {
+	var out []*dto.Metric
+	for _, mf := range mfs {
+		if strings.HasSuffix(mf.GetName(), suffix) {
+			out = append(out, mf.GetMetric()...)
+		}
+	}
+	return out
 }
 
 // sources is the fixed cluster: bench's namespace, its pods on this

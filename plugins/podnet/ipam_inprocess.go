@@ -68,9 +68,9 @@ func (p *inProcessIPAM) Add(ctx context.Context) (*cni.Result, error) {
 	res, err := ip.AddAttachment(ctx, p.attachment())
 	// The store is let go as soon as the commit is on disk, not when
 	// this ADD ends: a bbolt store stays locked while it is open, and
-	// every other ADD and DEL of the node waits for that lock. Held to
-	// the end, it would make the node's ADDs run one at a time, each
-	// with its veth, routes and policy handshake.
+	// every other ADD and DEL of the node waits for that lock, which
+	// would otherwise cover this ADD's veth, routes and policy
+	// handshake too.
 	p.committed = make(chan error, 1)
 	go func() {
 		serr := ip.Sync(ctx)

@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -63,7 +62,7 @@ type latencyConfig struct {
 // podnetOnly kinds are not made for the reference chain, whose cluster
 // does not serve them.
 type latencyBackground struct {
-	kind       string
+	kinds      string // plural, for the report
 	count      int
 	podnetOnly bool
 	create     func(ctx context.Context, c *cluster.Cluster, i int) error
@@ -75,8 +74,8 @@ type latencyBackground struct {
 // default; podnet's chains only: the CRD comes with its deployment).
 func latencyBackgrounds(b *testing.B) []latencyBackground {
 	return []latencyBackground{
-		{kind: "NetworkPolicy", count: latencyEnv(b, "PODNET_POLICY_LATENCY_BACKGROUND", 0, 0), create: createBackgroundPolicy},
-		{kind: "ClusterNetworkPolicy", count: latencyEnv(b, "PODNET_POLICY_LATENCY_BACKGROUND_CNP", 0, 0),
+		{kinds: "NetworkPolicies", count: latencyEnv(b, "PODNET_POLICY_LATENCY_BACKGROUND", 0, 0), create: createBackgroundPolicy},
+		{kinds: "ClusterNetworkPolicies", count: latencyEnv(b, "PODNET_POLICY_LATENCY_BACKGROUND_CNP", 0, 0),
 			podnetOnly: true, create: createBackgroundClusterPolicy},
 	}
 }
@@ -188,8 +187,7 @@ func runPolicyLatency(b *testing.B, ch latencyChain, cfg latencyConfig) *latency
 		}
 		start := time.Now()
 		scaleParallel(ctx, b, bg.count, func(i int) error { return bg.create(ctx, c, i) })
-		// Both kinds are "...Policy": "...Policies".
-		many := fmt.Sprintf("%d %sies", bg.count, strings.TrimSuffix(bg.kind, "y"))
+		many := fmt.Sprintf("%d %s", bg.count, bg.kinds)
 		b.Logf("%s: %s created in the background in %s", ch.name, many, time.Since(start).Round(time.Millisecond))
 		r.background = append(r.background, many)
 	}
