@@ -61,11 +61,13 @@ test-deploy:
 # of the network-policy-api module go.mod requires (podnet reads nodes
 # peers and named ports, which the standard channel's schema prunes).
 # Run it after changing that requirement; manifesttest's
-# TestClusterNetworkPolicyCRD fails until it is run.
+# TestClusterNetworkPolicyCRD fails until it is run. The Helm chart
+# renders the same file (TestChartFilesAreShipped).
 CNP_CRD := policy.networking.k8s.io_clusternetworkpolicies.yaml
 crd-cnp:
 	install -m 0644 "$$($(GO) list -m -f '{{.Dir}}' sigs.k8s.io/network-policy-api)/config/crd/experimental/$(CNP_CRD)" \
 		deploy/kubernetes/clusternetworkpolicy/$(CNP_CRD)
+	install -m 0644 deploy/kubernetes/clusternetworkpolicy/$(CNP_CRD) deploy/helm/podnet/files/clusternetworkpolicy/$(CNP_CRD)
 
 # Each fuzz target for FUZZTIME (default 2m).
 FUZZTIME ?= 2m

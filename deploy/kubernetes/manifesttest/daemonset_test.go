@@ -38,7 +38,12 @@ type pod struct {
 // loadPodFrom finds the DaemonSet's pod among the manifests in dir.
 func loadPodFrom(t *testing.T, dir string) *pod {
 	t.Helper()
-	m := loadFrom(t, dir)
+	return podOf(t, loadFrom(t, dir))
+}
+
+// podOf finds the DaemonSet's pod among m.
+func podOf(t *testing.T, m *manifests) *pod {
+	t.Helper()
 	if len(m.daemonSets) != 1 {
 		t.Fatalf("%d DaemonSets, want 1", len(m.daemonSets))
 	}

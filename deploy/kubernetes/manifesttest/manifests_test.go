@@ -216,7 +216,22 @@ func loadDir(dir string) (*manifests, []error) {
 	if len(files) == 0 {
 		return nil, []error{fmt.Errorf("no *.yaml in %s", dir)}
 	}
-	m := &manifests{
+	m := newManifests()
+	dec := decoder()
+	var errs []error
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		errs = append(errs, m.addFile(dec, filepath.Base(f), data)...)
+	}
+	return m, errs
+}
+
+func newManifests() *manifests {
+	return &manifests{
 		configMaps:      map[string]*corev1.ConfigMap{},
 		serviceAccounts: map[string]*corev1.ServiceAccount{},
 		secrets:         map[string]*corev1.Secret{},
@@ -226,30 +241,26 @@ func loadDir(dir string) (*manifests, []error) {
 		roles:           map[string]*rbacv1.Role{},
 		nsRoleBindings:  map[string]*rbacv1.RoleBinding{},
 	}
-	dec := decoder()
+}
+
+// addFile decodes every document of one file (name says which in the
+// errors) and adds it.
+func (m *manifests) addFile(dec runtime.Decoder, name string, data []byte) []error {
+	docs, err := splitDocuments(data)
+	if err != nil {
+		return []error{fmt.Errorf("%s: %w", name, err)}
+	}
 	var errs []error
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+	for i, doc := range docs {
+		obj, err := decodeDocument(dec, doc)
+		if err == nil && obj != nil {
+			err = m.add(obj)
 		}
-		docs, err := splitDocuments(data)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", f, err))
-			continue
-		}
-		for i, doc := range docs {
-			obj, err := decodeDocument(dec, doc)
-			if err == nil && obj != nil {
-				err = m.add(obj)
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s, document %d: %w", filepath.Base(f), i+1, err))
-			}
+			errs = append(errs, fmt.Errorf("%s, document %d: %w", name, i+1, err))
 		}
 	}
-	return m, errs
+	return errs
 }
 
 // TestManifestsDecode: every variant decodes strictly and is a whole
