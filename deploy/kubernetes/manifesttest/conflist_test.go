@@ -40,7 +40,13 @@ type conflistCase struct {
 // the agent's own code, from the agent's flags as the ConfigMap sets them.
 func conflistOf(t *testing.T, dir string) *conflistCase {
 	t.Helper()
-	c := &conflistCase{p: loadPodFrom(t, dir)}
+	return conflistFor(t, loadPodFrom(t, dir))
+}
+
+// conflistFor is conflistOf for the pod p.
+func conflistFor(t *testing.T, p *pod) *conflistCase {
+	t.Helper()
+	c := &conflistCase{p: p}
 	cm, key, err := c.p.networkConfig()
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,15 @@
 // experimental channel's file of the network-policy-api module the main
 // module requires.
 //
+// The Helm chart, deploy/helm/podnet, is judged by Helm's own packages
+// (helm.sh/helm/v3: loader, values coalescing and schema validation,
+// template engine, linter): each of its ci values files renders, object
+// for object, the shipped directory it stands for (helm_test.go), its
+// values.schema.json refuses bad values naming the field
+// (helm_schema_test.go), and values away from the ci files render a
+// DaemonSet and a conflist that pass the variants' checks and podnet's
+// own parsers (helm_values_test.go).
+//
 // It is a module of its own so that the main module's go.mod does not
 // carry the API machinery's test-only dependencies; it uses podnet's
 // packages through a replace directive. It has tests only.

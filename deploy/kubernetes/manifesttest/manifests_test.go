@@ -49,8 +49,9 @@ var variants = []struct{ name, dir string }{
 // otherDirs are directories of deploy/kubernetes with manifests that are
 // not a deployment of their own, each with the test that checks it.
 var otherDirs = map[string]string{
-	"crds":                 "crds_test.go: the podnet.io CRDs of model B",
-	"clusternetworkpolicy": "clusternetworkpolicy_test.go: the ClusterNetworkPolicy CRD, upstream's verbatim",
+	"crds":                         "crds_test.go: the podnet.io CRDs of model B",
+	"clusternetworkpolicy":         "clusternetworkpolicy_test.go: the ClusterNetworkPolicy CRD, upstream's verbatim",
+	"manifesttest/" + badValuesDir: "helm_schema_test.go: values files the Helm chart's schema must refuse",
 }
 
 // namespace is where every podnet object lives: kube-system, because
