@@ -13,7 +13,7 @@ GOFLAGS_BUILD := -trimpath
 # on every exec. Only for builds: go test -race needs cgo.
 STATIC := CGO_ENABLED=0
 
-.PHONY: all build plugins test test-unit test-interop test-deploy vet fuzz run clean deps crd-cnp
+.PHONY: all build plugins test test-unit test-interop test-deploy vet fuzz run clean deps crd-cnp helm-package
 
 all: build
 
@@ -68,6 +68,12 @@ crd-cnp:
 	install -m 0644 "$$($(GO) list -m -f '{{.Dir}}' sigs.k8s.io/network-policy-api)/config/crd/experimental/$(CNP_CRD)" \
 		deploy/kubernetes/clusternetworkpolicy/$(CNP_CRD)
 	install -m 0644 deploy/kubernetes/clusternetworkpolicy/$(CNP_CRD) deploy/helm/podnet/files/clusternetworkpolicy/$(CNP_CRD)
+
+# The Helm chart as dist/podnet-VERSION.tgz, written with Helm's own Go
+# packages after Helm's linter passed it (no helm binary needed). The
+# chart is checked against the plain manifests by make test-deploy.
+helm-package:
+	cd deploy/kubernetes/manifesttest && $(GO) run ./cmd/helmpackage -chart ../../helm/podnet -out $(CURDIR)/dist
 
 # Each fuzz target for FUZZTIME (default 2m).
 FUZZTIME ?= 2m
@@ -173,4 +179,4 @@ run: deps build
 	$(CURDIR)/scripts/demo.sh $(BIN)
 
 clean:
-	rm -rf $(BIN) interop/bin
+	rm -rf $(BIN) interop/bin dist

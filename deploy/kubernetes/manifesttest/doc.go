@@ -27,5 +27,7 @@
 //
 // It is a module of its own so that the main module's go.mod does not
 // carry the API machinery's test-only dependencies; it uses podnet's
-// packages through a replace directive. It has tests only.
+// packages through a replace directive. It has tests only, and
+// cmd/helmpackage, which writes the chart's archive with Helm's packages
+// (make helm-package).
 package manifesttest
