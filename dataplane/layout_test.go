@@ -108,6 +108,42 @@ func TestOlderWriterLeavesNewerTables(t *testing.T) {
 	}
 }
 
+// TestMasqRulesOfNewerTable: a network's objects made by this version,
+// then the table taken over by a newer podnet: an ADD still adds its
+// element (the fast path reads no marker), but rules that are not
+// current (here: other exclusions) are not replaced over the newer
+// layout.
+func TestMasqRulesOfNewerTable(t *testing.T) {
+	host := newNS(t)
+	owner := tag.Owner{Network: "n1", ContainerID: "c1", IfName: "eth0"}
+	n := MasqNetwork{Network: "n1", Exclude: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}}
+	err := netns.Do(host, func() error {
+		c, err := nftables.New()
+		if err != nil {
+			return err
+		}
+		m := MasqOn(c)
+		if err := m.AddPod(n, owner, []netip.Addr{netip.MustParseAddr("10.1.0.5")}); err != nil {
+			t.Fatal(err)
+		}
+		futureTable(t, c, newMasqObjects("n1").table, MasqLayout)
+		other := n
+		other.Exclude = []netip.Prefix{netip.MustParsePrefix("10.2.0.0/16")}
+		owner.ContainerID = "c2"
+		if err := m.AddPod(other, owner, []netip.Addr{netip.MustParseAddr("10.1.0.6")}); !nftlayout.IsNewer(err) {
+			t.Errorf("rules over a newer table: %v, want a NewerError", err)
+		}
+		if ok, err := m.RulesCurrent(n); !ok || err != nil {
+			t.Errorf("the rules were replaced: %v %v", ok, err)
+		}
+		untouched(t, c, newMasqObjects("n1").table, MasqLayout)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestWriterMarksTables: tables this version makes carry its marker, and
 // an unmarked table (a podnet before markers) is adopted and marked when
 // objects are declared in it.
