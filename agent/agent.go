@@ -27,6 +27,7 @@ import (
 	"github.com/podnet/podnet/agent/source/kvstore"
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/dataplane/nftlayout"
 	"github.com/podnet/podnet/dataplane/policyrules"
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipamcni"
@@ -291,6 +292,7 @@ func New(cfg Config) (*Agent, error) {
 		a.admit = a.policy.Admission(netpol.AdmissionConfig{Socket: a.cfg.PolicySocket})
 	}
 	a.gc = ipamgc.NewMetrics(reg)
+	registerConfigValid(reg, true)
 	return a, nil
 }
 
@@ -417,13 +419,21 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer a.routes.Close()
+	var tables error
 	if a.policy == nil {
-		if err := a.removePolicyTable(); err != nil {
-			return err
+		if tables = a.removePolicyTable(); tables != nil && !nftlayout.IsNewer(tables) {
+			return tables
 		}
 	}
 	registered := make(chan struct{})
 	svcs := a.plan(registered)
+	if tables != nil {
+		// A newer podnet's table: left as it is, the agent not ready
+		// until an operator settles which version runs here.
+		a.log.Error("agent not ready: a table of a newer podnet is left as it is", "err", tables)
+		svcs = append(svcs, service{name: "nftables", ready: func() error { return tables }, first: make(chan struct{}),
+			run: func(ctx context.Context) error { <-ctx.Done(); return nil }})
+	}
 	a.mu.Lock()
 	a.services = svcs
 	a.mu.Unlock()

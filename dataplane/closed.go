@@ -11,6 +11,7 @@ import (
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 
+	"github.com/podnet/podnet/dataplane/nftlayout"
 	"github.com/podnet/podnet/dataplane/tag"
 	"github.com/podnet/podnet/internal/flock"
 )
@@ -87,7 +88,14 @@ func (c *Closed) Add(ctx context.Context, p ClosedPod) error {
 	if err := c.addElements(o, p); err == nil {
 		return nil
 	}
+	found, err := nftlayout.Check(c.conn, o.table, ClosedLayout)
+	if err != nil {
+		return fmt.Errorf("close pod %s: %w", p.Pod, err)
+	}
 	c.conn.AddTable(o.table)
+	if err := nftlayout.Declare(c.conn, o.table, ClosedLayout, found); err != nil {
+		return err
+	}
 	for _, s := range []*nftables.Set{o.set4, o.set6} {
 		if err := c.conn.AddSet(s, nil); err != nil {
 			return fmt.Errorf("nftables: declare set %s: %w", s.Name, err)
@@ -274,9 +282,13 @@ func (c *Closed) RemoveOwned(owner tag.Owner) error {
 
 // RemoveTable deletes the table and every closed pod in it: for an agent
 // that no longer enforces policy, which would never open them. No table
-// is not an error.
+// is not an error; a table of a newer podnet's layout is left, with a
+// *nftlayout.NewerError.
 func (c *Closed) RemoveTable() error {
 	t := newClosedObjects().table
+	if _, err := nftlayout.Check(c.conn, t, ClosedLayout); err != nil {
+		return err
+	}
 	c.conn.AddTable(t)
 	c.conn.DelTable(t)
 	if err := c.conn.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {

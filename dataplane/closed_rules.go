@@ -20,6 +20,10 @@ import (
 // touches what a plugin wrote while the agent was away.
 const ClosedTableName = "podnet-closed"
 
+// ClosedLayout is the version of the table's layout this podnet writes
+// (its nftlayout marker).
+const ClosedLayout = 1
+
 // closedPriority runs the table's chains before podnet-policy's (at the
 // filter priority): a drop in any base chain is final, and a closed
 // pod's packets then reach none of policy's counters.

@@ -10,6 +10,7 @@ import (
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 
+	"github.com/podnet/podnet/dataplane/nftlayout"
 	"github.com/podnet/podnet/dataplane/tag"
 )
 
@@ -54,6 +55,13 @@ func (gs *Guards) Install(g Guard) error {
 	o := newGuardObjects(g.Bridged)
 	elems := g.elements()
 	err := gs.addBatch(o, elems, false)
+	if err != nil {
+		// The table needs declaring: not over a newer podnet's.
+		var cerr error
+		if o.found, cerr = nftlayout.Check(gs.conn, o.table, GuardLayout); cerr != nil {
+			return fmt.Errorf("source guard of %s: %w", g.HostIf, cerr)
+		}
+	}
 	for attempt := 0; err != nil && attempt < maxAttempts; attempt++ {
 		if err = gs.addBatch(o, elems, true); err == nil || !retryable(err) {
 			break
@@ -68,6 +76,9 @@ func (gs *Guards) Install(g Guard) error {
 func (gs *Guards) addBatch(o *guardObjects, elems map[string][]nftables.SetElement, declare bool) error {
 	if declare {
 		gs.conn.AddTable(o.table)
+		if err := nftlayout.Declare(gs.conn, o.table, GuardLayout, o.found); err != nil {
+			return err
+		}
 		gs.conn.AddChain(o.chain)
 		for _, name := range guardSetOrder {
 			if err := gs.conn.AddSet(o.sets[name], nil); err != nil {

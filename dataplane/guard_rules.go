@@ -31,6 +31,10 @@ import (
 // before the bridge forwards it to the other ports.
 const GuardTableName = "podnet-guard"
 
+// GuardLayout is the version of the guard tables' layout this podnet
+// writes (their nftlayout marker, in each family's table).
+const GuardLayout = 1
+
 // guardPriority runs the guard before defragmentation, conntrack and any
 // NAT or filter hook.
 const guardPriority = -500
@@ -79,6 +83,8 @@ type guardObjects struct {
 	table *nftables.Table
 	chain *nftables.Chain
 	sets  map[string]*nftables.Set
+	// found is the table's layout version as Install read it.
+	found uint32
 }
 
 // guardSetOrder is the order in which the sets are declared, listed and

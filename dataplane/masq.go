@@ -8,6 +8,7 @@ import (
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 
+	"github.com/podnet/podnet/dataplane/nftlayout"
 	"github.com/podnet/podnet/dataplane/tag"
 )
 
@@ -49,9 +50,14 @@ func retryable(err error) bool {
 	return errors.Is(err, unix.EEXIST) || errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN)
 }
 
-// declare queues the creation of the table, the chain and the four sets.
+// declare queues the creation of the table, its layout marker, the
+// chain and the four sets. The caller has checked the table's layout
+// (adopt).
 func (m *Masq) declare(o *masqObjects) error {
 	m.conn.AddTable(o.table)
+	if err := nftlayout.Declare(m.conn, o.table, MasqLayout, o.found); err != nil {
+		return err
+	}
 	m.conn.AddChain(o.chain)
 	for _, s := range []*nftables.Set{o.pods4, o.pods6, o.exclude4, o.exclude6} {
 		if err := m.conn.AddSet(s, nil); err != nil {
@@ -79,6 +85,9 @@ func (m *Masq) AddPod(n MasqNetwork, owner tag.Owner, addrs []netip.Addr) error 
 	// slow: the kernel flushes it, with a synchronize_rcu, on the close.
 	if err := m.addPodBatch(o, owner, addrs, excl, false); err == nil {
 		return m.ensureRules(o, n)
+	}
+	if err := m.adopt(o); err != nil {
+		return err
 	}
 	var err error
 	for attempt := 0; ; attempt++ {
@@ -119,6 +128,18 @@ func (m *Masq) addPodBatch(o *masqObjects, owner tag.Owner, addrs []netip.Addr, 
 	return m.conn.Flush()
 }
 
+// adopt reads the table's layout version before a batch that declares
+// objects or replaces rules: a table of a newer podnet is left alone.
+// Never on the fast path, which only adds elements.
+func (m *Masq) adopt(o *masqObjects) error {
+	found, err := nftlayout.Check(m.conn, o.table, MasqLayout)
+	if err != nil {
+		return err
+	}
+	o.found = found
+	return nil
+}
+
 // uncovered returns the subnets that the exclusion sets do not cover.
 func (m *Masq) uncovered(o *masqObjects, subnets []netip.Prefix) ([]netip.Prefix, error) {
 	var out []netip.Prefix
@@ -147,6 +168,9 @@ func (m *Masq) ensureRules(o *masqObjects, n MasqNetwork) error {
 	got, err := m.conn.GetRules(o.table, o.chain)
 	if err == nil && rulesCurrent(got, n) {
 		return nil
+	}
+	if err := m.adopt(o); err != nil {
+		return err
 	}
 	for attempt := 0; ; attempt++ {
 		if err = m.replaceRules(o, n); err == nil || !retryable(err) || attempt+1 == maxAttempts {

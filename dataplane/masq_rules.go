@@ -17,6 +17,10 @@ import (
 // networks never touch each other's objects.
 const MasqTableName = "podnet"
 
+// MasqLayout is the version of the table's layout this podnet writes
+// (its nftlayout marker): a chain and four sets per network.
+const MasqLayout = 1
+
 // MasqNetwork describes the masquerade of one network.
 type MasqNetwork struct {
 	Network string
@@ -46,6 +50,8 @@ type masqObjects struct {
 	chain              *nftables.Chain
 	pods4, pods6       *nftables.Set
 	exclude4, exclude6 *nftables.Set
+	// found is the table's layout version as adopt read it.
+	found uint32
 }
 
 // objName keeps names within the kernel's limit; network names are

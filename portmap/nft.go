@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
+
+	"github.com/podnet/podnet/dataplane/nftlayout"
 )
 
 // NFT is the table in the kernel, reached over one netlink socket that
@@ -69,7 +71,14 @@ func (n *NFT) Apply(ch Changes, setup bool) error {
 		return nil
 	}
 	if setup {
-		n.queueSetup()
+		// Setup rewrites the chains: not a newer podnet's.
+		found, err := nftlayout.Check(n.conn, n.rs.Table, Layout)
+		if err != nil {
+			return errorf(KindIO, "portmap: %w", err)
+		}
+		if err := n.queueSetup(found); err != nil {
+			return err
+		}
 	}
 	if err := n.queueElements(ch.Del, false, n.conn.SetDeleteElements); err != nil {
 		return err
@@ -93,9 +102,12 @@ func (n *NFT) Commit() error {
 	return nil
 }
 
-func (n *NFT) queueSetup() {
+func (n *NFT) queueSetup(found uint32) error {
 	rs := n.rs
 	n.conn.AddTable(rs.Table)
+	if err := nftlayout.Declare(n.conn, rs.Table, Layout, found); err != nil {
+		return errorf(KindIO, "portmap: %w", err)
+	}
 	for _, name := range AllSets {
 		// AddSet only fails for anonymous or constant sets.
 		_ = n.conn.AddSet(rs.Sets[name], nil)
@@ -107,6 +119,7 @@ func (n *NFT) queueSetup() {
 			n.conn.AddRule(r)
 		}
 	}
+	return nil
 }
 
 // queueElements queues op on es, grouped by set. A deletion needs the

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/podnet/podnet/dataplane/nftlayout"
 	"github.com/podnet/podnet/dataplane/tag"
 )
 
@@ -205,6 +206,9 @@ func GC(network string, valid []tag.Owner, lockPath string) error {
 		}
 		gone = Collect(network, valid, existing)
 		if len(gone) == len(existing) {
+			if _, err := nftlayout.Check(n.conn, n.rs.Table, Layout); err != nil {
+				return errorf(KindIO, "portmap: %w", err)
+			}
 			n.conn.DelTable(n.rs.Table)
 			if err := n.conn.Flush(); err != nil {
 				return errorf(KindIO, "portmap: delete table inet %s: %v", TableName, err)

@@ -10,6 +10,10 @@ import (
 // TableName is the nftables table podnet-portmap owns (family inet).
 const TableName = "podnet-portmap"
 
+// Layout is the version of the table's layout this package writes (its
+// nftlayout marker): setup and GC leave a table of a newer one.
+const Layout = 1
+
 // Names of the table's chains.
 const (
 	ChainPrerouting  = "prerouting"

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/podnet/podnet/dataplane/nflog"
+	"github.com/podnet/podnet/dataplane/nftlayout"
 	"github.com/podnet/podnet/dataplane/policyrules"
 	itestutil "github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/netns"
@@ -96,6 +97,8 @@ func tryReadTable(path string) (table, error) {
 				tb.maps[s.Name] = keys
 			case s.Name == "node4":
 				tb.node4 = keys
+			case s.Name == nftlayout.MarkerName(policyrules.Layout):
+				// the table's layout marker
 			case s.Name != "node6":
 				tb.sets = append(tb.sets, s.Name)
 			}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -71,7 +72,12 @@ node-local bbolt --store, and excludes --cluster-cidr from masquerade; it is
 written once the Node has podCIDRs, and again if they change.
 
 On SIGTERM it exits leaving routes in place: pods keep working while it
-restarts. It serves /metrics, /healthz and /readyz on --metrics-addr.`,
+restarts. It serves /metrics, /healthz and /readyz on --metrics-addr.
+
+A --mode, --cluster-cidr or --network-config it cannot use (the ConfigMap's
+routing_mode, cluster_cidr and conflist in deploy/kubernetes) does not end it:
+it touches nothing on the node, answers /healthz, and /readyz says which
+setting and why (podnet_agent_config_valid 0).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return ao.run(cmd.Context(), opts) },
 	}
@@ -109,7 +115,14 @@ restarts. It serves /metrics, /healthz and /readyz on --metrics-addr.`,
 
 // run runs the agent until ctx ends, serving its metrics meanwhile.
 func (ao *agentOptions) run(ctx context.Context, opts *globalOptions) error {
+	settings := agent.Settings{RoutingMode: ao.mode, ClusterCIDRs: ao.clusterCIDRs, NetworkConfig: ao.networkConfig}
+	if errs := settings.Check(); len(errs) > 0 {
+		return ao.runDegraded(ctx, errs)
+	}
 	cfg, err := ao.config(opts)
+	if agent.IsConfigError(err) {
+		return ao.runDegraded(ctx, []error{err})
+	}
 	if err != nil {
 		return err
 	}
@@ -145,6 +158,18 @@ func (ao *agentOptions) runAgent(ctx context.Context, cfg agent.Config) error {
 	}
 	defer stop()
 	return a.Run(ctx)
+}
+
+// runDegraded runs an agent that touches nothing, its /readyz saying
+// which settings cannot be used, until ctx ends (agent.Degraded).
+func (ao *agentOptions) runDegraded(ctx context.Context, errs []error) error {
+	d := agent.NewDegraded(errs, nil, slog.Default())
+	stop, err := ao.serveMetrics(d.Handler())
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return d.Run(ctx)
 }
 
 // config is the agent's configuration from the flags, checked before
@@ -194,6 +219,14 @@ func (ao *agentOptions) config(opts *globalOptions) (agent.Config, error) {
 		SrcDir: srcDir, BinDir: opts.binDirs[0], ConfDir: opts.confDir, NetworkConfig: ao.networkConfig,
 		Network: install.Network{Store: ao.storeSpec}, UninstallOnExit: ao.uninstallOnExit,
 		NodeCIDR: nodeCIDR,
+	}
+	if ao.networkConfig != "" {
+		// The conflist as the agent would install it, before a store is
+		// opened: a ConfigMap's conflist this agent cannot use leaves
+		// the node as it is (runDegraded).
+		if err := cfg.Install.Check(node); err != nil {
+			return agent.Config{}, &agent.ConfigError{Key: filepath.Base(ao.networkConfig), Value: ao.networkConfig, Want: err.Error()}
+		}
 	}
 	return cfg, nil
 }

@@ -62,7 +62,9 @@ func (ao *agentOptions) datastoreConfig(cfg *agent.Config) (*cniinstall.NodeCIDR
 		cidrs = append(cidrs, p)
 	}
 	if ao.doInstall && len(cidrs) == 0 {
-		return nil, errors.New("--datastore kubernetes --install needs --cluster-cidr: traffic between pods of different nodes must not be masqueraded")
+		// The ConfigMap's cluster_cidr, empty: the agent runs degraded.
+		return nil, &agent.ConfigError{Key: "cluster_cidr", Value: strings.Join(ao.clusterCIDRs, ","),
+			Want: "want the cluster's pod CIDRs: --datastore kubernetes --install needs --cluster-cidr, since traffic between pods of different nodes must not be masqueraded"}
 	}
 	cfg.Kube = &agent.KubeConfig{}
 	return &cniinstall.NodeCIDR{Store: ao.storeSpec, ClusterCIDRs: cidrs}, nil

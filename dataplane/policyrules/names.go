@@ -11,6 +11,10 @@ import (
 // TableName is the inet table this package owns.
 const TableName = "podnet-policy"
 
+// Layout is the version of the table's layout this package writes (its
+// nftlayout marker): Resync and Remove leave a table of a newer one.
+const Layout = 1
+
 // Names of the fixed objects.
 const (
 	chainForward = "forward"

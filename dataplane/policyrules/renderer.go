@@ -9,6 +9,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/podnet/podnet/dataplane/nftlayout"
 	"github.com/podnet/podnet/policy"
 )
 
@@ -135,10 +136,17 @@ func (r *Renderer) resync(want *ruleset) (Stats, error) {
 	r.cur = nil
 	b := newBatch(r.conn)
 	b.denyLog = r.denyLog
+	// A table a newer podnet wrote is not this one's to replace.
+	if _, err := nftlayout.Check(r.conn, b.table, Layout); err != nil {
+		return Stats{}, err
+	}
 	// Add first, so that the delete finds the table in any case.
 	b.conn.AddTable(b.table)
 	b.conn.DelTable(b.table)
 	if err := b.queueBase(); err != nil {
+		return Stats{}, err
+	}
+	if err := nftlayout.Declare(r.conn, b.table, Layout, 0); err != nil {
 		return Stats{}, err
 	}
 	p := diff(emptyRuleset(), want)
@@ -183,10 +191,14 @@ func emptyRuleset() *ruleset {
 }
 
 // Remove deletes the table and everything in it. A table that is not
-// there is not an error.
+// there is not an error; one of a newer podnet's layout is left, with a
+// *nftlayout.NewerError.
 func (r *Renderer) Remove() error {
 	r.cur = nil
 	t := table()
+	if _, err := nftlayout.Check(r.conn, t, Layout); err != nil {
+		return err
+	}
 	r.conn.AddTable(t)
 	r.conn.DelTable(t)
 	if err := r.conn.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {

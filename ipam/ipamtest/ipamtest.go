@@ -19,8 +19,9 @@ import (
 // Options size the concurrency test.
 type Options struct {
 	Nodes, PerNode int // default 10 x 10
-	// NoV1 says the store cannot hold layout v1's keys (the Kubernetes
-	// store, which never held them): MigrateV1 does not apply.
+	// NoV1 says the store cannot hold layout v1's keys nor the layout
+	// marker (the Kubernetes store, whose layout is its CRDs' API
+	// version): MigrateV1 and NewerLayout do not apply.
 	NoV1 bool
 	// RefusesInvalidPools says the store validates pools as the
 	// allocator does (the Kubernetes store, by the IPPool CRD's schema):
@@ -100,10 +101,11 @@ func Run(t *testing.T, newStore func(t *testing.T) ipam.Store, opts Options) {
 		{"ClaimBudgetExact", testClaimBudget},
 		{"ReleaseInFlightStates", testInFlight},
 		{"MigrateV1", testMigrateV1},
+		{"NewerLayout", testNewerLayout},
 		{"ManyNodesConcurrent", func(e env) { testConcurrentNodes(e, opts.Nodes, opts.PerNode) }},
 	}
 	for _, tt := range tests {
-		if opts.NoV1 && tt.name == "MigrateV1" {
+		if opts.NoV1 && (tt.name == "MigrateV1" || tt.name == "NewerLayout") {
 			continue
 		}
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,9 +2,11 @@ package kubeapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,11 +24,57 @@ const (
 	AnnotationUnderlayAddress = AnnotationPrefix + "underlay-address"
 	AnnotationVTEPMAC         = AnnotationPrefix + "vtep-mac"
 	AnnotationLinkLocal6      = AnnotationPrefix + "link-local6"
+	// AnnotationFormat is the version of the annotations' format;
+	// absent: 1. This agent writes format 1, so it writes none, and
+	// removes a newer agent's from its own Node, whose other
+	// annotations it rewrites in its own format.
+	AnnotationFormat = AnnotationPrefix + "format"
 )
+
+// AnnotationFormatVersion is the format of the podnet.io annotations this
+// agent writes and reads. A newer format may add keys (this agent ignores
+// keys it does not know) and bumps the version when a known key's value
+// changes meaning.
+const AnnotationFormatVersion = 1
 
 // managedAnnotations are the annotations the agent owns on its Node: it
 // sets them, and removes one it no longer has a value for.
-var managedAnnotations = []string{AnnotationUnderlayAddress, AnnotationVTEPMAC, AnnotationLinkLocal6}
+var managedAnnotations = []string{AnnotationUnderlayAddress, AnnotationVTEPMAC, AnnotationLinkLocal6, AnnotationFormat}
+
+// UnreadableAnnotations says why another node's podnet.io annotations
+// cannot be read by this agent: a format newer than
+// AnnotationFormatVersion, or a value of a known key that does not parse
+// (a newer format's, or a hand edit). Missing annotations are no error:
+// that node's agent has not registered yet, and it is routed by its
+// InternalIP (NodeRecordFromNode).
+func UnreadableAnnotations(n *corev1.Node) error {
+	a := n.Annotations
+	if f, ok := a[AnnotationFormat]; ok {
+		v, err := strconv.Atoi(f)
+		if err != nil || v < 1 {
+			return fmt.Errorf("annotation %s %q: want a format version such as %d", AnnotationFormat, f, AnnotationFormatVersion)
+		}
+		if v > AnnotationFormatVersion {
+			return fmt.Errorf("annotation %s %q: a newer podnet's format; this agent reads %d", AnnotationFormat, f, AnnotationFormatVersion)
+		}
+	}
+	if v, ok := a[AnnotationUnderlayAddress]; ok {
+		if ip, err := netip.ParseAddr(v); err != nil || !ip.Is4() {
+			return fmt.Errorf("annotation %s %q: want an IPv4 address", AnnotationUnderlayAddress, v)
+		}
+	}
+	if v, ok := a[AnnotationVTEPMAC]; ok {
+		if mac, err := net.ParseMAC(v); err != nil || len(mac) != 6 {
+			return fmt.Errorf("annotation %s %q: want a MAC address", AnnotationVTEPMAC, v)
+		}
+	}
+	if v, ok := a[AnnotationLinkLocal6]; ok {
+		if ip, err := netip.ParseAddr(v); err != nil || !ip.Is6() || !ip.IsLinkLocalUnicast() {
+			return fmt.Errorf("annotation %s %q: want an IPv6 link-local address", AnnotationLinkLocal6, v)
+		}
+	}
+	return nil
+}
 
 // NodeRecordFromNode is the routing record of a Node: its podnet.io
 // annotations, or for a node whose agent has not annotated it yet, its

@@ -72,6 +72,10 @@ type Source struct {
 	// ipamNodes are set before.
 	synced           chan struct{}
 	nodes, ipamNodes cache.Store
+	// warned holds, per other node whose annotations this agent cannot
+	// read, the reason last logged: once per node and reason.
+	warnMu sync.Mutex
+	warned map[string]string
 }
 
 // New makes the clients: core/v1 with a scheme of its own that knows
@@ -248,12 +252,15 @@ func (s *Source) onNode(obj any) {
 	if !ok {
 		return
 	}
+	own := n.Name == s.cfg.Node
+	if !own && s.unreadable(n) {
+		return
+	}
 	rec, ok := NodeRecordFromNode(n)
 	var cidrs []netip.Prefix
 	if !s.cfg.Blocks {
 		cidrs = PodCIDRsOf(n) // with block IPAM, the indexes say what to route
 	}
-	own := n.Name == s.cfg.Node
 	var ownCIDRsChanged bool
 	s.cfg.View.Update(func(st *clusterstate.State) bool {
 		if own {
@@ -279,11 +286,37 @@ func (s *Source) onNodeDeleted(obj any) {
 		return
 	}
 	s.cfg.View.Update(func(st *clusterstate.State) bool { return st.SetNode(n.Name, clusterstate.NodeRecord{}, false, nil) })
+	s.warnMu.Lock()
+	delete(s.warned, n.Name)
+	s.warnMu.Unlock()
 	if n.Name == s.cfg.Node {
 		s.cfg.Logger.Warn("this node's Node was deleted; its config stays until it has podCIDRs again")
 		signal(s.ownRegistration)
 		signal(s.ownChanged)
 	}
+}
+
+// unreadable reports whether another node's podnet.io annotations are
+// in a format this agent cannot read (UnreadableAnnotations): the event
+// is ignored, so that what the view holds of the node (its routes,
+// from the last event it could read, or none) stays as it was and no
+// other node is touched. It logs once per node and reason.
+func (s *Source) unreadable(n *corev1.Node) bool {
+	err := UnreadableAnnotations(n)
+	s.warnMu.Lock()
+	defer s.warnMu.Unlock()
+	if err == nil {
+		delete(s.warned, n.Name)
+		return false
+	}
+	if s.warned[n.Name] != err.Error() {
+		if s.warned == nil {
+			s.warned = map[string]string{}
+		}
+		s.warned[n.Name] = err.Error()
+		s.cfg.Logger.Warn("a Node's podnet.io annotations cannot be read; the node is ignored, its routes as they were", "other_node", n.Name, "err", err)
+	}
+	return true
 }
 
 func signal(ch chan struct{}) {

@@ -16,6 +16,7 @@ import (
 	"github.com/google/nftables"
 
 	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/dataplane/nftlayout"
 	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/netns"
 )
@@ -246,6 +247,7 @@ func (c *Cluster) CheckMasqClean(n *Node) {
 	want := map[string]string{
 		"pods4-" + name: "", "pods6-" + name: "",
 		"nomasq4-" + name: joinSorted(excl4), "nomasq6-" + name: joinSorted(excl6),
+		nftlayout.MarkerName(dataplane.MasqLayout): "", // the table's layout marker
 	}
 	got := map[string]string{}
 	for _, s := range sets {
