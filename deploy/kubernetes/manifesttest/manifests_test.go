@@ -51,6 +51,7 @@ var variants = []struct{ name, dir string }{
 var otherDirs = map[string]string{
 	"crds":                 "crds_test.go: the podnet.io CRDs of model B",
 	"clusternetworkpolicy": "clusternetworkpolicy_test.go: the ClusterNetworkPolicy CRD, upstream's verbatim",
+	"uninstall":            "uninstall_test.go: the DaemonSet that removes podnet from every node",
 }
 
 // namespace is where every podnet object lives: kube-system, because
