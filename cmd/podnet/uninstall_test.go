@@ -15,7 +15,7 @@ func TestUninstallFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	for flag, def := range map[string]string{"conf-dir": "/etc/cni/net.d", "bin-dir": "/opt/cni/bin", "state-dir": "/var/lib/podnet",
-		"run-dir": "/run/podnet", "dry-run": "false", "verify": "false", "hold": "false", "output": "text"} {
+		"run-dir": "/run/podnet", "dry-run": "false", "datastore": "", "ipam": "node-cidr", "kubeconfig": "", "verify": "false", "hold": "false", "output": "text"} {
 		f := cmd.Flags().Lookup(flag)
 		if f == nil || f.DefValue != def {
 			t.Errorf("--%s: %+v, want default %q", flag, f, def)
@@ -29,6 +29,9 @@ func TestUninstallFlags(t *testing.T) {
 		{[]string{"uninstall", "-o", "yaml"}, "--output"},
 		{[]string{"uninstall", "--run-dir", "/run"}, "--run-dir /run"},
 		{[]string{"uninstall", "--conf-dir", "rel"}, "--conf-dir"},
+		{[]string{"uninstall", "--ipam", "blocks"}, "--datastore kubernetes"},
+		{[]string{"uninstall", "--datastore", "etcd"}, "--datastore"},
+		{[]string{"uninstall", "--datastore", "kubernetes", "--ipam", "model-c"}, "--ipam"},
 	} {
 		root := newRootCommand()
 		root.SetArgs(tt.args)

@@ -1,13 +1,16 @@
 package manifesttest
 
 import (
+	"maps"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 )
 
 // uninstallDir is the DaemonSet a user applies after deleting podnet's
@@ -75,7 +78,7 @@ func TestUninstallDaemonSet(t *testing.T) {
 	if len(pargs) < 3 || pargs[0] != c.Command[0] || pargs[1] != "uninstall" || !slices.Contains(pargs, "--verify") {
 		t.Fatalf("readiness probe runs %q, want %s uninstall --verify", pargs, c.Command[0])
 	}
-	for flag := range uninstallPaths {
+	for _, flag := range append(slices.Collect(maps.Keys(uninstallPaths)), "datastore", "ipam") {
 		v, _ := flagValue(args, flag)
 		if pv, _ := flagValue(pargs, flag); pv != v {
 			t.Errorf("readiness probe --%s=%q, the container's is %q: it must verify what was cleaned", flag, pv, v)
@@ -109,6 +112,64 @@ func TestUninstallFlags(t *testing.T) {
 			if !strings.Contains(string(out), `(default "`+dir+`")`) {
 				t.Errorf("podnet uninstall --help names no default %s", dir)
 			}
+		}
+	}
+}
+
+// uninstallRules are the verbs `podnet uninstall --datastore kubernetes
+// --ipam blocks` sends (test/k8s TestUninstallAPI records them against a
+// real API server): its Node's annotations, its IPAMNode and blocks.
+var uninstallRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "patch"}},
+	{APIGroups: []string{"podnet.io"}, Resources: []string{"ipamnodes"}, Verbs: []string{"get", "update", "delete"}},
+	{APIGroups: []string{"podnet.io"}, Resources: []string{"ipamblocks"}, Verbs: []string{"get", "update", "delete"}},
+}
+
+// TestUninstallAPIAccess: with --datastore kubernetes the pod runs as an
+// account of its own, bound to exactly uninstallRules, its token mounted
+// by this pod alone, and names its Node through the downward API.
+func TestUninstallAPIAccess(t *testing.T) {
+	p, c := uninstallPod(t)
+	args := podnetArgs(c)
+	if v, _ := flagValue(args, "datastore"); v != "kubernetes" {
+		t.Fatalf("--datastore=%q: want kubernetes, so that the Node's podnet.io/ annotations go too", v)
+	}
+	if v, _ := flagValue(args, "node"); v != "" {
+		t.Errorf("--node=%s: want none ($NODE_NAME)", v)
+	}
+	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == nodeNameEnv && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == nodeNamePath
+	}) {
+		t.Errorf("env %s must come from fieldRef %s", nodeNameEnv, nodeNamePath)
+	}
+	sa := p.spec.ServiceAccountName
+	if p.spec.AutomountServiceAccountToken == nil || !*p.spec.AutomountServiceAccountToken {
+		t.Error("automountServiceAccountToken is not true on the pod")
+	}
+	if acct := p.m.serviceAccounts[sa]; len(p.m.serviceAccounts) != 1 || acct == nil ||
+		acct.AutomountServiceAccountToken == nil || *acct.AutomountServiceAccountToken {
+		t.Errorf("service accounts %v: want %q alone, with automountServiceAccountToken false", slices.Sorted(maps.Keys(p.m.serviceAccounts)), sa)
+	}
+	def := loadPodFrom(t, defaultDir)
+	if sa == def.spec.ServiceAccountName {
+		t.Errorf("runs as %s, podnet's agent's account: deleting podnet would delete it", sa)
+	}
+	if len(p.m.clusterRoles) != 1 || len(p.m.roleBindings) != 1 || len(p.m.roles)+len(p.m.nsRoleBindings) != 0 {
+		t.Fatalf("want one ClusterRole and one ClusterRoleBinding")
+	}
+	for _, b := range p.m.roleBindings {
+		if want := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: namespace}}; !reflect.DeepEqual(b.Subjects, want) {
+			t.Errorf("ClusterRoleBinding %s binds %+v, want %s/%s alone", b.Name, b.Subjects, namespace, sa)
+		}
+		role := p.m.clusterRoles[b.RoleRef.Name]
+		if role == nil || b.RoleRef.Kind != "ClusterRole" {
+			t.Fatalf("ClusterRoleBinding %s: roleRef %+v is not a ClusterRole of the manifests", b.Name, b.RoleRef)
+		}
+		if !reflect.DeepEqual(role.Rules, uninstallRules) || role.AggregationRule != nil {
+			t.Errorf("ClusterRole %s: rules %+v, want %+v", role.Name, role.Rules, uninstallRules)
+		}
+		if role.Name == "podnet" || b.Name == "podnet" {
+			t.Errorf("ClusterRole %s, binding %s: podnet's own names", role.Name, b.Name)
 		}
 	}
 }
