@@ -173,3 +173,27 @@ func TestUninstallAPIAccess(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentSysctlRecordOnHost: every variant's agent records the sysctls
+// it changes (--sysctl-record, by default /var/lib/podnet/sysctls.json)
+// on the host's /var/lib/podnet, where the uninstall DaemonSet reads it:
+// a record in the container's own filesystem would be lost, and removal
+// could not restore what podnet changed.
+func TestAgentSysctlRecordOnHost(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			p := loadPodFrom(t, v.dir)
+			rec, ok := flagValue(argv(p.agent), "sysctl-record")
+			if !ok {
+				rec = "/var/lib/podnet/sysctls.json"
+			}
+			vm, vol := p.volumeAt(p.agent, rec)
+			if vol == nil || vol.HostPath == nil || vm.ReadOnly {
+				t.Fatalf("agent --sysctl-record=%s: not on a writable hostPath volume", rec)
+			}
+			if host := filepath.Join(vol.HostPath.Path, strings.TrimPrefix(rec, vm.MountPath)); filepath.Dir(host) != uninstallPaths["state-dir"] {
+				t.Errorf("agent --sysctl-record=%s is %s on the host, outside %s where podnet uninstall reads it", rec, host, uninstallPaths["state-dir"])
+			}
+		})
+	}
+}
