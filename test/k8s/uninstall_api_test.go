@@ -140,37 +140,7 @@ func TestUninstallAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	role := uninstallRBAC(ctx, t, c)
-	for _, n := range []string{"n1", "n2"} {
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Annotations: map[string]string{
-			"podnet.io/underlay-address": "198.18.0.1", "podnet.io/vtep-mac": "0e:00:00:00:00:01", "example.com/keep": "yes"}}}
-		if _, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	admin, err := kubehttp.Open(c.Config, nil, kube.Options{Kubeconfig: "admin", Prefix: ipam.DefaultPrefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	a := ipam.New(admin, ipam.Config{Keys: ipam.Keys{Prefix: ipam.DefaultPrefix}})
-	for i, p := range []string{"busy", "idle"} {
-		if err := a.PutPool(ctx, ipam.Pool{Name: p, CIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 77 + byte(i), 0, 0}), 16), BlockSize: 26}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Each node has a block with a pod's address and an empty one: the
-	// first is let go (updated), the second deleted.
-	for _, n := range []string{"n1", "n2"} {
-		if _, err := a.AutoAssign(ctx, ipam.AutoAssignArgs{Handle: "h." + n, Node: n, Num4: 1, Pools4: []string{"busy"}}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := a.AutoAssign(ctx, ipam.AutoAssignArgs{Handle: "gone." + n, Node: n, Num4: 1, Pools4: []string{"idle"}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := a.ReleaseByHandle(ctx, n, "gone."+n); err != nil {
-			t.Fatal(err)
-		}
-	}
+	admin := seedUninstallAPI(ctx, t, c)
 
 	log := &requestLog{seen: map[string]bool{}}
 	sa := rest.CopyConfig(c.Config)
@@ -192,8 +162,12 @@ func TestUninstallAPI(t *testing.T) {
 	if want := map[string]string{"example.com/keep": "yes"}; !maps.Equal(n1.Annotations, want) {
 		t.Errorf("n1's annotations %v, want %v", n1.Annotations, want)
 	}
-	if n2, err := c.Client.CoreV1().Nodes().Get(ctx, "n2", metav1.GetOptions{}); err != nil || len(n2.Annotations) != 3 {
-		t.Errorf("n2's annotations %v (%v): another node's must stay", n2.Annotations, err)
+	n2, err := c.Client.CoreV1().Nodes().Get(ctx, "n2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(n2.Annotations) != 3 {
+		t.Errorf("n2's annotations %v: another node's must stay", n2.Annotations)
 	}
 	if _, err := admin.Get(ctx, ipam.Keys{Prefix: ipam.DefaultPrefix}.Node("n1")); !errors.Is(err, ipam.ErrNotFound) {
 		t.Errorf("n1's IPAMNode: %v, want it gone", err)
@@ -209,8 +183,53 @@ func TestUninstallAPI(t *testing.T) {
 	if err != nil || len(again) != 0 {
 		t.Errorf("second removal: %q %v", again, err)
 	}
-	granted := ruleVerbs(role.Rules)
-	sent := log.seen
+	checkSentVerbs(t, log.seen, role.Rules)
+}
+
+// seedUninstallAPI makes two Nodes, n1 and n2, as podnet's agent and
+// block IPAM leave them: podnet.io/ annotations beside another, and an
+// IPAMNode each with a block holding a pod's address and an empty one
+// (the first is let go on removal, the second deleted). It returns the
+// admin's store.
+func seedUninstallAPI(ctx context.Context, t *testing.T, c *cluster.Cluster) *kube.Store {
+	t.Helper()
+	for _, n := range []string{"n1", "n2"} {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Annotations: map[string]string{
+			"podnet.io/underlay-address": "198.18.0.1", "podnet.io/vtep-mac": "0e:00:00:00:00:01", "example.com/keep": "yes"}}}
+		if _, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin, err := kubehttp.Open(c.Config, nil, kube.Options{Kubeconfig: "admin", Prefix: ipam.DefaultPrefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	a := ipam.New(admin, ipam.Config{Keys: ipam.Keys{Prefix: ipam.DefaultPrefix}})
+	for i, p := range []string{"busy", "idle"} {
+		if err := a.PutPool(ctx, ipam.Pool{Name: p, CIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 77 + byte(i), 0, 0}), 16), BlockSize: 26}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"n1", "n2"} {
+		if _, err := a.AutoAssign(ctx, ipam.AutoAssignArgs{Handle: "h." + n, Node: n, Num4: 1, Pools4: []string{"busy"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.AutoAssign(ctx, ipam.AutoAssignArgs{Handle: "gone." + n, Node: n, Num4: 1, Pools4: []string{"idle"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.ReleaseByHandle(ctx, n, "gone."+n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return admin
+}
+
+// checkSentVerbs: every request sent is one the rules grant, and every
+// grant is used.
+func checkSentVerbs(t *testing.T, sent map[string]bool, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	granted := ruleVerbs(rules)
 	t.Logf("sent %v", slices.Sorted(maps.Keys(sent)))
 	for v := range sent {
 		if !granted[v] {
