@@ -82,7 +82,9 @@ func (o *apiCleanOptions) config() (*kubeclean.Config, error) {
 // kubernetes, what the API had of it.
 type uninstallReport struct {
 	nodeclean.Report
-	API []string `json:"api,omitempty"`
+	// Verify says the report is --verify's: Steps are what is left.
+	Verify bool     `json:"verify,omitempty"`
+	API    []string `json:"api,omitempty"`
 }
 
 func (r uninstallReport) clean() bool { return r.Report.Clean() && len(r.API) == 0 }
@@ -146,6 +148,9 @@ func (o *uninstallOptions) run(cmd *cobra.Command) error {
 	rep.Report, err = nodeclean.Remove(o.paths, o.dryRun || o.verify)
 	if err != nil && rep.Steps == nil {
 		return err
+	}
+	if o.verify {
+		rep.DryRun, rep.Verify = false, true
 	}
 	if api != nil {
 		ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
