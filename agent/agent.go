@@ -287,7 +287,7 @@ func New(cfg Config) (*Agent, error) {
 		if err != nil {
 			return nil, err
 		}
-		a.policy = netpol.New(netpol.Config{Node: cfg.Node, NetNS: cfg.NetNS, Sources: src, ResyncInterval: cfg.ResyncInterval,
+		a.policy = netpol.New(netpol.Config{Node: cfg.Node, NetNS: cfg.NetNS, SysctlRecord: cfg.SysctlRecord, Sources: src, ResyncInterval: cfg.ResyncInterval,
 			DenyLog: cfg.PolicyDenyLog, Registry: reg, Logger: log})
 		if a.cfg.PolicySocket == "" {
 			a.cfg.PolicySocket = admitsock.DefaultSocket
