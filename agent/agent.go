@@ -84,6 +84,10 @@ type Config struct {
 	// they could not make (default ipamcni.DefaultReleaseDir); GC
 	// finishes them.
 	ReleaseDir string
+	// SysctlRecord is where the original values of the node-wide
+	// sysctls the agent changes are recorded (route.Config.SysctlRecord);
+	// empty: not recorded.
+	SysctlRecord string
 	// Install, when set, is applied once the agent is ready.
 	Install *cniinstall.Config
 	// NetworkPolicy enforces NetworkPolicy for the node's pods (netpol),
@@ -273,7 +277,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.routes = route.New(route.Config{Node: cfg.Node, Mode: cfg.Mode, UnderlayInterface: cfg.UnderlayInterface, NetNS: cfg.NetNS,
-		ResyncInterval: cfg.ResyncInterval, Registry: reg, Logger: log}, a.view)
+		ResyncInterval: cfg.ResyncInterval, SysctlRecord: cfg.SysctlRecord, Registry: reg, Logger: log}, a.view)
 	if cfg.Kube != nil && cfg.Kube.Blocks != nil && cfg.Store != nil {
 		// Without a store the agent only routes (a benchmark's agent).
 		a.blocks = kubeblocks.New(kubeblocks.Config{Store: cfg.Store, Prefix: cfg.Prefix, Pools: cfg.Kube.Blocks.Pools,
@@ -284,7 +288,7 @@ func New(cfg Config) (*Agent, error) {
 		if err != nil {
 			return nil, err
 		}
-		a.policy = netpol.New(netpol.Config{Node: cfg.Node, NetNS: cfg.NetNS, Sources: src, ResyncInterval: cfg.ResyncInterval,
+		a.policy = netpol.New(netpol.Config{Node: cfg.Node, NetNS: cfg.NetNS, SysctlRecord: cfg.SysctlRecord, Sources: src, ResyncInterval: cfg.ResyncInterval,
 			DenyLog: cfg.PolicyDenyLog, Registry: reg, Logger: log})
 		if a.cfg.PolicySocket == "" {
 			a.cfg.PolicySocket = admitsock.DefaultSocket

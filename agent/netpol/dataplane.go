@@ -10,6 +10,7 @@ import (
 
 	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/dataplane/policyrules"
+	"github.com/podnet/podnet/internal/sysctlrecord"
 	"github.com/podnet/podnet/netns"
 )
 
@@ -75,7 +76,11 @@ func (s *Service) bridgeToInet() {
 		s.log.Warn("br_netfilter is not loaded: traffic between two pods of one bridge (bridge mode) is not judged by network policy", "err", err)
 		return
 	}
-	if err := dataplane.WriteSysctls(dataplane.BridgeNetfilterSysctls(true)); err != nil {
+	write := dataplane.WriteSysctls
+	if s.cfg.SysctlRecord != "" {
+		write = sysctlrecord.Writer(s.cfg.SysctlRecord)
+	}
+	if err := write(dataplane.BridgeNetfilterSysctls(true)); err != nil {
 		s.log.Warn("could not hand bridged traffic to network policy: traffic between two pods of one bridge (bridge mode) is not judged", "err", err)
 	}
 }

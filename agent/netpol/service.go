@@ -46,6 +46,10 @@ type Config struct {
 	// NetNS is the network namespace to program (a path); empty: the
 	// process's own.
 	NetNS string
+	// SysctlRecord is where the original values of the sysctls the
+	// service changes (bridge-nf-call-*) are recorded first
+	// (internal/sysctlrecord); empty: not recorded.
+	SysctlRecord string
 	// Sources are the informers' list-watchers (NewSources).
 	Sources Sources
 	// Debounce is how long the first event of a change waits for more

@@ -13,6 +13,7 @@ import (
 
 	"github.com/podnet/podnet/agent/clusterstate"
 	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/internal/sysctlrecord"
 	"github.com/podnet/podnet/netns"
 )
 
@@ -30,8 +31,13 @@ type Config struct {
 	// ResyncInterval is how often the service reconciles even without
 	// changes, repairing anything changed behind its back.
 	ResyncInterval time.Duration
-	Registry       prometheus.Registerer
-	Logger         *slog.Logger
+	// SysctlRecord is the file (sysctlrecord) in which the original value
+	// of each node-wide sysctl the service changes is recorded before it
+	// is first changed, so that removing podnet restores exactly those;
+	// empty: nothing is recorded.
+	SysctlRecord string
+	Registry     prometheus.Registerer
+	Logger       *slog.Logger
 }
 
 // Service programs this node's routes, neighbours and FDB entries from
@@ -65,14 +71,18 @@ func New(cfg Config, view *clusterstate.View) *Service {
 // releases what it opened.
 func (s *Service) Setup() error {
 	open := func() (err error) { s.h, err = dataplane.NewHandle(); return err }
-	sysctl := dataplane.WriteSysctls
+	write := dataplane.WriteSysctls
+	if s.cfg.SysctlRecord != "" {
+		write = sysctlrecord.Writer(s.cfg.SysctlRecord)
+	}
+	sysctl := write
 	if s.cfg.NetNS != "" {
 		ns := s.cfg.NetNS
 		if err := netns.Do(ns, open); err != nil {
 			return err
 		}
 		sysctl = func(x []dataplane.Sysctl) error {
-			return netns.Do(ns, func() error { return dataplane.WriteSysctls(x) })
+			return netns.Do(ns, func() error { return write(x) })
 		}
 	} else if err := open(); err != nil {
 		return err

@@ -39,6 +39,8 @@ type agentOptions struct {
 	// blockGrace: how long a block stays empty before GC lets it go.
 	blockGrace time.Duration
 	releaseDir string
+	// sysctlRecord is where the agent records the sysctls it changes.
+	sysctlRecord string
 	// --install, and what it installs from where.
 	doInstall, uninstallOnExit bool
 	srcDir, networkConfig      string
@@ -103,6 +105,7 @@ setting and why (podnet_agent_config_valid 0).`,
 	f.DurationVar(&ao.gcGrace, "gc-grace", time.Minute, "how long an address's attachment must be missing before GC releases it")
 	f.DurationVar(&ao.blockGrace, "block-grace", agent.DefaultBlockGrace, "how long one of this node's blocks must have been empty before GC lets it go back to its pool, one spare per pool kept (negative: never)")
 	f.StringVar(&ao.releaseDir, "release-dir", ipamcni.DefaultReleaseDir, "where DELs record releases they could not make while the store was unreachable; GC finishes them")
+	f.StringVar(&ao.sysctlRecord, "sysctl-record", defaultSysctlRecord, "file in which the agent records the original value of each node-wide sysctl before it first changes it, so that podnet uninstall restores exactly those (empty: none)")
 	f.BoolVar(&ao.networkPolicy, "network-policy", false, "with --datastore kubernetes: enforce NetworkPolicy for this node's pods in nftables, as deploy/kubernetes does; a new pod's ADD waits for its rules, or the pod starts closed until the agent admits it")
 	f.StringVar(&ao.policySocket, "policy-socket", admitsock.DefaultSocket, "with --network-policy: the unix socket of the plugins' first-packet handshake (their conflist's policySocket)")
 	f.BoolVar(&ao.denyLog, "policy-deny-log", false, "with --network-policy: log every packet policy drops (pod, direction, addresses, protocol, port) at info level, through NFLOG, under a rate limit for the node")
@@ -189,7 +192,7 @@ func (ao *agentOptions) config(opts *globalOptions) (agent.Config, error) {
 	}
 	cfg := agent.Config{
 		Node: node, Mode: m, UnderlayInterface: ao.underlay,
-		LeaseTTL: ao.leaseTTL, GCInterval: ao.gcInterval, GCGrace: ao.gcGrace, BlockGrace: ao.blockGrace, CacheDir: opts.cacheDir, ReleaseDir: ao.releaseDir,
+		LeaseTTL: ao.leaseTTL, GCInterval: ao.gcInterval, GCGrace: ao.gcGrace, BlockGrace: ao.blockGrace, CacheDir: opts.cacheDir, ReleaseDir: ao.releaseDir, SysctlRecord: ao.sysctlRecord,
 		Logger: slog.Default(), NetworkPolicy: ao.networkPolicy, PolicySocket: ao.policySocket,
 	}
 	if ao.denyLog {

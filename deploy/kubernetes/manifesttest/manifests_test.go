@@ -52,6 +52,7 @@ var otherDirs = map[string]string{
 	"crds":                         "crds_test.go: the podnet.io CRDs of model B",
 	"clusternetworkpolicy":         "clusternetworkpolicy_test.go: the ClusterNetworkPolicy CRD, upstream's verbatim",
 	"manifesttest/" + badValuesDir: "helm_schema_test.go: values files the Helm chart's schema must refuse",
+	"uninstall":                    "uninstall_test.go: the DaemonSet that removes podnet from every node",
 }
 
 // namespace is where every podnet object lives: kube-system, because

@@ -151,7 +151,10 @@ func (c *Cluster) LaunchAgent(n *Node, extra ...string) {
 		"--gc-interval", GCInterval.String(), "--gc-grace", GCGrace.String(), "--log-level", "info",
 		"--install", "--src-dir", c.PluginDir, "--network-config", c.NetConf,
 		"--conf-dir", filepath.Join(n.Dir, "net.d"), "--bin-dir", filepath.Join(n.Dir, "bin"),
-		"--cache-dir", filepath.Join(n.Dir, "cache"))
+		"--cache-dir", filepath.Join(n.Dir, "cache"),
+		// The node's own record of the sysctls its agent changes, never
+		// the machine's /var/lib/podnet.
+		"--sysctl-record", filepath.Join(n.Dir, "sysctls.json"))
 	cmd.Args = append(cmd.Args, c.AgentFlags(n)...)
 	cmd.Args = append(cmd.Args, extra...)
 	cmd.Stdout, cmd.Stderr = n.log, n.log
