@@ -22,11 +22,12 @@ const (
 	AnnotationUnderlayAddress = AnnotationPrefix + "underlay-address"
 	AnnotationVTEPMAC         = AnnotationPrefix + "vtep-mac"
 	AnnotationLinkLocal6      = AnnotationPrefix + "link-local6"
+	AnnotationRoutingMode     = AnnotationPrefix + "routing-mode"
 )
 
 // managedAnnotations are the annotations the agent owns on its Node: it
 // sets them, and removes one it no longer has a value for.
-var managedAnnotations = []string{AnnotationUnderlayAddress, AnnotationVTEPMAC, AnnotationLinkLocal6}
+var managedAnnotations = []string{AnnotationUnderlayAddress, AnnotationVTEPMAC, AnnotationLinkLocal6, AnnotationRoutingMode}
 
 // NodeRecordFromNode is the routing record of a Node: its podnet.io
 // annotations, or for a node whose agent has not annotated it yet, its
@@ -52,6 +53,7 @@ func NodeRecordFromNode(n *corev1.Node) (rec clusterstate.NodeRecord, ok bool) {
 	if a, err := netip.ParseAddr(n.Annotations[AnnotationLinkLocal6]); err == nil && a.Is6() && a.IsLinkLocalUnicast() {
 		rec.LinkLocal6 = a
 	}
+	rec.Mode = n.Annotations[AnnotationRoutingMode]
 	return rec, true
 }
 
@@ -96,6 +98,9 @@ func NodeAnnotations(rec clusterstate.NodeRecord) map[string]string {
 	}
 	if rec.LinkLocal6.IsValid() {
 		out[AnnotationLinkLocal6] = rec.LinkLocal6.String()
+	}
+	if rec.Mode != "" {
+		out[AnnotationRoutingMode] = rec.Mode
 	}
 	return out
 }
