@@ -22,8 +22,11 @@ const (
 	// trafficEvery is how often a pair is probed: 25 probes a second.
 	trafficEvery = 40 * time.Millisecond
 	// trafficTimeout is how long a probe waits for the connect: an
-	// allowed probe not connected by then failed.
-	trafficTimeout = 200 * time.Millisecond
+	// allowed probe not connected by then failed. A dropped SYN is sent
+	// again only after a second, so any timeout under that counts every
+	// drop; 500 ms rather than less leaves room for a loaded 2-core
+	// machine's scheduling.
+	trafficTimeout = 500 * time.Millisecond
 )
 
 // trafficPair is one client and one destination, and what the policies
@@ -43,6 +46,8 @@ type trafficProbe struct {
 	start        time.Time
 	ok, answered bool
 	done         bool
+	// why is what a wrong probe saw, for the log.
+	why string
 }
 
 // pairLog is one pair's probes, in the order they were started.
@@ -100,6 +105,7 @@ func (l *pairLog) run(ctx context.Context) {
 			l.probes[i].ok = p.result == probeConnected
 			l.probes[i].answered = p.answered()
 			l.probes[i].done = true
+			l.probes[i].why = probeOutcome(p)
 			l.mu.Unlock()
 		})
 	}
@@ -161,7 +167,8 @@ type failedRun struct {
 	pair        string
 	first, last time.Time
 	n           int
-	denied      bool // denied probes that got through, not allowed ones that failed
+	denied      bool   // denied probes that got through, not allowed ones that failed
+	why         string // what the first one saw
 }
 
 // result counts the finished probes started in [from, to).
@@ -187,7 +194,7 @@ func (tr *traffic) result(from, to time.Time) trafficResult {
 			}
 			if wrong {
 				if run == nil {
-					run = &failedRun{pair: l.pair.name + " (" + l.pair.path + ")", first: p.start, denied: !l.pair.allowed}
+					run = &failedRun{pair: l.pair.name + " (" + l.pair.path + ")", first: p.start, denied: !l.pair.allowed, why: p.why}
 				}
 				run.last, run.n = p.start, run.n+1
 			} else if run != nil {
@@ -243,7 +250,7 @@ func (tr *traffic) timeline(r trafficResult, from time.Time) string {
 		if f.denied {
 			what = "DENIED PROBES GOT THROUGH"
 		}
-		lines = append(lines, line{f.first, fmt.Sprintf("  %s: %d %s until +%.3fs", f.pair, f.n, what, f.last.Sub(from).Seconds())})
+		lines = append(lines, line{f.first, fmt.Sprintf("  %s: %d %s until +%.3fs (first: %s)", f.pair, f.n, what, f.last.Sub(from).Seconds(), f.why)})
 	}
 	slices.SortStableFunc(lines, func(a, b line) int { return a.at.Compare(b.at) })
 	var b strings.Builder
@@ -251,4 +258,17 @@ func (tr *traffic) timeline(r trafficResult, from time.Time) string {
 		fmt.Fprintf(&b, "+%8.3fs %s\n", l.at.Sub(from).Seconds(), l.text)
 	}
 	return b.String()
+}
+
+// probeOutcome says what a probe saw, in words.
+func probeOutcome(p probe) string {
+	switch p.result {
+	case probeConnected:
+		return "connected"
+	case probeRefused:
+		return "refused"
+	case probeDropped:
+		return fmt.Sprintf("no answer in %s", trafficTimeout)
+	}
+	return fmt.Sprintf("error after %s: %v", p.end.Sub(p.start).Round(time.Millisecond), p.err)
 }

@@ -65,7 +65,8 @@ func TestRollingUpgrade(t *testing.T) {
 // host-gw to vxlan and back, each time rolling the DaemonSet (what
 // `kubectl rollout restart` does), under the same probes: no allowed
 // pair may go more than 2 s without a successful probe, no denied probe
-// may get through, and each switch must show in the routes.
+// may get through, each switch must show in the routes, and in the end
+// no node keeps a VXLAN device.
 func TestRoutingModeChange(t *testing.T) {
 	c := cluster.Start(t, cluster.WithNodes(2))
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -103,6 +104,20 @@ func TestRoutingModeChange(t *testing.T) {
 		})
 		waitModeRoutes(ctx, t, c, m.mode, m.route)
 		tr.mark("routes " + m.mode + " on every node")
+	}
+	// Back in host-gw everywhere: the device a host-gw node keeps while a
+	// peer runs vxlan goes.
+	for _, n := range c.Nodes {
+		waitUntil(ctx, t, "podnet.vxlan gone from "+n.Name, time.Minute, func() error {
+			out, err := exec.Command("nsenter", "--net="+n.NetNS, "ip", "-o", "link", "show", "type", "vxlan").CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("ip link: %v: %s", err, out)
+			}
+			if strings.Contains(string(out), "podnet.vxlan") {
+				return fmt.Errorf("still there: %s", out)
+			}
+			return nil
+		})
 	}
 	time.Sleep(5 * time.Second)
 	r := judgeTraffic(t, tr, from)
