@@ -24,9 +24,10 @@ const upgradeImage = "podnet.test/podnet:upgrade"
 
 // TestRollingUpgrade is issue 30's claim on two nodes with the default
 // deployment (policy on, the ClusterNetworkPolicy CRD) and kube-proxy:
-// with 13 pairs of pods probed 25 times a second each (same node, across
-// nodes, a ClusterIP, a hostPort; allowed and denied by NetworkPolicy
-// ingress and egress and an Admin ClusterNetworkPolicy), the DaemonSet
+// with 15 pairs probed 25 times a second each (same node, across nodes,
+// a ClusterIP, a hostPort, egress to the outside network, which must be
+// masqueraded; allowed and denied by NetworkPolicy ingress and egress
+// and an Admin ClusterNetworkPolicy), the DaemonSet
 // is rolled to a new image, rolled back, and the agent on one node is
 // killed with SIGKILL twice. No allowed probe may fail and no denied
 // probe get through: the agent leaves routes, guards, masquerade, host
@@ -43,7 +44,8 @@ func TestRollingUpgrade(t *testing.T) {
 	if err := c.TagImage(cluster.PodnetImage, upgradeImage); err != nil {
 		t.Fatal(err)
 	}
-	tr, from := startUpgTraffic(ctx, t, upgWorld(ctx, t, c))
+	pairs, out := upgWorld(ctx, t, c)
+	tr, from := startUpgTraffic(ctx, t, pairs)
 
 	rollDaemonSet(ctx, t, c, tr, "image "+upgradeImage, func(ds *appsv1.DaemonSet) { setAgentImage(ds, upgradeImage) })
 	rollDaemonSet(ctx, t, c, tr, "back to image "+cluster.PodnetImage, func(ds *appsv1.DaemonSet) { setAgentImage(ds, cluster.PodnetImage) })
@@ -55,7 +57,7 @@ func TestRollingUpgrade(t *testing.T) {
 	// under the probes too.
 	tr.mark("probing through the new agent's first resync")
 	time.Sleep(65 * time.Second)
-	r := judgeTraffic(t, tr, from)
+	r := judgeTraffic(t, tr, out, from)
 	if r.failedAllowed != 0 || r.deniedThrough != 0 {
 		t.Errorf("%d allowed probes failed and %d denied probes got through; want 0 and 0 (timeline above)", r.failedAllowed, r.deniedThrough)
 	}
@@ -63,7 +65,8 @@ func TestRollingUpgrade(t *testing.T) {
 
 // TestRoutingModeChange switches the ConfigMap's routing_mode from
 // host-gw to vxlan and back, each time rolling the DaemonSet (what
-// `kubectl rollout restart` does), under the same probes: no allowed
+// `kubectl rollout restart` does), and kills an agent with SIGKILL while
+// in vxlan, under the same probes: no allowed
 // pair may go more than 2 s without a successful probe, no denied probe
 // may get through, each switch must show in the routes, and in the end
 // no node keeps a VXLAN device.
@@ -80,7 +83,8 @@ func TestRoutingModeChange(t *testing.T) {
 	}
 	waitAgentReady(ctx, t, c, "")
 	waitModeRoutes(ctx, t, c, "host-gw", "via %s dev underlay0")
-	tr, from := startUpgTraffic(ctx, t, upgWorld(ctx, t, c))
+	pairs, out := upgWorld(ctx, t, c)
+	tr, from := startUpgTraffic(ctx, t, pairs)
 
 	for _, m := range []struct{ mode, route string }{
 		{"vxlan", "via %s dev podnet.vxlan"},
@@ -104,6 +108,11 @@ func TestRoutingModeChange(t *testing.T) {
 		})
 		waitModeRoutes(ctx, t, c, m.mode, m.route)
 		tr.mark("routes " + m.mode + " on every node")
+		if m.mode == "vxlan" {
+			// An agent that finds the VXLAN device, its peers and routes
+			// in place adopts them.
+			killAgent(ctx, t, c, c.Nodes[0], tr, 1)
+		}
 	}
 	// Back in host-gw everywhere: the device a host-gw node keeps while a
 	// peer runs vxlan goes.
@@ -120,7 +129,7 @@ func TestRoutingModeChange(t *testing.T) {
 		})
 	}
 	time.Sleep(5 * time.Second)
-	r := judgeTraffic(t, tr, from)
+	r := judgeTraffic(t, tr, out, from)
 	if r.longestGap > 2*time.Second || r.deniedThrough != 0 {
 		t.Errorf("longest gap of an allowed pair %s (%s), %d denied probes got through; want <= 2s and 0 (timeline above)",
 			r.longestGap.Round(time.Millisecond), r.gapPair, r.deniedThrough)

@@ -3,7 +3,9 @@ package k8s_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +29,8 @@ import (
 //	        upg-clc2 (cnp=denied)
 //
 // Each direction has an allow and a deny, every path (same node, across
-// nodes, a ClusterIP, a hostPort) an allowed and a denied pair.
+// nodes, a ClusterIP, a hostPort, egress to the outside network) an
+// allowed and a denied pair.
 
 // upgHostPort is upg-srv1's host port on node 1.
 const upgHostPort = 18081
@@ -50,7 +53,8 @@ var upgPods = []upgPod{
 }
 
 // upgPair is a pair by pod names; to is a pod, or "svc" (the ClusterIP
-// of upg-srv2) or "hostport" (node 1's address at upgHostPort).
+// of upg-srv2), "hostport" (node 1's address at upgHostPort) or
+// "outside" (a listener of the test's on the outside network).
 type upgPair struct {
 	from, to, path string
 	allowed        bool
@@ -70,14 +74,18 @@ var upgPairs = []upgPair{
 	{"upg-clb1", "svc", "clusterip, ingress not allowed", false},
 	{"upg-cla1", "hostport", "hostport", true},
 	{"upg-clb1", "hostport", "hostport, ingress not allowed", false},
+	{"upg-cla1", "outside", "egress to the outside, masqueraded", true},
+	{"upg-cle2", "outside", "egress to the outside not allowed", false},
 }
 
 // upgWorld creates the policies first (so that every pod starts under
 // them), then the pods and the Service, and returns the pairs with the
-// clients' network namespaces open (closed when t ends).
-func upgWorld(ctx context.Context, t *testing.T, c *cluster.Cluster) []trafficPair {
+// clients' network namespaces open (closed when t ends), and the
+// outside listener.
+func upgWorld(ctx context.Context, t *testing.T, c *cluster.Cluster) ([]trafficPair, *outsideListener) {
 	t.Helper()
 	upgPolicies(ctx, t, c)
+	out := listenOutside(t, c)
 	pods := map[string]*corev1.Pod{}
 	for _, u := range upgPods {
 		p := onNode(c.Nodes[u.node], diagPod(u.name, "serve", "--listen", fmt.Sprintf(":%d", diagPort)))
@@ -115,12 +123,70 @@ func upgWorld(ctx context.Context, t *testing.T, c *cluster.Cluster) []trafficPa
 			dst = netip.AddrPortFrom(netip.MustParseAddr(svc.Spec.ClusterIP), 80)
 		case "hostport":
 			dst = netip.AddrPortFrom(netip.MustParseAddr(c.Nodes[0].IP), upgHostPort)
+		case "outside":
+			dst = out.addr
 		default:
 			dst = netip.AddrPortFrom(netip.MustParseAddr(pods[up.to].Status.PodIP), diagPort)
 		}
 		pairs = append(pairs, trafficPair{name: up.from + " -> " + up.to, path: up.path, ns: ns, dst: dst, allowed: up.allowed})
 	}
-	return pairs
+	return pairs, out
+}
+
+// outsideListener accepts connections on the outside network's address
+// (the switch's namespace) and counts those whose source is not a
+// node's address: a pod's egress there must be masqueraded.
+type outsideListener struct {
+	addr   netip.AddrPort
+	nodes  map[netip.Addr]bool
+	mu     sync.Mutex
+	unmasq int
+	first  string // the first unmasqueraded source
+}
+
+// listenOutside starts the listener; it stops when t ends.
+func listenOutside(t *testing.T, c *cluster.Cluster) *outsideListener {
+	t.Helper()
+	var ln net.Listener
+	err := netns.Do(netns.NamedPath(c.OutsideNetNS), func() error {
+		var err error
+		ln, err = net.Listen("tcp4", net.JoinHostPort(cluster.OutsideIP, "0"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	o := &outsideListener{addr: netip.MustParseAddrPort(ln.Addr().String()), nodes: map[netip.Addr]bool{}}
+	for _, n := range c.Nodes {
+		o.nodes[netip.MustParseAddr(n.IP)] = true
+	}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return // closed
+			}
+			src, _ := netip.ParseAddrPort(conn.RemoteAddr().String())
+			conn.Close()
+			if !o.nodes[src.Addr()] {
+				o.mu.Lock()
+				if o.unmasq++; o.first == "" {
+					o.first = src.String()
+				}
+				o.mu.Unlock()
+			}
+		}
+	}()
+	return o
+}
+
+// unmasqueraded returns how many connections came from an address that
+// is no node's, and the first such source.
+func (o *outsideListener) unmasqueraded() (int, string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.unmasq, o.first
 }
 
 // openPodNetNS opens p's network namespace on its node, closed when t
@@ -200,11 +266,15 @@ func startUpgTraffic(ctx context.Context, t *testing.T, pairs []trafficPair) (*t
 }
 
 // judgeTraffic stops the probes, logs the result's summary and the
-// timeline, and returns the result.
-func judgeTraffic(t *testing.T, tr *traffic, from time.Time) trafficResult {
+// timeline, and returns the result; a connection to the outside that was
+// not masqueraded fails t.
+func judgeTraffic(t *testing.T, tr *traffic, out *outsideListener, from time.Time) trafficResult {
 	t.Helper()
 	to := time.Now()
 	tr.stop()
+	if n, first := out.unmasqueraded(); n > 0 {
+		t.Errorf("%d connections to the outside network came from a pod's own address (first %s): not masqueraded", n, first)
+	}
 	r := tr.result(from, to)
 	t.Logf("timeline:\n%s", tr.timeline(r, from))
 	t.Logf("%s: %s", t.Name(), r.summary(len(tr.logs), to.Sub(from)))
