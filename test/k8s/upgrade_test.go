@@ -114,20 +114,7 @@ func TestRoutingModeChange(t *testing.T) {
 			killAgent(ctx, t, c, c.Nodes[0], tr, 1)
 		}
 	}
-	// Back in host-gw everywhere: the device a host-gw node keeps while a
-	// peer runs vxlan goes.
-	for _, n := range c.Nodes {
-		waitUntil(ctx, t, "podnet.vxlan gone from "+n.Name, time.Minute, func() error {
-			out, err := exec.Command("nsenter", "--net="+n.NetNS, "ip", "-o", "link", "show", "type", "vxlan").CombinedOutput()
-			if err != nil {
-				return fmt.Errorf("ip link: %v: %s", err, out)
-			}
-			if strings.Contains(string(out), "podnet.vxlan") {
-				return fmt.Errorf("still there: %s", out)
-			}
-			return nil
-		})
-	}
+	waitNoVXLANDevice(ctx, t, c)
 	time.Sleep(5 * time.Second)
 	r := judgeTraffic(t, tr, out, from)
 	if r.longestGap > 2*time.Second || r.deniedThrough != 0 {
@@ -280,6 +267,25 @@ func waitModeRoutes(ctx context.Context, t *testing.T, c *cluster.Cluster, mode,
 			}
 			if !strings.Contains(string(out), want) {
 				return fmt.Errorf("no %q route: %s", want, out)
+			}
+			return nil
+		})
+	}
+}
+
+// waitNoVXLANDevice waits until no node has podnet.vxlan: back in host-gw
+// everywhere, the device a host-gw node keeps while a peer runs vxlan
+// goes.
+func waitNoVXLANDevice(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	for _, n := range c.Nodes {
+		waitUntil(ctx, t, "podnet.vxlan gone from "+n.Name, time.Minute, func() error {
+			out, err := exec.Command("nsenter", "--net="+n.NetNS, "ip", "-o", "link", "show", "type", "vxlan").CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("ip link: %v: %s", err, out)
+			}
+			if strings.Contains(string(out), "podnet.vxlan") {
+				return fmt.Errorf("still there: %s", out)
 			}
 			return nil
 		})
