@@ -27,12 +27,24 @@ const (
 	// drop; 500 ms rather than less leaves room for a loaded 2-core
 	// machine's scheduling.
 	trafficTimeout = 500 * time.Millisecond
+	// Each pair probes from source ports of its own, trafficPorts of
+	// them from trafficPortBase up, in turn: one client reaching one
+	// server both directly and through a DNAT (a ClusterIP, a host port)
+	// from the same source port would make two connections with one
+	// reply tuple, and the kernel drops the second's SYN (a conntrack
+	// insert clash) while the first's entry lives, 10 s after its reset.
+	// A port comes round again after 60 s; the ports are below the
+	// ephemeral range.
+	trafficPortBase = 10000
+	trafficPorts    = 1500
 )
 
 // trafficPair is one client and one destination, and what the policies
 // say of it.
 type trafficPair struct {
-	name    string // "upg-cla1 -> upg-srv2"
+	name string // "upg-cla1 -> upg-srv2"
+	// ports is the first of the pair's source ports (trafficPorts).
+	ports   int
 	path    string // same-node, cross-node, clusterip, hostport
 	ns      *netns.NetNS
 	dst     netip.AddrPort
@@ -76,7 +88,8 @@ type trafficEvent struct {
 func startTraffic(pairs []trafficPair) *traffic {
 	ctx, cancel := context.WithCancel(context.Background())
 	tr := &traffic{cancel: cancel}
-	for _, p := range pairs {
+	for i, p := range pairs {
+		p.ports = trafficPortBase + i*trafficPorts
 		l := &pairLog{pair: p}
 		tr.logs = append(tr.logs, l)
 		tr.wg.Go(func() { l.run(ctx) })
@@ -100,7 +113,7 @@ func (l *pairLog) run(ctx context.Context) {
 		l.probes = append(l.probes, trafficProbe{start: time.Now()})
 		l.mu.Unlock()
 		inflight.Go(func() {
-			p := dialFrom(l.pair.ns, l.pair.dst, trafficTimeout)
+			p := dialFromPort(l.pair.ns, l.pair.ports+i%trafficPorts, l.pair.dst, trafficTimeout)
 			l.mu.Lock()
 			l.probes[i].ok = p.result == probeConnected
 			l.probes[i].answered = p.answered()
