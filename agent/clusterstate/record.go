@@ -23,6 +23,14 @@ type NodeRecord struct {
 	// IPv6 (or the record is from an older agent): then the node's IPv6
 	// blocks are not routed in host-gw.
 	LinkLocal6 netip.Addr `json:"linkLocal6,omitzero"`
+	// Mode is the routing mode the node's agent runs (host-gw, vxlan or
+	// auto). A node in host-gw has no VXLAN device to receive on, so a
+	// peer on its segment reaches it host-gw whatever its own mode; a
+	// node in vxlan may send encapsulated, so a host-gw peer keeps its
+	// device to receive. That is what lets a rolling change of
+	// routing_mode pass without a gap. Empty in a record of an older
+	// agent: then the sender's own mode decides.
+	Mode string `json:"mode,omitempty"`
 }
 
 // VTEPMAC is the MAC address of node's VXLAN device: a hash of the name,

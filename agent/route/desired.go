@@ -89,6 +89,14 @@ func (d Desired) SortedRoutes() []Route {
 // input always gives the same output, and it does no I/O.
 func Compute(p Params, s *clusterstate.Snapshot) Desired {
 	c := &computation{p: p, s: s, d: Desired{Routes: map[netip.Prefix]Route{}, Peers: map[string]Peer{}, VXLAN: p.Mode != ModeHostGW}}
+	if p.Mode == ModeHostGW {
+		// A peer in vxlan mode sends encapsulated until it sees this
+		// node's record say host-gw (or for good, off this segment): the
+		// device stays to receive, without routes or peers.
+		for name, rec := range s.Nodes {
+			c.d.VXLAN = c.d.VXLAN || (name != p.Self && rec.Mode == string(ModeVXLAN))
+		}
+	}
 	// Every reachable remote node is a peer in VXLAN, blocks or not: a
 	// block confirmed a moment later then needs only its route.
 	for name := range s.Nodes {
@@ -161,11 +169,19 @@ func (c *computation) kind(rec clusterstate.NodeRecord, v6 bool) (kind RouteKind
 		if onLink(rec.Address, c.p.LocalSubnets) {
 			kind = RouteHostGW
 		}
+	case ModeVXLAN:
+		// A peer in host-gw may have no VXLAN device (it keeps one only
+		// while a peer runs vxlan): on this segment it is reached
+		// host-gw, so that a routing_mode change rolling through the
+		// nodes has no gap.
+		if rec.Mode == string(ModeHostGW) && onLink(rec.Address, c.p.LocalSubnets) {
+			kind = RouteHostGW
+		}
 	}
 	if kind == RouteHostGW && v6 && !rec.LinkLocal6.IsLinkLocalUnicast() {
-		// No IPv6 next hop on the underlay: in auto mode the tunnel
-		// carries the node's IPv6 pods; in host-gw nothing can.
-		if c.p.Mode != ModeAuto {
+		// No IPv6 next hop on the underlay: in auto and vxlan modes the
+		// tunnel carries the node's IPv6 pods; in host-gw nothing can.
+		if c.p.Mode == ModeHostGW {
 			return 0, false
 		}
 		kind = RouteVXLAN

@@ -126,6 +126,60 @@ func TestCompute(t *testing.T) {
 	}
 }
 
+// TestComputePeerModes: a rolling change of routing_mode, where the
+// nodes run two modes for a while. A vxlan node reaches a host-gw peer
+// on its segment host-gw (the peer may have no device), an off-link one
+// and a peer of unknown mode (an older agent) encapsulated; a host-gw
+// node keeps its device, without peers, while a peer runs vxlan.
+func TestComputePeerModes(t *testing.T) {
+	withMode := func(r clusterstate.NodeRecord, m Mode) clusterstate.NodeRecord { r.Mode = string(m); return r }
+	nodes := map[string]clusterstate.NodeRecord{
+		"a": withMode(rec("a", "198.18.0.11"), ModeVXLAN),
+		"b": withMode(rec("b", "198.18.0.12"), ModeHostGW),
+		"c": withMode(rec("c", "198.18.2.13"), ModeHostGW), // off-link
+		"d": rec("d", "198.18.0.14"),                       // an older agent: no mode
+		"e": withMode(rec("e", "198.18.0.15"), ModeAuto),
+	}
+	blocks := map[netip.Prefix]string{
+		pfx("10.103.0.0/26"): "a", pfx("10.103.0.64/26"): "b", pfx("10.103.1.0/26"): "c",
+		pfx("10.103.2.0/26"): "d", pfx("10.103.3.0/26"): "e",
+	}
+	local := []netip.Prefix{pfx("198.18.0.0/24")}
+	kinds := func(d Desired) map[string]string {
+		got := map[string]string{}
+		for _, r := range d.SortedRoutes() {
+			got[r.Dst.String()] = r.Kind.String()
+		}
+		return got
+	}
+	d := Compute(Params{Self: "a", Mode: ModeVXLAN, LocalSubnets: local}, &clusterstate.Snapshot{Nodes: nodes, Blocks: blocks})
+	want := map[string]string{"10.103.0.0/26": "blackhole", "10.103.0.64/26": "host-gw", "10.103.1.0/26": "vxlan",
+		"10.103.2.0/26": "vxlan", "10.103.3.0/26": "vxlan"}
+	if got := kinds(d); !reflect.DeepEqual(got, want) {
+		t.Errorf("vxlan node: routes %v, want %v", got, want)
+	}
+	if _, ok := d.Peers["b"]; ok || !d.VXLAN {
+		t.Errorf("vxlan node: device %v, peers %v; want the device, b no peer", d.VXLAN, d.Peers)
+	}
+	// b, in host-gw, routes host-gw to everyone and keeps a device with
+	// no peer while a runs vxlan.
+	d = Compute(Params{Self: "b", Mode: ModeHostGW, LocalSubnets: local}, &clusterstate.Snapshot{Nodes: nodes, Blocks: blocks})
+	if !d.VXLAN || len(d.Peers) != 0 {
+		t.Errorf("host-gw node with a vxlan peer: device %v, peers %v; want the device and no peers", d.VXLAN, d.Peers)
+	}
+	for dst, k := range kinds(d) {
+		if k != "host-gw" && k != "blackhole" {
+			t.Errorf("host-gw node: %s is %s", dst, k)
+		}
+	}
+	// a switched to host-gw too: no device left to keep.
+	nodes["a"] = withMode(nodes["a"], ModeHostGW)
+	d = Compute(Params{Self: "b", Mode: ModeHostGW, LocalSubnets: local}, &clusterstate.Snapshot{Nodes: nodes, Blocks: blocks})
+	if d.VXLAN {
+		t.Error("host-gw node, no vxlan peer: the device is kept")
+	}
+}
+
 func withLinkLocal6(r clusterstate.NodeRecord, ll netip.Addr) clusterstate.NodeRecord {
 	r.LinkLocal6 = ll
 	return r

@@ -110,7 +110,7 @@ func (s *Service) Setup() error {
 	mac := clusterstate.VTEPMAC(s.cfg.Node)
 	s.mtu = podMTU
 	s.prog = &Programmer{h: s.h, log: s.cfg.Logger, UnderlayIndex: ul.index, UnderlayAddr: ul.addr, UnderlayMTU: ul.mtu, VTEPMAC: mac, sysctl: sysctl}
-	s.rec = clusterstate.NodeRecord{Name: s.cfg.Node, Address: ul.addr, VTEPIP: ul.addr, VTEPMAC: mac.String(), LinkLocal6: ul.linkLocal6}
+	s.rec = clusterstate.NodeRecord{Name: s.cfg.Node, Address: ul.addr, VTEPIP: ul.addr, VTEPMAC: mac.String(), LinkLocal6: ul.linkLocal6, Mode: string(s.cfg.Mode)}
 	s.cfg.Logger.Info("agent starting", "mode", s.cfg.Mode, "underlay", ul.name, "address", ul.addr, "link_local6", ul.linkLocal6,
 		"vtep_mac", mac.String(), "underlay_mtu", ul.mtu, "pod_mtu", podMTU)
 	return nil

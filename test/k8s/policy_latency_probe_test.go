@@ -88,10 +88,21 @@ func podNetNS(ctx context.Context, n *cluster.Node, pod *corev1.Pod) (*netns.Net
 // in the namespace it was made in); the connect and the wait run on
 // any thread.
 func dialFrom(ns *netns.NetNS, dst netip.AddrPort, timeout time.Duration) probe {
+	return dialFromPort(ns, 0, dst, timeout)
+}
+
+// dialFromPort is dialFrom from source port srcPort (0: the kernel's
+// choice).
+func dialFromPort(ns *netns.NetNS, srcPort int, dst netip.AddrPort, timeout time.Duration) probe {
 	var fd int
 	err := ns.Do(func() error {
 		var err error
 		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err == nil && srcPort != 0 {
+			if err = unix.Bind(fd, &unix.SockaddrInet4{Port: srcPort}); err != nil {
+				unix.Close(fd)
+			}
+		}
 		return err
 	})
 	if err != nil {

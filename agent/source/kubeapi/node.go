@@ -24,6 +24,7 @@ const (
 	AnnotationUnderlayAddress = AnnotationPrefix + "underlay-address"
 	AnnotationVTEPMAC         = AnnotationPrefix + "vtep-mac"
 	AnnotationLinkLocal6      = AnnotationPrefix + "link-local6"
+	AnnotationRoutingMode     = AnnotationPrefix + "routing-mode"
 	// AnnotationFormat is the version of the annotations' format;
 	// absent: 1. This agent writes format 1, so it writes none, and
 	// removes a newer agent's from its own Node, whose other
@@ -39,7 +40,7 @@ const AnnotationFormatVersion = 1
 
 // managedAnnotations are the annotations the agent owns on its Node: it
 // sets them, and removes one it no longer has a value for.
-var managedAnnotations = []string{AnnotationUnderlayAddress, AnnotationVTEPMAC, AnnotationLinkLocal6, AnnotationFormat}
+var managedAnnotations = []string{AnnotationUnderlayAddress, AnnotationVTEPMAC, AnnotationLinkLocal6, AnnotationRoutingMode, AnnotationFormat}
 
 // UnreadableAnnotations says why another node's podnet.io annotations
 // cannot be read by this agent: a format newer than
@@ -100,6 +101,7 @@ func NodeRecordFromNode(n *corev1.Node) (rec clusterstate.NodeRecord, ok bool) {
 	if a, err := netip.ParseAddr(n.Annotations[AnnotationLinkLocal6]); err == nil && a.Is6() && a.IsLinkLocalUnicast() {
 		rec.LinkLocal6 = a
 	}
+	rec.Mode = n.Annotations[AnnotationRoutingMode]
 	return rec, true
 }
 
@@ -144,6 +146,9 @@ func NodeAnnotations(rec clusterstate.NodeRecord) map[string]string {
 	}
 	if rec.LinkLocal6.IsValid() {
 		out[AnnotationLinkLocal6] = rec.LinkLocal6.String()
+	}
+	if rec.Mode != "" {
+		out[AnnotationRoutingMode] = rec.Mode
 	}
 	return out
 }

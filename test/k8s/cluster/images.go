@@ -66,3 +66,15 @@ func (c *Cluster) LoadImages(archives ...string) error {
 	}
 	return nil
 }
+
+// TagImage gives the image src a second name, dst, in every node's
+// containerd (`ctr images tag`): the same build under another tag, which
+// a DaemonSet rolled to dst must start as a new container.
+func (c *Cluster) TagImage(src, dst string) error {
+	for _, n := range c.Nodes {
+		if err := run(c.containerdCommand("ctr"), "--address", n.containerdSock, "-n", "k8s.io", "images", "tag", "--force", src, dst); err != nil {
+			return fmt.Errorf("%s: %w", n.Name, err)
+		}
+	}
+	return nil
+}
