@@ -25,6 +25,7 @@ import (
 	"github.com/podnet/podnet/agent/route"
 	"github.com/podnet/podnet/agent/source/kubeapi"
 	"github.com/podnet/podnet/agent/source/kvstore"
+	"github.com/podnet/podnet/agent/wireguard"
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/dataplane/nftlayout"
@@ -103,11 +104,26 @@ type Config struct {
 	// first-packet handshake with NetworkPolicy (default
 	// admitsock.DefaultSocket); the installed config names it.
 	PolicySocket string
+	// Encryption is EncryptionNone (default) or EncryptionWireGuard: pod
+	// traffic to other nodes through podnet.wg (agent/wireguard), in
+	// strict mode.
+	Encryption string
+	// WireGuardPort and WireGuardKeyFile are the device's UDP port and
+	// where the private key is kept (wireguard.DefaultPort and
+	// wireguard.DefaultKeyFile by default).
+	WireGuardPort    int
+	WireGuardKeyFile string
 	// Registry receives the agent's metrics; nil makes a new one with the
 	// Go and process collectors.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
 }
+
+// Encryption settings (Config.Encryption, --encryption).
+const (
+	EncryptionNone      = "none"
+	EncryptionWireGuard = "wireguard"
+)
 
 // KubeConfig selects the Kubernetes API as the datastore: the node
 // registers by annotating its own Node, and the agent watches every Node
@@ -175,7 +191,8 @@ type Agent struct {
 	kube   *kubeapi.Source     // src, with the Kubernetes datastore
 	blocks *kubeblocks.Service // with block IPAM on the API
 	routes *route.Service
-	policy *netpol.Service // with Config.NetworkPolicy
+	wg     *wireguard.Service // with Config.Encryption wireguard
+	policy *netpol.Service    // with Config.NetworkPolicy
 	admit  *netpol.Admission
 	gc     *ipamgc.Metrics
 	// registered is set while the node is registered (the source's).
@@ -207,6 +224,16 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = ipam.DefaultPrefix
+	}
+	switch cfg.Encryption {
+	case "":
+		cfg.Encryption = EncryptionNone
+	case EncryptionNone, EncryptionWireGuard:
+	default:
+		return nil, fmt.Errorf("agent: encryption %q: want %s or %s", cfg.Encryption, EncryptionNone, EncryptionWireGuard)
+	}
+	if cfg.WireGuardPort < 0 || cfg.WireGuardPort > 65535 {
+		return nil, fmt.Errorf("agent: wireguard port %d: want 1 to 65535", cfg.WireGuardPort)
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 10 * time.Second
@@ -276,8 +303,13 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.routes = route.New(route.Config{Node: cfg.Node, Mode: cfg.Mode, UnderlayInterface: cfg.UnderlayInterface, NetNS: cfg.NetNS,
-		ResyncInterval: cfg.ResyncInterval, SysctlRecord: cfg.SysctlRecord, Registry: reg, Logger: log}, a.view)
+	rc := route.Config{Node: cfg.Node, Mode: cfg.Mode, UnderlayInterface: cfg.UnderlayInterface, NetNS: cfg.NetNS,
+		ResyncInterval: cfg.ResyncInterval, SysctlRecord: cfg.SysctlRecord, Registry: reg, Logger: log}
+	if cfg.Encryption == EncryptionWireGuard {
+		a.wg = wireguard.New(wireguard.Config{Node: cfg.Node, Port: cfg.WireGuardPort, KeyFile: cfg.WireGuardKeyFile, NetNS: cfg.NetNS, Registry: reg, Logger: log})
+		rc.WireGuard, rc.Peers = true, a.wg
+	}
+	a.routes = route.New(rc, a.view)
 	if cfg.Kube != nil && cfg.Kube.Blocks != nil && cfg.Store != nil {
 		// Without a store the agent only routes (a benchmark's agent).
 		a.blocks = kubeblocks.New(kubeblocks.Config{Store: cfg.Store, Prefix: cfg.Prefix, Pools: cfg.Kube.Blocks.Pools,
@@ -372,11 +404,19 @@ func (a *Agent) removePolicyTable() error {
 func (a *Agent) plan(registered chan struct{}) []service {
 	cfg := a.cfg
 	src := service{name: "source", ready: a.src.Ready, first: registered}
+	rec := a.routes.Record()
+	if a.wg != nil {
+		rec.WireGuardKey = a.wg.PublicKey()
+	}
 	src.run = func(ctx context.Context) error {
-		return a.src.Run(ctx, a.routes.Record(), sync.OnceFunc(func() { close(registered) }))
+		return a.src.Run(ctx, rec, sync.OnceFunc(func() { close(registered) }))
 	}
 	svcs := []service{src, {name: "routes", run: a.routes.Run, ready: a.routes.Ready, first: a.routes.FirstProgrammed()}}
 	after := []<-chan struct{}{registered, a.routes.FirstProgrammed()}
+	if a.wg != nil {
+		svcs = append(svcs, service{name: "wireguard", run: a.wg.Run, ready: a.wg.Ready, first: a.wg.Up()})
+		after = append(after, a.wg.Up())
+	}
 	if a.blocks != nil {
 		svcs = append(svcs, service{name: "ipam-socket", run: a.blocks.Run, ready: a.blocks.Ready, first: a.blocks.ReadyC()})
 		after = append(after, a.blocks.ReadyC())
@@ -423,6 +463,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer a.routes.Close()
+	if a.wg != nil {
+		// Its failure (a key file that cannot be used) leaves the agent
+		// running but not ready, with other nodes' pods unreachable.
+		_ = a.wg.Setup(a.routes.UnderlayMTU())
+		defer a.wg.Close()
+	}
 	var tables error
 	if a.policy == nil {
 		if tables = a.removePolicyTable(); tables != nil && !nftlayout.IsNewer(tables) {

@@ -2,6 +2,7 @@ package clusterstate
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"net"
 	"net/netip"
 )
@@ -31,6 +32,22 @@ type NodeRecord struct {
 	// routing_mode pass without a gap. Empty in a record of an older
 	// agent: then the sender's own mode decides.
 	Mode string `json:"mode,omitempty"`
+	// WireGuardKey is the base64 public key of the node's podnet.wg
+	// device; empty when the node does not encrypt (or runs an older
+	// agent). Kept as written: a malformed key is the peer's to skip
+	// (WireGuardPublicKey), never a reason to drop the node's record.
+	WireGuardKey string `json:"wireguardKey,omitempty"`
+}
+
+// WireGuardPublicKey is the record's WireGuard public key; ok is false
+// when there is none or it is not 32 bytes of standard base64.
+func (r NodeRecord) WireGuardPublicKey() (key [32]byte, ok bool) {
+	b, err := base64.StdEncoding.DecodeString(r.WireGuardKey)
+	if err != nil || len(b) != len(key) {
+		return key, false
+	}
+	copy(key[:], b)
+	return key, true
 }
 
 // VTEPMAC is the MAC address of node's VXLAN device: a hash of the name,

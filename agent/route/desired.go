@@ -16,6 +16,10 @@ type Params struct {
 	// interface: in auto mode a node inside one of them is on the same
 	// L2 and gets host-gw routes.
 	LocalSubnets []netip.Prefix
+	// WireGuard routes every other node's pods through podnet.wg (strict:
+	// a node without a usable public key gets unreachable routes, never
+	// clear ones).
+	WireGuard bool
 }
 
 // RouteKind says how a route leaves the node.
@@ -29,6 +33,13 @@ const (
 	RouteHostGW
 	// RouteVXLAN goes via a remote VTEP on podnet.vxlan, onlink.
 	RouteVXLAN
+	// RouteWireGuard goes out of podnet.wg (dev route, no next hop):
+	// WireGuard picks the peer by its AllowedIPs.
+	RouteWireGuard
+	// RouteUnreachable refuses traffic to a node that must be reached
+	// encrypted but cannot be yet (no public key): the sender gets an
+	// error, and nothing leaves in the clear.
+	RouteUnreachable
 )
 
 func (k RouteKind) String() string {
@@ -39,6 +50,10 @@ func (k RouteKind) String() string {
 		return "host-gw"
 	case RouteVXLAN:
 		return "vxlan"
+	case RouteWireGuard:
+		return "wireguard"
+	case RouteUnreachable:
+		return "unreachable"
 	}
 	return "unknown"
 }
@@ -72,6 +87,8 @@ type Desired struct {
 	VXLAN bool
 	// Peers are the remote nodes reached over VXLAN, by name.
 	Peers map[string]Peer
+	// WireGuard says whether routes go through podnet.wg.
+	WireGuard bool
 }
 
 // SortedRoutes returns the routes in destination order, so that changes
@@ -88,7 +105,7 @@ func (d Desired) SortedRoutes() []Route {
 // Compute derives the desired state from a snapshot. It is pure: the same
 // input always gives the same output, and it does no I/O.
 func Compute(p Params, s *clusterstate.Snapshot) Desired {
-	c := &computation{p: p, s: s, d: Desired{Routes: map[netip.Prefix]Route{}, Peers: map[string]Peer{}, VXLAN: p.Mode != ModeHostGW}}
+	c := &computation{p: p, s: s, d: Desired{Routes: map[netip.Prefix]Route{}, Peers: map[string]Peer{}, VXLAN: p.Mode != ModeHostGW, WireGuard: p.WireGuard}}
 	if p.Mode == ModeHostGW {
 		// A peer in vxlan mode sends encapsulated until it sees this
 		// node's record say host-gw (or for good, off this segment): the
@@ -100,7 +117,7 @@ func Compute(p Params, s *clusterstate.Snapshot) Desired {
 	// Every reachable remote node is a peer in VXLAN, blocks or not: a
 	// block confirmed a moment later then needs only its route.
 	for name := range s.Nodes {
-		if name != p.Self {
+		if name != p.Self && !p.WireGuard {
 			c.transport(name, false)
 		}
 	}
@@ -143,6 +160,9 @@ type computation struct {
 // VXLAN becomes a peer.
 func (c *computation) transport(node string, v6 bool) (Route, bool) {
 	rec, ok := c.s.Nodes[node]
+	if c.p.WireGuard {
+		return encrypted(node, rec, ok), true
+	}
 	if !ok || !rec.Address.Is4() {
 		return Route{}, false
 	}
@@ -209,6 +229,18 @@ func (c *computation) vxlanRoute(node string, rec clusterstate.NodeRecord, v6 bo
 	}
 	c.d.Peers[node] = peer
 	return Route{Kind: RouteVXLAN, Via: via, Node: node}, true
+}
+
+// encrypted is the route to a node's pods with WireGuard on: through
+// podnet.wg when the node has a usable key and an underlay address to be
+// its endpoint, unreachable otherwise (strict mode: a block of a node
+// not yet registered, or whose key has not arrived, is refused rather
+// than sent by any other route that would be in the clear).
+func encrypted(node string, rec clusterstate.NodeRecord, registered bool) Route {
+	if _, ok := rec.WireGuardPublicKey(); ok && registered && rec.Address.Is4() {
+		return Route{Kind: RouteWireGuard, Node: node}
+	}
+	return Route{Kind: RouteUnreachable, Node: node}
 }
 
 func onLink(a netip.Addr, subnets []netip.Prefix) bool {

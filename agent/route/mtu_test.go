@@ -67,3 +67,25 @@ func TestVXLANDeviceMTUIsPodMTU(t *testing.T) {
 		}
 	}
 }
+
+func TestEncryptedPodMTU(t *testing.T) {
+	for _, tt := range []struct {
+		mode      Mode
+		underlay  int
+		underlay6 bool
+		want      int
+	}{
+		{ModeHostGW, 1500, false, 1440},
+		{ModeHostGW, 1500, true, 1420},
+		{ModeVXLAN, 1500, false, 1390},
+		{ModeAuto, 9000, true, 8850},
+	} {
+		got, err := EncryptedPodMTU(tt.mode, tt.underlay, tt.underlay6)
+		if err != nil || got != tt.want {
+			t.Errorf("EncryptedPodMTU(%s, %d, ipv6 %v): %d, %v; want %d", tt.mode, tt.underlay, tt.underlay6, got, err, tt.want)
+		}
+	}
+	if _, err := EncryptedPodMTU(ModeVXLAN, 170, false); err == nil {
+		t.Error("EncryptedPodMTU(vxlan, 170): no error; want one (60 bytes left)")
+	}
+}

@@ -86,7 +86,28 @@ func (p *Programmer) Apply(d Desired) (Stats, error) {
 			break
 		}
 	}
-	st, err := p.syncRoutes(d, vxIndex)
+	wgIndex := 0
+	if d.WireGuard {
+		// No device, no encrypted routes: they fail (and are retried)
+		// rather than fall back to anything in the clear.
+		l, err := p.h.LinkByName(WireGuardDevice)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("wireguard device %s: %w", WireGuardDevice, err))
+		case l.Attrs().Flags&net.FlagUp == 0:
+			errs = append(errs, fmt.Errorf("wireguard device %s is down", WireGuardDevice))
+		default:
+			wgIndex = l.Attrs().Index
+		}
+		if wgIndex == 0 {
+			// Strict: the kernel dropped the routes out of the missing or
+			// downed device; unreachable routes stand in for them until it
+			// is back, so no other route (a default route) carries pod
+			// traffic in the clear.
+			d = unreachableWithout(d)
+		}
+	}
+	st, err := p.syncRoutes(d, links{vxlan: vxIndex, wg: wgIndex})
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -98,10 +119,26 @@ func (p *Programmer) Apply(d Desired) (Stats, error) {
 	return st, errors.Join(errs...)
 }
 
+// unreachableWithout is d with every WireGuard route made unreachable.
+func unreachableWithout(d Desired) Desired {
+	routes := make(map[netip.Prefix]Route, len(d.Routes))
+	for dst, r := range d.Routes {
+		if r.Kind == RouteWireGuard {
+			r.Kind = RouteUnreachable
+		}
+		routes[dst] = r
+	}
+	d.Routes = routes
+	return d
+}
+
+// links are the indexes of the devices routes go out of; 0: none.
+type links struct{ vxlan, wg int }
+
 // nlRoute is the kernel form of r. An IPv6 route's next hop is a
 // link-local address (the remote underlay's in host-gw, the remote VTEP's
 // in VXLAN), which names its device and needs no onlink.
-func (p *Programmer) nlRoute(r Route, vxIndex int) *netlink.Route {
+func (p *Programmer) nlRoute(r Route, l links) *netlink.Route {
 	family := netlink.FAMILY_V4
 	if r.Dst.Addr().Is6() {
 		family = netlink.FAMILY_V6
@@ -110,6 +147,11 @@ func (p *Programmer) nlRoute(r Route, vxIndex int) *netlink.Route {
 	switch r.Kind {
 	case RouteBlackhole:
 		nr.Type = unix.RTN_BLACKHOLE
+	case RouteUnreachable:
+		nr.Type = unix.RTN_UNREACHABLE
+	case RouteWireGuard:
+		nr.LinkIndex = l.wg
+		nr.Scope = netlink.SCOPE_LINK
 	case RouteHostGW:
 		nr.Gw = r.Via.AsSlice()
 		if r.Via.IsLinkLocalUnicast() {
@@ -117,7 +159,7 @@ func (p *Programmer) nlRoute(r Route, vxIndex int) *netlink.Route {
 		}
 	case RouteVXLAN:
 		nr.Gw = r.Via.AsSlice()
-		nr.LinkIndex = vxIndex
+		nr.LinkIndex = l.vxlan
 		if family == netlink.FAMILY_V4 {
 			nr.Flags = int(netlink.FLAG_ONLINK)
 		}
@@ -126,12 +168,17 @@ func (p *Programmer) nlRoute(r Route, vxIndex int) *netlink.Route {
 }
 
 // sameRoute reports whether the kernel's route got is the desired want.
-func sameRoute(got *netlink.Route, want Route, vxIndex int) bool {
+func sameRoute(got *netlink.Route, want Route, l links) bool {
+	vxIndex := l.vxlan
 	gw, _ := netip.AddrFromSlice(got.Gw)
 	gw = gw.Unmap()
 	switch want.Kind {
 	case RouteBlackhole:
 		return got.Type == unix.RTN_BLACKHOLE
+	case RouteUnreachable:
+		return got.Type == unix.RTN_UNREACHABLE
+	case RouteWireGuard:
+		return got.Type == unix.RTN_UNICAST && !gw.IsValid() && got.LinkIndex == l.wg && l.wg != 0
 	case RouteHostGW:
 		return got.Type == unix.RTN_UNICAST && gw == want.Via && got.LinkIndex != vxIndex
 	case RouteVXLAN:
@@ -164,7 +211,7 @@ func OwnedRoutes(h *netlink.Handle) (map[netip.Prefix]netlink.Route, error) {
 	return out, nil
 }
 
-func (p *Programmer) syncRoutes(d Desired, vxIndex int) (Stats, error) {
+func (p *Programmer) syncRoutes(d Desired, l links) (Stats, error) {
 	var st Stats
 	cur, err := OwnedRoutes(p.h)
 	if err != nil {
@@ -173,18 +220,18 @@ func (p *Programmer) syncRoutes(d Desired, vxIndex int) (Stats, error) {
 	st.Attempted = true
 	var errs []error
 	for _, want := range d.SortedRoutes() {
-		if want.Kind == RouteVXLAN && vxIndex == 0 {
+		if (want.Kind == RouteVXLAN && l.vxlan == 0) || (want.Kind == RouteWireGuard && l.wg == 0) {
 			continue // the device failed; already reported
 		}
 		got, have := cur[want.Dst]
 		delete(cur, want.Dst)
 		switch {
-		case have && sameRoute(&got, want, vxIndex):
+		case have && sameRoute(&got, want, l):
 			st.Routes++
 		case have:
 			// Ours already: replace it in place (same destination, table
 			// and metric, so the kernel swaps the one route).
-			if err := p.h.RouteReplace(p.nlRoute(want, vxIndex)); err != nil {
+			if err := p.h.RouteReplace(p.nlRoute(want, l)); err != nil {
 				errs = append(errs, fmt.Errorf("replace route %s (%s via %s): %w", want.Dst, want.Kind, want.Via, err))
 				continue
 			}
@@ -193,7 +240,7 @@ func (p *Programmer) syncRoutes(d Desired, vxIndex int) (Stats, error) {
 		default:
 			// Add, never replace: a route to the same destination that
 			// the agent did not make is not its to change.
-			err := p.h.RouteAdd(p.nlRoute(want, vxIndex))
+			err := p.h.RouteAdd(p.nlRoute(want, l))
 			if errors.Is(err, unix.EEXIST) {
 				st.Conflicts++
 				p.log.Warn("route destination already has a route podnet does not own; left alone", "dst", want.Dst, "node", want.Node)

@@ -36,8 +36,19 @@ type Config struct {
 	// is first changed, so that removing podnet restores exactly those;
 	// empty: nothing is recorded.
 	SysctlRecord string
-	Registry     prometheus.Registerer
-	Logger       *slog.Logger
+	// WireGuard routes other nodes' pods through podnet.wg (see
+	// Params.WireGuard), whose peers Peers keeps.
+	WireGuard bool
+	Peers     PeerSyncer
+	Registry  prometheus.Registerer
+	Logger    *slog.Logger
+}
+
+// PeerSyncer keeps the encrypted device's peers: each reconcile gives it
+// the desired routes (their WireGuard routes say which prefixes go to
+// which node) and the nodes' records, before the routes are applied.
+type PeerSyncer interface {
+	SyncPeers(d Desired, nodes map[string]clusterstate.NodeRecord) error
 }
 
 // Service programs this node's routes, neighbours and FDB entries from
@@ -52,6 +63,7 @@ type Service struct {
 	prog *Programmer
 	rec  clusterstate.NodeRecord
 	mtu  int
+	ul   underlay
 
 	programmed atomic.Bool
 	// firstProgrammed is closed after the first complete reconcile.
@@ -102,13 +114,18 @@ func (s *Service) Setup() error {
 		s.h.Close()
 		return err
 	}
-	podMTU, err := PodMTU(s.cfg.Mode, ul.mtu, ul.addr.Is6())
+	mtuOf := PodMTU
+	if s.cfg.WireGuard {
+		mtuOf = EncryptedPodMTU
+	}
+	podMTU, err := mtuOf(s.cfg.Mode, ul.mtu, ul.addr.Is6())
 	if err != nil {
 		s.h.Close()
 		return fmt.Errorf("underlay interface %s: %w", ul.name, err)
 	}
 	mac := clusterstate.VTEPMAC(s.cfg.Node)
 	s.mtu = podMTU
+	s.ul = ul
 	s.prog = &Programmer{h: s.h, log: s.cfg.Logger, UnderlayIndex: ul.index, UnderlayAddr: ul.addr, UnderlayMTU: ul.mtu, VTEPMAC: mac, sysctl: sysctl}
 	s.rec = clusterstate.NodeRecord{Name: s.cfg.Node, Address: ul.addr, VTEPIP: ul.addr, VTEPMAC: mac.String(), LinkLocal6: ul.linkLocal6, Mode: string(s.cfg.Mode)}
 	s.cfg.Logger.Info("agent starting", "mode", s.cfg.Mode, "underlay", ul.name, "address", ul.addr, "link_local6", ul.linkLocal6,
@@ -126,6 +143,10 @@ func (s *Service) Close() {
 // Record is this node's record, as Setup found the underlay: what the
 // source registers.
 func (s *Service) Record() clusterstate.NodeRecord { return s.rec }
+
+// UnderlayMTU is the MTU of the underlay interface Setup found, and
+// whether its address is IPv6.
+func (s *Service) UnderlayMTU() (mtu int, v6 bool) { return s.ul.mtu, s.ul.addr.Is6() }
 
 // PodMTU is the pods' MTU on this node's underlay (see PodMTU).
 func (s *Service) PodMTU() int { return s.mtu }
@@ -186,8 +207,15 @@ func (s *Service) reconcile() error {
 	if err != nil {
 		return err
 	}
-	d := Compute(Params{Self: s.cfg.Node, Mode: s.cfg.Mode, LocalSubnets: subnets}, snap)
+	d := Compute(Params{Self: s.cfg.Node, Mode: s.cfg.Mode, LocalSubnets: subnets, WireGuard: s.cfg.WireGuard}, snap)
+	var perr error
+	if s.cfg.Peers != nil {
+		// Peers before routes: a new node's route goes in once its peer
+		// can take the packets.
+		perr = s.cfg.Peers.SyncPeers(d, snap.Nodes)
+	}
 	st, err := s.prog.Apply(d)
+	err = errors.Join(perr, err)
 	s.m.reconcile.Observe(time.Since(start).Seconds())
 	s.m.routes.Set(float64(st.Routes))
 	s.m.peers.Set(float64(len(d.Peers)))

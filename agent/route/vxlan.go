@@ -16,8 +16,11 @@ import (
 // The VXLAN device every node makes in vxlan and auto modes.
 const (
 	VXLANDevice = "podnet.vxlan"
-	VXLANVNI    = 4097
-	VXLANPort   = 4789
+	// WireGuardDevice is the device of encrypted routes (agent/wireguard
+	// makes it).
+	WireGuardDevice = "podnet.wg"
+	VXLANVNI        = 4097
+	VXLANPort       = 4789
 )
 
 func (p *Programmer) vxlanWant() *netlink.Vxlan {

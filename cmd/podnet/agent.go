@@ -19,6 +19,7 @@ import (
 	"github.com/podnet/podnet/agent/netpol/admitsock"
 	"github.com/podnet/podnet/agent/route"
 	"github.com/podnet/podnet/agent/source/kvstore"
+	"github.com/podnet/podnet/agent/wireguard"
 	"github.com/podnet/podnet/dataplane/policyrules"
 	"github.com/podnet/podnet/install"
 	"github.com/podnet/podnet/ipamcni"
@@ -48,8 +49,12 @@ type agentOptions struct {
 	// serves the plugins' first-packet handshake on policySocket;
 	// denyLog logs what it drops.
 	networkPolicy, denyLog bool
-	denyLogCfg             policyrules.DenyLog
-	policySocket           string
+	// encryption of pod traffic between nodes, and WireGuard's port and
+	// key file.
+	encryption, wgKeyFile string
+	wgPort                int
+	denyLogCfg            policyrules.DenyLog
+	policySocket          string
 }
 
 func newAgentCommand(opts *globalOptions) *cobra.Command {
@@ -112,6 +117,9 @@ setting and why (podnet_agent_config_valid 0).`,
 	f.Uint32Var(&ao.denyLogCfg.Rate, "policy-deny-log-rate", policyrules.DefaultDenyLogRate, "with --policy-deny-log: records a second, for the whole node")
 	f.Uint32Var(&ao.denyLogCfg.Burst, "policy-deny-log-burst", policyrules.DefaultDenyLogBurst, "with --policy-deny-log: records at once before the rate applies")
 	f.Uint16Var(&ao.denyLogCfg.Group, "policy-deny-log-group", policyrules.DefaultDenyLogGroup, "with --policy-deny-log: the NFLOG group (one listener per group and node)")
+	f.StringVar(&ao.encryption, "encryption", agent.EncryptionNone, "encryption of pod traffic between nodes: none, or wireguard (podnet.wg: kernel WireGuard, else wireguard-go in the agent; strict: a node without a key is unreachable, never reached in the clear)")
+	f.IntVar(&ao.wgPort, "wireguard-port", wireguard.DefaultPort, "with --encryption wireguard: the UDP port podnet.wg listens on, on the underlay")
+	f.StringVar(&ao.wgKeyFile, "wireguard-key-file", wireguard.DefaultKeyFile, "with --encryption wireguard: the node's private key (mode 0600; generated when missing)")
 	f.DurationVar(&ao.leaseTTL, "lease-ttl", 10*time.Second, "TTL of the node registration's etcd lease")
 	return cmd
 }
@@ -194,6 +202,10 @@ func (ao *agentOptions) config(opts *globalOptions) (agent.Config, error) {
 		Node: node, Mode: m, UnderlayInterface: ao.underlay,
 		LeaseTTL: ao.leaseTTL, GCInterval: ao.gcInterval, GCGrace: ao.gcGrace, BlockGrace: ao.blockGrace, CacheDir: opts.cacheDir, ReleaseDir: ao.releaseDir, SysctlRecord: ao.sysctlRecord,
 		Logger: slog.Default(), NetworkPolicy: ao.networkPolicy, PolicySocket: ao.policySocket,
+		Encryption: ao.encryption, WireGuardPort: ao.wgPort, WireGuardKeyFile: ao.wgKeyFile,
+	}
+	if ao.wgPort < 1 || ao.wgPort > 65535 {
+		return agent.Config{}, fmt.Errorf("--wireguard-port %d: want 1 to 65535", ao.wgPort)
 	}
 	if ao.denyLog {
 		if !ao.networkPolicy {

@@ -25,6 +25,10 @@ const (
 	AnnotationVTEPMAC         = AnnotationPrefix + "vtep-mac"
 	AnnotationLinkLocal6      = AnnotationPrefix + "link-local6"
 	AnnotationRoutingMode     = AnnotationPrefix + "routing-mode"
+	// AnnotationWireGuardKey is the node's WireGuard public key (base64),
+	// with encryption on. An older agent ignores it; a malformed one is
+	// not an unreadable Node: only its WireGuard peer is skipped.
+	AnnotationWireGuardKey = AnnotationPrefix + "wireguard-public-key"
 	// AnnotationFormat is the version of the annotations' format;
 	// absent: 1. This agent writes format 1, so it writes none, and
 	// removes a newer agent's from its own Node, whose other
@@ -40,7 +44,7 @@ const AnnotationFormatVersion = 1
 
 // managedAnnotations are the annotations the agent owns on its Node: it
 // sets them, and removes one it no longer has a value for.
-var managedAnnotations = []string{AnnotationUnderlayAddress, AnnotationVTEPMAC, AnnotationLinkLocal6, AnnotationRoutingMode, AnnotationFormat}
+var managedAnnotations = []string{AnnotationUnderlayAddress, AnnotationVTEPMAC, AnnotationLinkLocal6, AnnotationRoutingMode, AnnotationWireGuardKey, AnnotationFormat}
 
 // UnreadableAnnotations says why another node's podnet.io annotations
 // cannot be read by this agent: a format newer than
@@ -102,6 +106,7 @@ func NodeRecordFromNode(n *corev1.Node) (rec clusterstate.NodeRecord, ok bool) {
 		rec.LinkLocal6 = a
 	}
 	rec.Mode = n.Annotations[AnnotationRoutingMode]
+	rec.WireGuardKey = n.Annotations[AnnotationWireGuardKey]
 	return rec, true
 }
 
@@ -149,6 +154,9 @@ func NodeAnnotations(rec clusterstate.NodeRecord) map[string]string {
 	}
 	if rec.Mode != "" {
 		out[AnnotationRoutingMode] = rec.Mode
+	}
+	if rec.WireGuardKey != "" {
+		out[AnnotationWireGuardKey] = rec.WireGuardKey
 	}
 	return out
 }
