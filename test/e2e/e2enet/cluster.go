@@ -51,6 +51,10 @@ type Cluster struct {
 	Network Network
 	// AgentFlags are the datastore's flags for n's agent.
 	AgentFlags func(n *Node) []string
+	// AgentWrap, when set, is the command line that runs n's agent
+	// given the agent's own (argv): a wrapper that must exec it, so that
+	// the agent keeps the PID the test signals.
+	AgentWrap func(n *Node, argv []string) []string
 
 	outside *outsideHost
 	nodes   []*Node
@@ -157,6 +161,10 @@ func (c *Cluster) LaunchAgent(n *Node, extra ...string) {
 		"--sysctl-record", filepath.Join(n.Dir, "sysctls.json"))
 	cmd.Args = append(cmd.Args, c.AgentFlags(n)...)
 	cmd.Args = append(cmd.Args, extra...)
+	if c.AgentWrap != nil {
+		argv := c.AgentWrap(n, cmd.Args)
+		cmd = exec.Command(argv[0], argv[1:]...)
+	}
 	cmd.Stdout, cmd.Stderr = n.log, n.log
 	// Its own process group, so a terminal's signals do not reach it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

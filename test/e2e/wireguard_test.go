@@ -1,0 +1,336 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/podnet/podnet/agent/route"
+	"github.com/podnet/podnet/internal/testutil"
+	"github.com/podnet/podnet/netns"
+	"github.com/podnet/podnet/test/e2e/e2enet"
+)
+
+// wgPort is the agents' --wireguard-port: the default, as shipped.
+const wgPort = 51871
+
+// TestWireGuardOnTheWire: two nodes on one L2 segment (host-gw), pods
+// dual-stack, agents with --encryption wireguard (wireguard-go here: no
+// kernel WireGuard on the test machines). A pod on n1 sends a known
+// payload over TCP and UDP, IPv4 and IPv6, to a pod on n2 while an
+// AF_PACKET reader on n1's switch port records every frame: the payload
+// never appears, no pod address is seen, and the only packets between
+// the node addresses are UDP to or from the WireGuard port. Then UDP to
+// the WireGuard port is dropped on the switch (strict mode): the pods
+// see loss and still nothing leaves in the clear. The same exchange
+// without encryption finds the payload, so the check can fail.
+func TestWireGuardOnTheWire(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Run("encrypted", func(t *testing.T) { onTheWire(t, true) })
+	t.Run("clear", func(t *testing.T) { onTheWire(t, false) })
+}
+
+func onTheWire(t *testing.T, encrypt bool) {
+	c := newCluster(t, e2enet.NewSwitch(t), route.ModeHostGW, true)
+	podMTU := 1500
+	if encrypt {
+		withWireGuard(t, c)
+		podMTU = 1500 - route.WireGuardOverhead4
+	}
+	nodes := c.startNodes(2)
+	n1, n2 := nodes[0], nodes[1]
+	checkInstalled(t, c, n1, podMTU)
+	if encrypt {
+		waitEncryptedRoutes(t, c, n1, n2)
+		waitEncryptedRoutes(t, c, n2, n1)
+		if m := c.Get(n1, "/metrics"); !strings.Contains(m, `podnet_agent_wireguard_info{implementation="userspace"} 1`) {
+			t.Errorf("n1's metrics have no podnet_agent_wireguard_info{implementation=\"userspace\"} 1")
+		}
+	}
+	src, dst := n1.Pods[0], n2.Pods[0]
+	cap := startCapture(t, c.U.Hub.Path, "sw-n1")
+	payload := secretPayload(t)
+	for _, ip := range []netip.Addr{dst.IP, dst.IP6} {
+		if err := exchange(src, dst, ip, payload); err != nil {
+			t.Fatalf("pod traffic %s -> %s: %v", src.ID, ip, err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	frames := cap.take()
+	found, clearPods, other := inspect(frames, payload, c, nodes)
+	t.Logf("encryption %v: %d frames on sw-n1, payload found %d times, %d with pod addresses, %d other between nodes",
+		encrypt, len(frames), found, clearPods, len(other))
+	if !encrypt {
+		if found == 0 || clearPods == 0 {
+			t.Fatalf("without encryption the payload should be on the wire in the clear: found %d, pod-addressed frames %d", found, clearPods)
+		}
+		return
+	}
+	if found != 0 || clearPods != 0 || len(other) != 0 {
+		t.Fatalf("encrypted: payload found %d times, %d frames with pod addresses, between nodes not WireGuard: %v", found, clearPods, other)
+	}
+	strictBlocked(t, c, cap, src, dst, payload, nodes)
+	checkKeyKept(t, c, n1)
+}
+
+// withWireGuard turns encryption on for every agent, each with its key
+// file in its node's directory and, since two agents share this
+// machine's /var/run, a mount namespace of its own with an empty
+// /var/run/wireguard (where wireguard-go serves the UAPI socket wgctrl
+// reaches): a DaemonSet's pods have that from the host.
+func withWireGuard(t *testing.T, c *cluster) {
+	const dir = "/run/wireguard"
+	if _, err := os.Stat(dir); os.IsNotExist(err) {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// Removed only if still empty: another user's sockets stay.
+		t.Cleanup(func() { _ = syscall.Rmdir(dir) })
+	}
+	flags := c.AgentFlags
+	c.AgentFlags = func(n *e2enet.Node) []string {
+		return append(flags(n), "--encryption", "wireguard", "--wireguard-port", fmt.Sprint(wgPort),
+			"--wireguard-key-file", filepath.Join(n.Dir, "wireguard.key"))
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Fatalf("unshare (util-linux) is needed to give each agent its own /var/run/wireguard: %v", err)
+	}
+	c.AgentWrap = func(_ *e2enet.Node, argv []string) []string {
+		return append([]string{unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+			`mount -t tmpfs -o mode=0755 podnet-wg ` + dir + ` && exec "$@"`, "sh"}, argv...)
+	}
+}
+
+// waitEncryptedRoutes waits until every block of to is routed through
+// podnet.wg on from.
+func waitEncryptedRoutes(t *testing.T, c *cluster, from, to *e2enet.Node) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		wg, err := from.NS.Handle.LinkByName(route.WireGuardDevice)
+		ok := err == nil
+		if ok {
+			owned, err := route.OwnedRoutes(from.NS.Handle)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range c.BlocksOf(to.Name) {
+				r, have := owned[b]
+				ok = ok && have && r.LinkIndex == wg.Attrs().Index && r.Gw == nil
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: routes to %s's blocks %v not through %s after 10s", from.Name, to.Name, c.BlocksOf(to.Name), route.WireGuardDevice)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// secretPayload is a payload no other traffic of the test carries.
+func secretPayload(t *testing.T) []byte {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return []byte("podnet-wireguard-judge-" + hex.EncodeToString(b))
+}
+
+// exchange sends payload from src to dst's address ip over TCP and over
+// UDP, and checks that dst echoes it back each way.
+func exchange(src, dst *e2enet.Pod, ip netip.Addr, payload []byte) error {
+	var tl net.Listener
+	var ul net.PacketConn
+	err := netns.Do(dst.NS, func() (err error) {
+		if tl, err = net.Listen("tcp", net.JoinHostPort(ip.String(), "0")); err != nil {
+			return err
+		}
+		ul, err = net.ListenPacket("udp", net.JoinHostPort(ip.String(), "0"))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	defer tl.Close()
+	defer ul.Close()
+	go func() {
+		c, err := tl.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+		b, _ := io.ReadAll(c)
+		_, _ = c.Write(b)
+	}()
+	go func() {
+		buf := make([]byte, 2048)
+		_ = ul.SetDeadline(time.Now().Add(3 * time.Second))
+		n, from, err := ul.ReadFrom(buf)
+		if err == nil {
+			_, _ = ul.WriteTo(buf[:n], from)
+		}
+	}()
+	var tc, uc net.Conn
+	err = netns.Do(src.NS, func() (err error) {
+		if tc, err = (&net.Dialer{Timeout: 2 * time.Second}).Dial("tcp", tl.Addr().String()); err != nil {
+			return fmt.Errorf("tcp: %w", err)
+		}
+		uc, err = net.Dial("udp", ul.LocalAddr().String())
+		return err
+	})
+	if err != nil {
+		if tc != nil {
+			tc.Close()
+		}
+		return err
+	}
+	defer tc.Close()
+	defer uc.Close()
+	_ = tc.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := tc.Write(payload); err != nil {
+		return fmt.Errorf("tcp: %w", err)
+	}
+	_ = tc.(*net.TCPConn).CloseWrite()
+	if got, err := io.ReadAll(tc); err != nil || !bytes.Equal(got, payload) {
+		return fmt.Errorf("tcp: echo %q, %v", got, err)
+	}
+	_ = uc.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := uc.Write(payload); err != nil {
+		return fmt.Errorf("udp: %w", err)
+	}
+	buf := make([]byte, 2048)
+	n, err := uc.Read(buf)
+	if err != nil || !bytes.Equal(buf[:n], payload) {
+		return fmt.Errorf("udp: echo %q, %v", buf[:n], err)
+	}
+	return nil
+}
+
+// inspect counts the frames that carry payload and those with a pod
+// address (in the clear), and describes every packet between two node
+// addresses that is not UDP to or from the WireGuard port.
+func inspect(frames [][]byte, payload []byte, c *cluster, nodes []*e2enet.Node) (found, clearPods int, other []string) {
+	isNode := map[netip.Addr]bool{}
+	for _, n := range nodes {
+		isNode[n.Addr], isNode[n.Addr6] = true, true
+	}
+	inPool := func(a netip.Addr) bool {
+		for _, p := range c.Pools() {
+			if p.Contains(a) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, f := range frames {
+		if bytes.Contains(f, payload) {
+			found++
+		}
+		p, ok := parseFrame(f)
+		if !ok {
+			continue
+		}
+		if inPool(p.src) || inPool(p.dst) {
+			clearPods++
+		}
+		wg := p.proto == syscall.IPPROTO_UDP && (p.srcPort == wgPort || p.dstPort == wgPort)
+		if isNode[p.src] && isNode[p.dst] && !wg {
+			other = append(other, fmt.Sprintf("%s:%d -> %s:%d proto %d", p.src, p.srcPort, p.dst, p.dstPort, p.proto))
+		}
+	}
+	return found, clearPods, other
+}
+
+// strictBlocked drops UDP to the WireGuard port on the switch: pod
+// traffic is lost and nothing leaves n1 in the clear; once the drop goes,
+// traffic resumes encrypted.
+func strictBlocked(t *testing.T, c *cluster, cap *capture, src, dst *e2enet.Pod, payload []byte, nodes []*e2enet.Node) {
+	t.Helper()
+	nft(t, c.U.Hub.Path, fmt.Sprintf("add table bridge podnet_wg_judge\n"+
+		"add chain bridge podnet_wg_judge judge { type filter hook forward priority 0; }\n"+
+		"add rule bridge podnet_wg_judge judge udp dport %d drop\n", wgPort))
+	removed := false
+	remove := func() {
+		if !removed {
+			removed = true
+			nft(t, c.U.Hub.Path, "delete table bridge podnet_wg_judge\n")
+		}
+	}
+	t.Cleanup(remove)
+	cap.take()
+	for _, ip := range []netip.Addr{dst.IP, dst.IP6} {
+		if err := exchange(src, dst, ip, payload); err == nil {
+			t.Errorf("UDP %d dropped on the underlay, yet pod traffic to %s got through", wgPort, ip)
+		} else {
+			t.Logf("blocked, as it should be: %s: %v", ip, err)
+		}
+	}
+	frames := cap.take()
+	found, clearPods, other := inspect(frames, payload, c, nodes)
+	t.Logf("strict: %d frames on sw-n1, payload %d, pod-addressed %d, other %d", len(frames), found, clearPods, len(other))
+	if found != 0 || clearPods != 0 || len(other) != 0 {
+		t.Errorf("strict: payload found %d times, %d frames with pod addresses, between nodes not WireGuard: %v", found, clearPods, other)
+	}
+	remove()
+	start := time.Now()
+	for {
+		err := exchange(src, dst, dst.IP, payload)
+		if err == nil {
+			t.Logf("traffic resumed %v after the drop went", time.Since(start).Round(time.Millisecond))
+			break
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("traffic did not resume within 20s of the drop going: %v", err)
+		}
+	}
+}
+
+// nft runs script in the namespace at ns.
+func nft(t *testing.T, ns, script string) {
+	t.Helper()
+	cmd := exec.Command("nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := netns.Do(ns, cmd.Run); err != nil {
+		t.Fatalf("nft %q: %v: %s", script, err, out.String())
+	}
+}
+
+// checkKeyKept: n's key file is 0600; a SIGTERM ends its userspace
+// device with the agent; the restarted agent reloads the key (the same
+// public key in its record) and the encrypted routes come back.
+func checkKeyKept(t *testing.T, c *cluster, n *e2enet.Node) {
+	t.Helper()
+	keyFile := filepath.Join(n.Dir, "wireguard.key")
+	fi, err := os.Stat(keyFile)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file %s: %v, mode %v; want 0600", keyFile, err, fi.Mode().Perm())
+	}
+	before := c.NodeRecord(n.Name).WireGuardKey
+	c.StopAgent(n, syscall.SIGTERM)
+	if _, err := n.NS.Handle.LinkByName(route.WireGuardDevice); err == nil {
+		t.Errorf("%s: %s still there after its agent stopped; a userspace device ends with the agent", n.Name, route.WireGuardDevice)
+	}
+	c.StartAgent(n)
+	if after := c.NodeRecord(n.Name).WireGuardKey; after != before || before == "" {
+		t.Errorf("%s: public key %q after restart, %q before; want the same, from the kept file", n.Name, after, before)
+	}
+	other := c.Nodes()[1]
+	waitEncryptedRoutes(t, c, n, other)
+}
