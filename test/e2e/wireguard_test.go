@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,8 +18,13 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sys/unix"
+
+	"github.com/podnet/podnet/agent/clusterstate"
 	"github.com/podnet/podnet/agent/route"
 	"github.com/podnet/podnet/internal/testutil"
+	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/netns"
 	"github.com/podnet/podnet/test/e2e/e2enet"
 )
@@ -81,7 +88,9 @@ func onTheWire(t *testing.T, encrypt bool) {
 		t.Fatalf("encrypted: payload found %d times, %d frames with pod addresses, between nodes not WireGuard: %v", found, clearPods, other)
 	}
 	strictBlocked(t, c, cap, src, dst, payload, nodes)
+	strictNoKey(t, c, cap, src, dst, payload, nodes)
 	checkKeyKept(t, c, n1)
+	checkBadKeyFile(t, c)
 }
 
 // withWireGuard turns encryption on for every agent, each with its key
@@ -333,4 +342,112 @@ func checkKeyKept(t *testing.T, c *cluster, n *e2enet.Node) {
 	}
 	other := c.Nodes()[1]
 	waitEncryptedRoutes(t, c, n, other)
+}
+
+// strictNoKey takes dst's node's key out of its record (kept under its
+// lease, as if the key had not arrived yet), then puts a malformed one
+// there: src's node routes that node's blocks unreachable, the pod gets
+// an error at once, nothing leaves in the clear; with the key back,
+// traffic flows encrypted again.
+func strictNoKey(t *testing.T, c *cluster, cap *capture, src, dst *e2enet.Pod, payload []byte, nodes []*e2enet.Node) {
+	t.Helper()
+	from, to := src.Node, dst.Node
+	key := clusterstate.NodeKey(ipam.DefaultPrefix, to.Name)
+	ctx := t.Context()
+	got, err := c.Client.Get(ctx, key)
+	if err != nil || len(got.Kvs) != 1 {
+		t.Fatalf("get %s: %v", key, err)
+	}
+	orig, lease := got.Kvs[0].Value, clientv3.LeaseID(got.Kvs[0].Lease)
+	put := func(wgKey string) {
+		var rec clusterstate.NodeRecord
+		if err := json.Unmarshal(orig, &rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.WireGuardKey = wgKey
+		b, _ := json.Marshal(rec)
+		if _, err := c.Client.Put(ctx, key, string(b), clientv3.WithLease(lease)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, bad := range []string{"", "bm90LWEta2V5"} {
+		put(bad)
+		waitUnreachable(t, c, from, to)
+		cap.take()
+		for _, ip := range []netip.Addr{dst.IP, dst.IP6} {
+			err := exchange(src, dst, ip, payload)
+			if err == nil || !errors.Is(err, unix.EHOSTUNREACH) && !errors.Is(err, unix.ENETUNREACH) {
+				t.Errorf("key %q: pod traffic to %s: %v; want unreachable", bad, ip, err)
+			}
+		}
+		found, clearPods, other := inspect(cap.take(), payload, c, nodes)
+		if found != 0 || clearPods != 0 || len(other) != 0 {
+			t.Errorf("key %q: payload found %d times, %d frames with pod addresses, other %v", bad, found, clearPods, other)
+		}
+	}
+	start := time.Now()
+	if _, err := c.Client.Put(ctx, key, string(orig), clientv3.WithLease(lease)); err != nil {
+		t.Fatal(err)
+	}
+	waitEncryptedRoutes(t, c, from, to)
+	if err := exchange(src, dst, dst.IP, payload); err != nil {
+		t.Fatalf("key back: %v", err)
+	}
+	t.Logf("key back in the record to an encrypted exchange done: %v", time.Since(start).Round(time.Millisecond))
+}
+
+// waitUnreachable waits until every block of to is an unreachable route
+// on from.
+func waitUnreachable(t *testing.T, c *cluster, from, to *e2enet.Node) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		owned, err := route.OwnedRoutes(from.NS.Handle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok := true
+		for _, b := range c.BlocksOf(to.Name) {
+			r, have := owned[b]
+			ok = ok && have && r.Type == unix.RTN_UNREACHABLE
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: routes to %s's blocks not unreachable after 10s: %v", from.Name, to.Name, owned)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkBadKeyFile: a node whose key file is not a key runs, is not
+// ready, says why naming the file, and publishes no key (so its peers
+// refuse it rather than send in the clear); the file is left as it was.
+func checkBadKeyFile(t *testing.T, c *cluster) {
+	t.Helper()
+	n := c.addNode(3)
+	keyFile := filepath.Join(n.Dir, "wireguard.key")
+	if err := os.WriteFile(keyFile, []byte("not a key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.LaunchAgent(n)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := c.Ready(n)
+		if err != nil && strings.Contains(err.Error(), keyFile) && strings.Contains(err.Error(), "wireguard") {
+			t.Logf("bad key file: not ready, as it should be: %v", err)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent with a bad key file: readiness %v; want not ready naming %s", err, keyFile)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if rec := c.NodeRecord(n.Name); rec.WireGuardKey != "" {
+		t.Errorf("node with a bad key file published key %q", rec.WireGuardKey)
+	}
+	if b, _ := os.ReadFile(keyFile); string(b) != "not a key\n" {
+		t.Errorf("bad key file replaced: %q", b)
+	}
 }

@@ -1,0 +1,98 @@
+package wireguard
+
+import (
+	"net"
+	"net/netip"
+	"reflect"
+	"testing"
+
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"github.com/podnet/podnet/agent/clusterstate"
+	"github.com/podnet/podnet/agent/route"
+)
+
+func mustKey(t *testing.T) wgtypes.Key {
+	k, err := wgtypes.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.PublicKey()
+}
+
+// TestDesiredPeers: one peer per node with a usable key, AllowedIPs the
+// prefixes the routes send through podnet.wg to it (IPv4 and IPv6), the
+// endpoint its underlay address and the port; a node with a malformed
+// key or none is skipped by name and the other peers are unaffected.
+func TestDesiredPeers(t *testing.T) {
+	kb, kc := mustKey(t), mustKey(t)
+	rec := func(name, addr, key string) clusterstate.NodeRecord {
+		return clusterstate.NodeRecord{Name: name, Address: netip.MustParseAddr(addr), WireGuardKey: key}
+	}
+	nodes := map[string]clusterstate.NodeRecord{
+		"a": rec("a", "198.18.0.11", mustKey(t).String()),
+		"b": rec("b", "198.18.0.12", kb.String()),
+		"c": rec("c", "198.18.0.13", kc.String()),
+		"d": rec("d", "198.18.0.14", "bm90LWEta2V5"),
+		"e": rec("e", "198.18.0.15", ""),
+	}
+	blocks := map[netip.Prefix]string{
+		netip.MustParsePrefix("10.244.0.0/26"):  "a",
+		netip.MustParsePrefix("10.244.0.64/26"): "b",
+		netip.MustParsePrefix("fd00::/122"):     "b",
+		netip.MustParsePrefix("10.244.1.0/26"):  "d",
+	}
+	d := route.Compute(route.Params{Self: "a", Mode: route.ModeHostGW, WireGuard: true}, &clusterstate.Snapshot{Nodes: nodes, Blocks: blocks})
+	peers, skipped := DesiredPeers(d, nodes, "a", 51871)
+	want := []Peer{
+		{Node: "b", Key: kb, Endpoint: netip.MustParseAddrPort("198.18.0.12:51871"),
+			AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.244.0.64/26"), netip.MustParsePrefix("fd00::/122")}},
+		{Node: "c", Key: kc, Endpoint: netip.MustParseAddrPort("198.18.0.13:51871")},
+	}
+	if !reflect.DeepEqual(peers, want) {
+		t.Errorf("peers\n%+v\nwant\n%+v", peers, want)
+	}
+	wantSkipped := []Skipped{{"d", "wireguard public key is not 32 bytes of base64"}, {"e", "no wireguard public key yet"}}
+	if !reflect.DeepEqual(skipped, wantSkipped) {
+		t.Errorf("skipped %+v, want %+v", skipped, wantSkipped)
+	}
+}
+
+// TestPeerChanges: an unchanged device needs no change (a restart
+// flushes nothing); a peer whose allowed IPs or endpoint differ is
+// replaced alone; a peer no node wants is removed; a new one added.
+func TestPeerChanges(t *testing.T) {
+	kb, kc, kold := mustKey(t), mustKey(t), mustKey(t)
+	ipn := func(s string) net.IPNet {
+		_, n, _ := net.ParseCIDR(s)
+		return *n
+	}
+	want := []Peer{
+		{Node: "b", Key: kb, Endpoint: netip.MustParseAddrPort("198.18.0.12:51871"), AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.244.0.64/26")}},
+		{Node: "c", Key: kc, Endpoint: netip.MustParseAddrPort("198.18.0.13:51871")},
+	}
+	same := []wgtypes.Peer{
+		{PublicKey: kb, Endpoint: &net.UDPAddr{IP: net.ParseIP("198.18.0.12"), Port: 51871}, AllowedIPs: []net.IPNet{ipn("10.244.0.64/26")}},
+		{PublicKey: kc, Endpoint: &net.UDPAddr{IP: net.ParseIP("198.18.0.13").To4(), Port: 51871}},
+	}
+	if ch := PeerChanges(same, want); len(ch) != 0 {
+		t.Errorf("unchanged device: changes %+v, want none", ch)
+	}
+	have := []wgtypes.Peer{
+		{PublicKey: kb, Endpoint: &net.UDPAddr{IP: net.ParseIP("198.18.0.12"), Port: 51871}, AllowedIPs: []net.IPNet{ipn("10.244.0.64/26"), ipn("10.244.9.0/26")}},
+		{PublicKey: kold, Endpoint: &net.UDPAddr{IP: net.ParseIP("198.18.0.19"), Port: 51871}},
+	}
+	ch := PeerChanges(have, want)
+	if len(ch) != 3 {
+		t.Fatalf("changes %+v; want b replaced, c added, the old one removed", ch)
+	}
+	if ch[0].PublicKey != kb || !ch[0].ReplaceAllowedIPs || len(ch[0].AllowedIPs) != 1 || ch[0].Remove {
+		t.Errorf("b: %+v", ch[0])
+	}
+	if ch[1].PublicKey != kc || ch[1].Endpoint.String() != "198.18.0.13:51871" || ch[1].Remove {
+		t.Errorf("c: %+v", ch[1])
+	}
+	if ch[2].PublicKey != kold || !ch[2].Remove {
+		t.Errorf("old: %+v", ch[2])
+	}
+}
