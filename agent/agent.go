@@ -119,12 +119,6 @@ type Config struct {
 	Logger   *slog.Logger
 }
 
-// Encryption settings (Config.Encryption, --encryption).
-const (
-	EncryptionNone      = "none"
-	EncryptionWireGuard = "wireguard"
-)
-
 // KubeConfig selects the Kubernetes API as the datastore: the node
 // registers by annotating its own Node, and the agent watches every Node
 // (kubeapi). Without Blocks it routes to each Node's spec.podCIDRs (the
@@ -225,15 +219,8 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = ipam.DefaultPrefix
 	}
-	switch cfg.Encryption {
-	case "":
-		cfg.Encryption = EncryptionNone
-	case EncryptionNone, EncryptionWireGuard:
-	default:
-		return nil, fmt.Errorf("agent: encryption %q: want %s or %s", cfg.Encryption, EncryptionNone, EncryptionWireGuard)
-	}
-	if cfg.WireGuardPort < 0 || cfg.WireGuardPort > 65535 {
-		return nil, fmt.Errorf("agent: wireguard port %d: want 1 to 65535", cfg.WireGuardPort)
+	if err := checkEncryption(&cfg); err != nil {
+		return nil, err
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 10 * time.Second
@@ -305,10 +292,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	rc := route.Config{Node: cfg.Node, Mode: cfg.Mode, UnderlayInterface: cfg.UnderlayInterface, NetNS: cfg.NetNS,
 		ResyncInterval: cfg.ResyncInterval, SysctlRecord: cfg.SysctlRecord, Registry: reg, Logger: log}
-	if cfg.Encryption == EncryptionWireGuard {
-		a.wg = wireguard.New(wireguard.Config{Node: cfg.Node, Port: cfg.WireGuardPort, KeyFile: cfg.WireGuardKeyFile, NetNS: cfg.NetNS, Registry: reg, Logger: log})
-		rc.WireGuard, rc.Peers = true, a.wg
-	}
+	a.wg = newWireGuard(cfg, &rc, reg, log)
 	a.routes = route.New(rc, a.view)
 	if cfg.Kube != nil && cfg.Kube.Blocks != nil && cfg.Store != nil {
 		// Without a store the agent only routes (a benchmark's agent).

@@ -28,6 +28,9 @@ func TestNewKube(t *testing.T) {
 		{"node-CIDR install on the store", Config{Node: "n", Store: nopStore{}, Install: ic}, false},
 		{"neither", Config{Node: "n"}, false},
 		{"network policy", Config{Node: "n", Kube: &KubeConfig{REST: &rest.Config{Host: "https://192.0.2.1"}}, NetworkPolicy: true}, true},
+		{"wireguard", Config{Node: "n", Kube: &KubeConfig{REST: &rest.Config{Host: "https://192.0.2.1"}}, Encryption: EncryptionWireGuard, WireGuardPort: 51871}, true},
+		{"unknown encryption", Config{Node: "n", Store: nopStore{}, Encryption: "ipsec"}, false},
+		{"wireguard port out of range", Config{Node: "n", Store: nopStore{}, Encryption: EncryptionWireGuard, WireGuardPort: 70000}, false},
 	} {
 		if _, err := New(tt.cfg); (err == nil) != tt.ok {
 			t.Errorf("%s: New: %v", tt.name, err)

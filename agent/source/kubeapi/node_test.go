@@ -181,3 +181,31 @@ func TestCountingTransport(t *testing.T) {
 }
 
 func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+// TestWireGuardKeyAnnotation: the public key is published and read back
+// as written; a malformed one does not make the Node unreadable (only
+// its WireGuard peer is skipped, agent/wireguard), and no key, no
+// annotation.
+func TestWireGuardKeyAnnotation(t *testing.T) {
+	rec := clusterstate.NodeRecord{Name: "n1", Address: netip.MustParseAddr("198.18.0.11"), VTEPMAC: "02:00:00:00:00:01",
+		WireGuardKey: "HldFxJj+E2PSlWD5zl7zTHJxfQp1OnT0TrlmpZKG1ks="}
+	a := NodeAnnotations(rec)
+	if a[AnnotationWireGuardKey] != rec.WireGuardKey {
+		t.Fatalf("annotations %v: no %s", a, AnnotationWireGuardKey)
+	}
+	for _, key := range []string{rec.WireGuardKey, "not base64!"} {
+		a[AnnotationWireGuardKey] = key
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: a}}
+		if err := UnreadableAnnotations(n); err != nil {
+			t.Errorf("key %q: %v", key, err)
+		}
+		got, ok := NodeRecordFromNode(n)
+		if !ok || got.WireGuardKey != key {
+			t.Errorf("key %q: record %+v", key, got)
+		}
+	}
+	rec.WireGuardKey = ""
+	if _, ok := NodeAnnotations(rec)[AnnotationWireGuardKey]; ok {
+		t.Error("no key, yet an annotation")
+	}
+}
