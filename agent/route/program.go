@@ -86,6 +86,10 @@ func (p *Programmer) Apply(d Desired) (Stats, error) {
 			break
 		}
 	}
+	fb := fallbacks(d)
+	if err := p.syncFallbacks(fb, true); err != nil {
+		errs = append(errs, err)
+	}
 	wgIndex := 0
 	if d.WireGuard {
 		// No device, no encrypted routes: they fail (and are retried)
@@ -115,6 +119,9 @@ func (p *Programmer) Apply(d Desired) (Stats, error) {
 		if err := p.syncPeers(vxIndex, peers, false); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := p.syncFallbacks(fb, false); err != nil {
+		errs = append(errs, err)
 	}
 	return st, errors.Join(errs...)
 }
@@ -189,7 +196,8 @@ func sameRoute(got *netlink.Route, want Route, l links) bool {
 }
 
 // OwnedRoutes lists the main-table routes, IPv4 and IPv6, with
-// RouteProtocol.
+// RouteProtocol, but for the fallbacks under encrypted routes
+// (FallbackMetric).
 func OwnedRoutes(h *netlink.Handle) (map[netip.Prefix]netlink.Route, error) {
 	out := map[netip.Prefix]netlink.Route{}
 	for _, family := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
@@ -203,7 +211,7 @@ func OwnedRoutes(h *netlink.Handle) (map[netip.Prefix]netlink.Route, error) {
 			return nil, fmt.Errorf("list owned routes: %w", err)
 		}
 		for _, r := range routes {
-			if p, ok := dataplane.PrefixOf(r.Dst); ok {
+			if p, ok := dataplane.PrefixOf(r.Dst); ok && r.Priority != FallbackMetric {
 				out[p] = r
 			}
 		}

@@ -110,8 +110,14 @@ func rec(name, addr string) clusterstate.NodeRecord {
 func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 
 func describe(h *netlink.Handle, r netlink.Route) string {
-	if r.Type == unix.RTN_BLACKHOLE {
+	switch {
+	case r.Type == unix.RTN_BLACKHOLE:
 		return "blackhole"
+	case r.Type == unix.RTN_UNREACHABLE:
+		return "unreachable"
+	case r.Gw == nil:
+		l, _ := h.LinkByIndex(r.LinkIndex)
+		return "dev " + l.Attrs().Name
 	}
 	s := "via " + r.Gw.String()
 	if l, err := h.LinkByIndex(r.LinkIndex); err == nil {

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sys/unix"
 
@@ -90,6 +91,7 @@ func onTheWire(t *testing.T, encrypt bool) {
 	strictBlocked(t, c, cap, src, dst, payload, nodes)
 	strictNoKey(t, c, cap, src, dst, payload, nodes)
 	checkKeyKept(t, c, n1)
+	checkKilled(t, c, cap, src, dst, payload, nodes)
 	checkBadKeyFile(t, c)
 }
 
@@ -450,4 +452,44 @@ func checkBadKeyFile(t *testing.T, c *cluster) {
 	if b, _ := os.ReadFile(keyFile); string(b) != "not a key\n" {
 		t.Errorf("bad key file replaced: %q", b)
 	}
+}
+
+// checkKilled: src's node has a default route through the underlay (as
+// a real node has), and its agent is killed (SIGKILL): the userspace
+// device ends with it and the kernel drops the routes through it, yet
+// pod traffic to dst is refused (the unreachable fallbacks under the
+// encrypted routes) rather than sent in the clear to the default
+// gateway. The restarted agent brings the encrypted path back.
+func checkKilled(t *testing.T, c *cluster, cap *capture, src, dst *e2enet.Pod, payload []byte, nodes []*e2enet.Node) {
+	t.Helper()
+	n := src.Node
+	ul, err := n.NS.Handle.LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := &netlink.Route{LinkIndex: ul.Attrs().Index, Gw: c.U.Server.AsSlice()}
+	if err := n.NS.Handle.RouteAdd(def); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = n.NS.Handle.RouteDel(def) }()
+	c.StopAgent(n, syscall.SIGKILL)
+	if _, err := n.NS.Handle.LinkByName(route.WireGuardDevice); err == nil {
+		t.Errorf("%s: %s still there after its agent was killed", n.Name, route.WireGuardDevice)
+	}
+	cap.take()
+	err = exchange(src, dst, dst.IP, payload)
+	if err == nil || !errors.Is(err, unix.EHOSTUNREACH) && !errors.Is(err, unix.ENETUNREACH) {
+		t.Errorf("agent killed: pod traffic to %s: %v; want unreachable", dst.IP, err)
+	}
+	found, clearPods, other := inspect(cap.take(), payload, c, nodes)
+	if found != 0 || clearPods != 0 || len(other) != 0 {
+		t.Errorf("agent killed: payload found %d times, %d frames with pod addresses, other %v", found, clearPods, other)
+	}
+	start := time.Now()
+	c.StartAgent(n)
+	waitEncryptedRoutes(t, c, n, dst.Node)
+	if err := exchange(src, dst, dst.IP, payload); err != nil {
+		t.Fatalf("agent back: %v", err)
+	}
+	t.Logf("agent restarted after SIGKILL to an encrypted exchange done: %v", time.Since(start).Round(time.Millisecond))
 }
