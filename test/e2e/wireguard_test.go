@@ -43,18 +43,26 @@ const wgPort = 51871
 // the WireGuard port is dropped on the switch (strict mode): the pods
 // see loss and still nothing leaves in the clear. The same exchange
 // without encryption finds the payload, so the check can fail.
+//
+// A second cluster, vxlan mode across a router (the nodes on subnets of
+// their own), checks the same on the wire with the endpoints routed, and
+// the pod MTU less VXLAN's and WireGuard's overheads.
 func TestWireGuardOnTheWire(t *testing.T) {
 	testutil.RequireRoot(t)
-	t.Run("encrypted", func(t *testing.T) { onTheWire(t, true) })
-	t.Run("clear", func(t *testing.T) { onTheWire(t, false) })
+	t.Run("encrypted", func(t *testing.T) { onTheWire(t, true, e2enet.NewSwitch, route.ModeHostGW, "sw-n1") })
+	t.Run("encrypted vxlan across a router", func(t *testing.T) { onTheWire(t, true, e2enet.NewRouter, route.ModeVXLAN, "r-n1") })
+	t.Run("clear", func(t *testing.T) { onTheWire(t, false, e2enet.NewSwitch, route.ModeHostGW, "sw-n1") })
 }
 
-func onTheWire(t *testing.T, encrypt bool) {
-	c := newCluster(t, e2enet.NewSwitch(t), route.ModeHostGW, true)
-	podMTU := 1500
+// onTheWire runs the judge on a new cluster of underlay u in mode, the
+// reader on the hub's port to n1; the strict-mode, key and restart
+// checks in host-gw only.
+func onTheWire(t *testing.T, encrypt bool, u func(testing.TB) *e2enet.Underlay, mode route.Mode, port string) {
+	c := newCluster(t, u(t), mode, true)
+	podMTU := 1500 - route.EncapOverhead(mode, false)
 	if encrypt {
 		withWireGuard(t, c)
-		podMTU = 1500 - route.WireGuardOverhead4
+		podMTU -= route.WireGuardOverhead4
 	}
 	nodes := c.startNodes(2)
 	n1, n2 := nodes[0], nodes[1]
@@ -66,8 +74,13 @@ func onTheWire(t *testing.T, encrypt bool) {
 			t.Errorf("n1's metrics have no podnet_agent_wireguard_info{implementation=\"userspace\"} 1")
 		}
 	}
+	// Full-sized segments fit podnet.wg and the underlay from the first
+	// (no ICMP on the way); the time logged is a rough figure of the
+	// path's cost, not a benchmark.
+	c.CheckPodMTU(podMTU)
+	c.CheckBulkTransfer(n1.Pods[0], n2.Pods[0], 16<<20)
 	src, dst := n1.Pods[0], n2.Pods[0]
-	cap := startCapture(t, c.U.Hub.Path, "sw-n1")
+	cap := startCapture(t, c.U.Hub.Path, port)
 	payload := secretPayload(t)
 	for _, ip := range []netip.Addr{dst.IP, dst.IP6} {
 		if err := exchange(src, dst, ip, payload); err != nil {
@@ -77,8 +90,8 @@ func onTheWire(t *testing.T, encrypt bool) {
 	time.Sleep(200 * time.Millisecond)
 	frames := cap.take()
 	found, clearPods, other := inspect(frames, payload, c, nodes)
-	t.Logf("encryption %v: %d frames on sw-n1, payload found %d times, %d with pod addresses, %d other between nodes",
-		encrypt, len(frames), found, clearPods, len(other))
+	t.Logf("encryption %v, %s: %d frames on %s, payload found %d times, %d with pod addresses, %d other between nodes",
+		encrypt, mode, len(frames), port, found, clearPods, len(other))
 	if !encrypt {
 		if found == 0 || clearPods == 0 {
 			t.Fatalf("without encryption the payload should be on the wire in the clear: found %d, pod-addressed frames %d", found, clearPods)
@@ -87,6 +100,10 @@ func onTheWire(t *testing.T, encrypt bool) {
 	}
 	if found != 0 || clearPods != 0 || len(other) != 0 {
 		t.Fatalf("encrypted: payload found %d times, %d frames with pod addresses, between nodes not WireGuard: %v", found, clearPods, other)
+	}
+	defer checkKeyNotLogged(t, nodes)
+	if mode != route.ModeHostGW {
+		return
 	}
 	strictBlocked(t, c, cap, src, dst, payload, nodes)
 	strictNoKey(t, c, cap, src, dst, payload, nodes)
@@ -492,4 +509,20 @@ func checkKilled(t *testing.T, c *cluster, cap *capture, src, dst *e2enet.Pod, p
 		t.Fatalf("agent back: %v", err)
 	}
 	t.Logf("agent restarted after SIGKILL to an encrypted exchange done: %v", time.Since(start).Round(time.Millisecond))
+}
+
+// checkKeyNotLogged: no agent's log holds its private key.
+func checkKeyNotLogged(t *testing.T, nodes []*e2enet.Node) {
+	t.Helper()
+	for _, n := range nodes {
+		b, err := os.ReadFile(filepath.Join(n.Dir, "wireguard.key"))
+		key := strings.TrimSpace(string(b))
+		if err != nil || key == "" {
+			t.Errorf("%s: key file: %v", n.Name, err)
+			continue
+		}
+		if log := n.Log(); log == "" || strings.Contains(log, key) {
+			t.Errorf("%s: the agent's log (%d bytes) is empty or holds the private key", n.Name, len(log))
+		}
+	}
 }

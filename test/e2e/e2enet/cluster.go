@@ -292,3 +292,12 @@ func (s *SyncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Log is what n's agent has written (stdout and stderr) since it was
+// last started.
+func (n *Node) Log() string {
+	if n.log == nil {
+		return ""
+	}
+	return n.log.String()
+}
