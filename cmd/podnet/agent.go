@@ -204,7 +204,7 @@ func (ao *agentOptions) config(opts *globalOptions) (agent.Config, error) {
 		Logger: slog.Default(), NetworkPolicy: ao.networkPolicy, PolicySocket: ao.policySocket,
 		Encryption: ao.encryption, WireGuardPort: ao.wgPort, WireGuardKeyFile: ao.wgKeyFile,
 	}
-	if ao.wgPort < 1 || ao.wgPort > 65535 {
+	if ao.encryption == agent.EncryptionWireGuard && (ao.wgPort < 1 || ao.wgPort > 65535) {
 		return agent.Config{}, fmt.Errorf("--wireguard-port %d: want 1 to 65535", ao.wgPort)
 	}
 	if ao.denyLog {
