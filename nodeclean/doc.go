@@ -2,8 +2,8 @@
 // plugins and `podnet install` put there, and nothing else.
 //
 // It works in two parts. Survey (survey.go) reads the node: the conf
-// dir, the bin dir, podnet.vxlan, routes of protocol 97 in every table,
-// the nftables tables, podnet's state and run directories, and the
+// dir, the bin dir, podnet.vxlan and podnet.wg, routes of protocol 97 in
+// every table, the nftables tables, podnet's state and run directories, and the
 // sysctl record (internal/sysctlrecord). Plan (plan.go, pure) turns what
 // was found into ordered steps: the network config first, so that the
 // runtime reports the node's network not ready at once and starts no pod
@@ -19,7 +19,9 @@
 // content, whatever its name (another CNI's file is never touched); the
 // plugins podnet, podnet-ipam and podnet-portmap by name, and loopback
 // only when its Go build information says podnet built it (upstream's
-// loopback, or another CNI's, stays); the device podnet.vxlan; routes
+// loopback, or another CNI's, stays); the devices podnet.vxlan and
+// podnet.wg (with --encryption=wireguard; the private key goes with the
+// state directory); routes
 // with protocol 97; the tables inet podnet, inet and bridge podnet-guard,
 // inet podnet-closed, inet podnet-policy and inet podnet-portmap; and
 // the whole content of the state and run directories, which are podnet's

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+
+	"github.com/podnet/podnet/agent/route"
 )
 
 // Kind is what a step removes or restores.
@@ -13,7 +15,7 @@ type Kind string
 const (
 	KindConfig Kind = "config"   // a network config file in the conf dir
 	KindPlugin Kind = "plugin"   // a plugin binary in the bin dir
-	KindLink   Kind = "link"     // podnet.vxlan
+	KindLink   Kind = "link"     // podnet.vxlan, podnet.wg
 	KindRoute  Kind = "route"    // a route of protocol 97
 	KindTable  Kind = "nftables" // an nftables table
 	KindState  Kind = "state"    // an entry of the state directory
@@ -134,7 +136,11 @@ func Plan(f Found) (steps []Step, kept []Kept) {
 		}
 	}
 	for _, l := range f.Links {
-		steps = append(steps, Step{Kind: KindLink, Target: l, Detail: "with its neighbours and FDB entries"})
+		detail := "with its neighbours and FDB entries"
+		if l == route.WireGuardDevice {
+			detail = "with its peers"
+		}
+		steps = append(steps, Step{Kind: KindLink, Target: l, Detail: detail})
 	}
 	for _, r := range f.Routes {
 		steps = append(steps, Step{Kind: KindRoute, Target: r.Desc, route: r})

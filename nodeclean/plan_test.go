@@ -63,11 +63,11 @@ func TestPlan(t *testing.T) {
 	f := Found{
 		Configs: []File{{Path: "/c/10-podnet.conflist", Podnet: true}, {Path: "/c/10-calico.conflist", Reason: "theirs"}},
 		Plugins: []File{{Path: "/b/podnet", Podnet: true}, {Path: "/b/loopback", Reason: "upstream's"}},
-		Links:   []string{"podnet.vxlan"},
+		Links:   []string{"podnet.vxlan", "podnet.wg"},
 		Routes:  []Route{{Dst: netip.MustParsePrefix("10.244.1.0/24"), Desc: "10.244.1.0/24 via 198.18.0.2 proto 97"}},
 		Tables: []Table{{"inet", "podnet"}, {"inet", "other"}, {"ip", "podnet"}, {"bridge", "podnet-guard"},
 			{"inet", "podnet-policy"}, {"inet", "podnet-closed"}, {"inet", "podnet-portmap"}},
-		StateEntries: []string{"/s/ipam.db"},
+		StateEntries: []string{"/s/ipam.db", "/s/wireguard.key"},
 		RunEntries:   []string{"/r/policy.sock"},
 		Sysctls: []Sysctl{
 			{Key: "net/ipv4/ip_forward", Original: "0", Set: "1", Current: "1", Exists: true},
@@ -83,16 +83,16 @@ func TestPlan(t *testing.T) {
 		got = append(got, string(s.Kind)+" "+s.Target)
 	}
 	want := []string{
-		"config /c/10-podnet.conflist", "plugin /b/podnet", "link podnet.vxlan",
+		"config /c/10-podnet.conflist", "plugin /b/podnet", "link podnet.vxlan", "link podnet.wg",
 		"route 10.244.1.0/24 via 198.18.0.2 proto 97",
 		"nftables inet podnet", "nftables bridge podnet-guard", "nftables inet podnet-policy",
 		"nftables inet podnet-closed", "nftables inet podnet-portmap",
-		"state /s/ipam.db", "run /r/policy.sock", "sysctl net/ipv4/ip_forward", "record /s/sysctls.json",
+		"state /s/ipam.db", "state /s/wireguard.key", "run /r/policy.sock", "sysctl net/ipv4/ip_forward", "record /s/sysctls.json",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("steps\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if s := steps[11]; s.value != "0" || !strings.Contains(s.Detail, "restore 0") {
+	if s := steps[13]; s.value != "0" || !strings.Contains(s.Detail, "restore 0") {
 		t.Errorf("sysctl step %+v", s)
 	}
 	var keptTargets []string

@@ -21,8 +21,9 @@ import (
 )
 
 // podnetLinks are the links podnet makes on a node (the pods' veths are
-// the pods').
-var podnetLinks = []string{route.VXLANDevice}
+// the pods'): podnet.wg is left only by kernel WireGuard (a userspace
+// device ends with its agent).
+var podnetLinks = []string{route.VXLANDevice, route.WireGuardDevice}
 
 // Survey reads what the node has of podnet, in the calling thread's
 // network namespace (call it inside netns.Do for another one).

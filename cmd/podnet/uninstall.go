@@ -99,10 +99,10 @@ first podnet's network config in --conf-dir (a config that runs the podnet
 plugin, by content: other CNIs' configs stay), so that the runtime reports
 the network not ready at once; then podnet's plugins in --bin-dir
 (podnet, podnet-ipam, podnet-portmap, and loopback only when podnet built
-it); the device podnet.vxlan with its neighbours and FDB entries; every
-route of protocol 97; the nftables tables inet podnet, inet and bridge
+it); the device podnet.vxlan with its neighbours and FDB entries, and
+podnet.wg (kernel WireGuard) with its peers; every route of protocol 97; the nftables tables inet podnet, inet and bridge
 podnet-guard, inet podnet-closed, inet podnet-policy and inet
-podnet-portmap; everything in --state-dir (the IPAM file ipam.db) and
+podnet-portmap; everything in --state-dir (the IPAM file ipam.db, the WireGuard key) and
 --run-dir (sockets, locks); and the sysctls the agent recorded changing,
 restored to their values before podnet while they still hold podnet's.
 
