@@ -32,6 +32,9 @@ type wgDevice struct {
 	uapi net.Listener
 	sock string
 	done chan struct{} // closed when the UAPI accept loop has ended
+	// closed is set by close: a failed Setup closes, and so does the
+	// agent's deferred Close after it.
+	closed bool
 }
 
 // openDevice makes podnet.wg, or takes the one an earlier run left (a
@@ -120,9 +123,10 @@ func setLink(h *netlink.Handle, name string, mtu int) error {
 // closes the TUN device (the kernel removes it and its routes). A kernel
 // device stays, and keeps encrypting while the agent restarts.
 func (d *wgDevice) close() error {
-	if d == nil || d.mode != Userspace {
+	if d == nil || d.mode != Userspace || d.closed {
 		return nil
 	}
+	d.closed = true
 	var errs []error
 	if d.uapi != nil {
 		errs = append(errs, d.uapi.Close())
