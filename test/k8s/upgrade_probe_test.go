@@ -33,8 +33,10 @@ const (
 	// from the same source port would make two connections with one
 	// reply tuple, and the kernel drops the second's SYN (a conntrack
 	// insert clash) while the first's entry lives, 10 s after its reset.
-	// A port comes round again after 60 s; the ports are below the
-	// ephemeral range.
+	// A port comes round again after 60 s (conntrack keeps a closed
+	// connection 10 s, an unanswered one 120 s: no probe may go
+	// unanswered for a path whose NAT changes later, see
+	// serviceProgrammed); the ports are below the ephemeral range.
 	trafficPortBase = 10000
 	trafficPorts    = 1500
 )
