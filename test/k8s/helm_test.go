@@ -2,13 +2,10 @@ package k8s_test
 
 import (
 	"context"
-	"fmt"
-	"net/netip"
 	"slices"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -31,19 +28,7 @@ func TestHelmTwoNodes(t *testing.T) {
 	if _, err := c.HelmInstall(ctx, vals); err != nil {
 		t.Fatal(err)
 	}
-	podCIDRs := map[string][]netip.Prefix{}
-	for _, n := range c.Nodes {
-		waitNodeReady(ctx, t, c, n.Name, 3*time.Minute)
-		podCIDRs[n.Name] = checkNodeCIDRNode(ctx, t, c, n)
-	}
-	var servers []*corev1.Pod
-	for _, n := range c.Nodes {
-		name := "diag-srv-" + n.Name
-		if _, err := c.Client.CoreV1().Pods("default").Create(ctx, onNode(n, diagPod(name, "serve", "--listen", fmt.Sprintf(":%d", diagPort))), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		servers = append(servers, waitPod(ctx, t, c, name, corev1.PodRunning))
-	}
+	_, servers := nodeCIDRServers(ctx, t, c)
 	pods := append(servers, crossNodeTraffic(ctx, t, c, servers, "host-gw", "via %s dev underlay0")...)
 
 	before := agentPods(ctx, t, c)
