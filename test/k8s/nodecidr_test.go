@@ -39,19 +39,7 @@ func TestNodeCIDRTwoNodes(t *testing.T) {
 	if err := c.Deploy(ctx, cluster.Default, nil); err != nil {
 		t.Fatal(err)
 	}
-	podCIDRs := map[string][]netip.Prefix{}
-	for _, n := range c.Nodes {
-		waitNodeReady(ctx, t, c, n.Name, 3*time.Minute)
-		podCIDRs[n.Name] = checkNodeCIDRNode(ctx, t, c, n)
-	}
-	var servers []*corev1.Pod
-	for _, n := range c.Nodes {
-		name := "diag-srv-" + n.Name
-		if _, err := c.Client.CoreV1().Pods("default").Create(ctx, onNode(n, diagPod(name, "serve", "--listen", fmt.Sprintf(":%d", diagPort))), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		servers = append(servers, waitPod(ctx, t, c, name, corev1.PodRunning))
-	}
+	podCIDRs, servers := nodeCIDRServers(ctx, t, c)
 	for i, n := range c.Nodes {
 		peer := c.Nodes[1-i]
 		wantRoutes(t, n, fmt.Sprintf("blackhole %s ", podCIDRs[n.Name][0]),
@@ -77,6 +65,19 @@ func TestNodeCIDRTwoNodes(t *testing.T) {
 		nodeKeepsNothingOf(t, n, pods)
 	}
 	nodeDeletionWithdrawsRoutes(ctx, t, c, c.Nodes[0], c.Nodes[1], podCIDRs[c.Nodes[1].Name])
+}
+
+// nodeCIDRServers waits for every node of the default deployment to turn
+// Ready, checks it as TestNodeCIDRTwoNodes does (checkNodeCIDRNode), and
+// starts a diag server on each: the nodes' podCIDRs and the servers.
+func nodeCIDRServers(ctx context.Context, t *testing.T, c *cluster.Cluster) (map[string][]netip.Prefix, []*corev1.Pod) {
+	t.Helper()
+	podCIDRs := map[string][]netip.Prefix{}
+	for _, n := range c.Nodes {
+		waitNodeReady(ctx, t, c, n.Name, 3*time.Minute)
+		podCIDRs[n.Name] = checkNodeCIDRNode(ctx, t, c, n)
+	}
+	return podCIDRs, diagServers(ctx, t, c, "a")
 }
 
 // checkNodeCIDRNode checks what the agent did on n, now Ready: its Node

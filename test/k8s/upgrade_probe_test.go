@@ -31,10 +31,12 @@ const (
 	// them from trafficPortBase up, in turn: one client reaching one
 	// server both directly and through a DNAT (a ClusterIP, a host port)
 	// from the same source port would make two connections with one
-	// reply tuple, and the kernel drops the second's SYN (a conntrack
-	// insert clash) while the first's entry lives, 10 s after its reset.
-	// A port comes round again after 60 s; the ports are below the
-	// ephemeral range.
+	// reply tuple, which conntrack may refuse while the first's entry
+	// lives (10 s after its reset).
+	// A port comes round again after 60 s (conntrack keeps a closed
+	// connection 10 s, an unanswered one 120 s: no probe may go
+	// unanswered for a path whose NAT changes later, see
+	// serviceProgrammed); the ports are below the ephemeral range.
 	trafficPortBase = 10000
 	trafficPorts    = 1500
 )

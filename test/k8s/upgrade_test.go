@@ -27,9 +27,9 @@ const upgradeImage = "podnet.test/podnet:upgrade"
 // with 15 pairs probed 25 times a second each (same node, across nodes,
 // a ClusterIP, a hostPort, egress to the outside network, which must be
 // masqueraded; allowed and denied by NetworkPolicy ingress and egress
-// and an Admin ClusterNetworkPolicy), the DaemonSet
-// is rolled to a new image, rolled back, and the agent on one node is
-// killed with SIGKILL twice. No allowed probe may fail and no denied
+// and an Admin ClusterNetworkPolicy), the DaemonSet is rolled to a new
+// image, rolled back, and the agent on one node is killed with SIGKILL
+// twice. No allowed probe may fail and no denied
 // probe get through: the agent leaves routes, guards, masquerade, host
 // ports and policy in the kernel when it stops, and the next one adopts
 // them without a window.
@@ -66,10 +66,10 @@ func TestRollingUpgrade(t *testing.T) {
 // TestRoutingModeChange switches the ConfigMap's routing_mode from
 // host-gw to vxlan and back, each time rolling the DaemonSet (what
 // `kubectl rollout restart` does), and kills an agent with SIGKILL while
-// in vxlan, under the same probes: no allowed
-// pair may go more than 2 s without a successful probe, no denied probe
-// may get through, each switch must show in the routes, and in the end
-// no node keeps a VXLAN device.
+// in vxlan, under the same probes: no allowed pair may go more than 2 s
+// without a successful probe, no denied probe may get through, each
+// switch must show in the routes, and in the end no node keeps a VXLAN
+// device.
 func TestRoutingModeChange(t *testing.T) {
 	c := cluster.Start(t, cluster.WithNodes(2))
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -108,6 +109,7 @@ func upgWorld(ctx context.Context, t *testing.T, c *cluster.Cluster) ([]trafficP
 	if err != nil {
 		t.Fatal(err)
 	}
+	serviceProgrammed(ctx, t, c, svc, pods["upg-srv2"])
 	nss := map[string]*netns.NetNS{}
 	var pairs []trafficPair
 	for _, up := range upgPairs {
@@ -187,6 +189,26 @@ func (o *outsideListener) unmasqueraded() (int, string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.unmasq, o.first
+}
+
+// serviceProgrammed waits until every node's kube-proxy has the
+// Service's rules, with its endpoint backend (one commit, so a pod's
+// traffic meets them all). A pod's probe sent before would leave a
+// conntrack entry masqueraded towards the outside network for two
+// minutes, and a later probe from the same source port would follow it
+// instead of the Service's DNAT. (The node's own connect cannot tell:
+// backend's policy drops it from the other node.)
+func serviceProgrammed(ctx context.Context, t *testing.T, c *cluster.Cluster, svc *corev1.Service, backend *corev1.Pod) {
+	t.Helper()
+	for _, n := range c.Nodes {
+		waitUntil(ctx, t, fmt.Sprintf("kube-proxy's rules for Service %s on %s", svc.Name, n.Name), time.Minute, func() error {
+			rules := proxyRules(c, n.Name)
+			if !strings.Contains(rules, svc.Spec.ClusterIP) || !strings.Contains(rules, backend.Status.PodIP) {
+				return fmt.Errorf("no rules for %s to %s yet", svc.Spec.ClusterIP, backend.Status.PodIP)
+			}
+			return nil
+		})
+	}
 }
 
 // openPodNetNS opens p's network namespace on its node, closed when t
