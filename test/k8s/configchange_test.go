@@ -112,6 +112,13 @@ func unusableConfigMap(ctx context.Context, t *testing.T, c *cluster.Cluster, tr
 	if _, body, err := agentHTTP(n, "/metrics"); err != nil || !strings.Contains(body, "podnet_agent_config_valid 0") {
 		t.Errorf("%s's agent /metrics: no podnet_agent_config_valid 0 (%v)", n.Name, err)
 	}
+	// kubelet's probe event carries only the status code; kubectl logs
+	// must say why.
+	if l := agentLogLine(ctx, t, c, bad, "routing_mode", "hostgw"); l == "" {
+		t.Errorf("%s's degraded agent logged no line naming routing_mode and hostgw", n.Name)
+	} else {
+		t.Logf("%s's degraded agent: %s", n.Name, l)
+	}
 	// Three readiness periods (10 s each): kubelet has probed it, and the
 	// DaemonSet controller would have moved on to the other node if it
 	// were going to.
@@ -172,17 +179,12 @@ func denyLogOnOff(ctx context.Context, t *testing.T, c *cluster.Cluster, tr *tra
 	}
 	waitUntil(ctx, t, "a denied probe to upg-srv1 in "+n.Name+"'s agent log", 30*time.Second, func() error {
 		p, _ := agentOn(ctx, t, c, n)
-		body, err := c.Client.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: "agent"}).DoRaw(ctx)
-		if err != nil {
-			return err
+		l := agentLogLine(ctx, t, c, p, "packet denied by network policy", "pod=default/upg-srv1 ")
+		if l == "" {
+			return fmt.Errorf("no deny line for upg-srv1 in %s's log", p.Name)
 		}
-		for _, l := range strings.Split(string(body), "\n") {
-			if strings.Contains(l, "packet denied by network policy") && strings.Contains(l, "default/upg-srv1") {
-				t.Logf("%s's agent: %s", n.Name, l)
-				return nil
-			}
-		}
-		return fmt.Errorf("no deny line for upg-srv1 among %d bytes of log", len(body))
+		t.Logf("%s's agent: %s", n.Name, l)
+		return nil
 	})
 	tr.mark("deny log line seen")
 	rollDaemonSet(ctx, t, c, tr, "agent args - --policy-deny-log", agentArgs(withoutArg("--policy-deny-log")))
@@ -380,6 +382,22 @@ func policyTable(t *testing.T, n *cluster.Node) string {
 		t.Fatalf("%s: nft list table inet podnet-policy: %v: %s", n.Name, err, out)
 	}
 	return string(out)
+}
+
+// agentLogLine returns the first line of p's agent container log that
+// holds every one of want, or "".
+func agentLogLine(ctx context.Context, t *testing.T, c *cluster.Cluster, p *corev1.Pod, want ...string) string {
+	t.Helper()
+	body, err := c.Client.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: "agent"}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("logs of %s: %v", p.Name, err)
+	}
+	for _, l := range strings.Split(string(body), "\n") {
+		if !slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(l, w) }) {
+			return l
+		}
+	}
+	return ""
 }
 
 // agentHTTP gets path from the agent's port on n (9603, hostNetwork).
