@@ -90,22 +90,8 @@ func TestRoutingModeChange(t *testing.T) {
 		{"vxlan", "via %s dev podnet.vxlan"},
 		{"host-gw", "via %s dev underlay0"},
 	} {
-		cms := c.Client.CoreV1().ConfigMaps("kube-system")
-		cm, err := cms.Get(ctx, "podnet-config", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cm.Data["routing_mode"] = m.mode
-		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		tr.mark("routing_mode " + m.mode + " in the ConfigMap")
-		rollDaemonSet(ctx, t, c, tr, "restart for routing_mode "+m.mode, func(ds *appsv1.DaemonSet) {
-			if ds.Spec.Template.Annotations == nil {
-				ds.Spec.Template.Annotations = map[string]string{}
-			}
-			ds.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] = time.Now().Format(time.RFC3339Nano)
-		})
+		editConfigMap(ctx, t, c, tr, "routing_mode "+m.mode, func(d map[string]string) { d["routing_mode"] = m.mode })
+		rollDaemonSet(ctx, t, c, tr, "restart for routing_mode "+m.mode, restartTemplate)
 		waitModeRoutes(ctx, t, c, m.mode, m.route)
 		tr.mark("routes " + m.mode + " on every node")
 		if m.mode == "vxlan" {
@@ -121,6 +107,35 @@ func TestRoutingModeChange(t *testing.T) {
 		t.Errorf("longest gap of an allowed pair %s (%s), %d denied probes got through; want <= 2s and 0 (timeline above)",
 			r.longestGap.Round(time.Millisecond), r.gapPair, r.deniedThrough)
 	}
+}
+
+// editConfigMap changes podnet-config's data with edit, as `kubectl
+// edit configmap` would; running agents see it only when restarted.
+func editConfigMap(ctx context.Context, t *testing.T, c *cluster.Cluster, tr *traffic, what string, edit func(map[string]string)) {
+	t.Helper()
+	cms := c.Client.CoreV1().ConfigMaps("kube-system")
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := cms.Get(ctx, "podnet-config", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		edit(cm.Data)
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.mark(what + " in the ConfigMap")
+}
+
+// restartTemplate sets the template annotation `kubectl rollout
+// restart` sets, so that the DaemonSet replaces every agent pod.
+func restartTemplate(ds *appsv1.DaemonSet) {
+	if ds.Spec.Template.Annotations == nil {
+		ds.Spec.Template.Annotations = map[string]string{}
+	}
+	ds.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] = time.Now().Format(time.RFC3339Nano)
 }
 
 // setAgentImage sets the image of the DaemonSet's init container and
@@ -142,20 +157,7 @@ func rollDaemonSet(ctx context.Context, t *testing.T, c *cluster.Cluster, tr *tr
 	dss := c.Client.AppsV1().DaemonSets("kube-system")
 	before := agentUIDs(ctx, t, c)
 	start := time.Now()
-	var ds *appsv1.DaemonSet
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := dss.Get(ctx, "podnet", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		edit(cur)
-		ds, err = dss.Update(ctx, cur, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr.mark("rollout started: " + what)
+	ds := updateDaemonSet(ctx, t, c, tr, what, edit)
 	gen := ds.Generation
 	waitUntil(ctx, t, "rollout of "+what, 4*time.Minute, func() error {
 		ds, err := dss.Get(ctx, "podnet", metav1.GetOptions{})
@@ -180,6 +182,28 @@ func rollDaemonSet(ctx context.Context, t *testing.T, c *cluster.Cluster, tr *tr
 		}
 	}
 	t.Logf("rollout of %s done in %s", what, time.Since(start).Round(100*time.Millisecond))
+}
+
+// updateDaemonSet changes the DaemonSet's template with edit, which
+// starts a rollout, and returns the DaemonSet as updated.
+func updateDaemonSet(ctx context.Context, t *testing.T, c *cluster.Cluster, tr *traffic, what string, edit func(*appsv1.DaemonSet)) *appsv1.DaemonSet {
+	t.Helper()
+	dss := c.Client.AppsV1().DaemonSets("kube-system")
+	var ds *appsv1.DaemonSet
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := dss.Get(ctx, "podnet", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		edit(cur)
+		ds, err = dss.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.mark("rollout started: " + what)
+	return ds
 }
 
 // agentUIDs returns the agent pods not being deleted, by UID.
