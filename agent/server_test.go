@@ -51,7 +51,7 @@ func TestDegradedHandler(t *testing.T) {
 		t.Errorf("/healthz %d", code)
 	}
 	code, body := get("/readyz")
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, `config: not ready: config: routing_mode "hostgw": want host-gw, vxlan or auto`) ||
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, `config: not ready: routing_mode "hostgw": want host-gw, vxlan or auto`) ||
 		!strings.Contains(body, "second") {
 		t.Errorf("/readyz %d:\n%s", code, body)
 	}
@@ -70,8 +70,8 @@ func TestSettingsCheck(t *testing.T) {
 		{"good", Settings{RoutingMode: "auto", ClusterCIDRs: []string{"10.244.0.0/16", " fd00:10:244::/56"}}, nil},
 		{"empty mode is auto", Settings{}, nil},
 		{"all bad", Settings{RoutingMode: "hostgw", ClusterCIDRs: []string{"10.244.0.1/16", "x"}, NetworkConfig: dir + "/missing.conflist"},
-			[]string{`config: routing_mode "hostgw": want host-gw, vxlan or auto`, `config: cluster_cidr "10.244.0.1/16"`, `config: cluster_cidr "x"`,
-				`config: missing.conflist "` + dir + `/missing.conflist": cannot be read`}},
+			[]string{`routing_mode "hostgw": want host-gw, vxlan or auto`, `cluster_cidr "10.244.0.1/16"`, `cluster_cidr "x"`,
+				`missing.conflist "` + dir + `/missing.conflist": cannot be read`}},
 	} {
 		errs := tc.s.Check()
 		if len(errs) != len(tc.want) {

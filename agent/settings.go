@@ -20,7 +20,7 @@ type ConfigError struct {
 	Key, Value, Want string
 }
 
-func (e *ConfigError) Error() string { return fmt.Sprintf("config: %s %q: %s", e.Key, e.Value, e.Want) }
+func (e *ConfigError) Error() string { return fmt.Sprintf("%s %q: %s", e.Key, e.Value, e.Want) }
 
 // Settings are the agent's values that come from the cluster's
 // ConfigMap (deploy/kubernetes: routing_mode, cluster_cidr and the

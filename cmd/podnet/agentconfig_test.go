@@ -176,12 +176,12 @@ func TestAgentBadConfigTouchesNothing(t *testing.T) {
 		name, conflist, want string
 		args                 []string
 	}{
-		{"routing_mode", goodConflist, `config: routing_mode "hostgw": want host-gw, vxlan or auto`, []string{"--mode", "hostgw"}},
-		{"cluster_cidr", goodConflist, `config: cluster_cidr "10.244.0.0": want network prefixes`,
+		{"routing_mode", goodConflist, `routing_mode "hostgw": want host-gw, vxlan or auto`, []string{"--mode", "hostgw"}},
+		{"cluster_cidr", goodConflist, `cluster_cidr "10.244.0.0": want network prefixes`,
 			[]string{"--mode", "host-gw", "--datastore", "kubernetes", "--cluster-cidr", "10.244.0.0"}},
-		{"cluster_cidr empty", goodConflist, `config: cluster_cidr "": want the cluster's pod CIDRs`,
+		{"cluster_cidr empty", goodConflist, `cluster_cidr "": want the cluster's pod CIDRs`,
 			[]string{"--mode", "host-gw", "--datastore", "kubernetes", "--cluster-cidr="}},
-		{"conflist not JSON", `{"cniVersion":`, `config: 10-podnet.conflist "` + n.netConf + `": not valid JSON`, []string{"--mode", "host-gw"}},
+		{"conflist not JSON", `{"cniVersion":`, `10-podnet.conflist "` + n.netConf + `": not valid JSON`, []string{"--mode", "host-gw"}},
 		{"not podnet's", `{"cniVersion":"1.1.0","name":"x","plugins":[{"type":"bridge"}]}`, "not a podnet conflist", []string{"--mode", "host-gw"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
