@@ -62,8 +62,8 @@ func TestConfigChange(t *testing.T) {
 	r := judgeTraffic(t, tr, out, from)
 	off := tr.result(offAt, onAt)
 	deniedOn := r.deniedThrough - off.deniedThrough
-	t.Logf("while policy was off or coming back (+%.1fs to +%.1fs): %d denied-pair probes got through, not counted",
-		offAt.Sub(from).Seconds(), onAt.Sub(from).Seconds(), off.deniedThrough)
+	t.Logf("of the denied probes that got through, %d came while policy was off or coming back (+%.1fs to +%.1fs; not counted) and %d while it was on",
+		off.deniedThrough, offAt.Sub(from).Seconds(), onAt.Sub(from).Seconds(), deniedOn)
 	if r.failedAllowed != 0 || deniedOn != 0 {
 		t.Errorf("%d allowed probes failed, %d denied probes got through while policy was on; want 0 and 0 (timeline above)",
 			r.failedAllowed, deniedOn)

@@ -173,29 +173,39 @@ type probeLog struct {
 func probePair(ctx context.Context, wg *sync.WaitGroup, ns *netns.NetNS, dst netip.AddrPort) *probeLog {
 	l := &probeLog{}
 	wg.Go(func() {
-		var inflight sync.WaitGroup
-		defer inflight.Wait()
-		tick := time.NewTicker(probeEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
+		tickProbes(ctx, probeEvery, func() func() {
 			l.mu.Lock()
 			i := len(l.probes)
 			l.probes = append(l.probes, probe{start: time.Now()})
 			l.mu.Unlock()
-			inflight.Go(func() {
+			return func() {
 				p := dialFrom(ns, dst, probeTimeout)
 				l.mu.Lock()
 				l.probes[i] = p
 				l.mu.Unlock()
-			})
-		}
+			}
+		})
 	})
 	return l
+}
+
+// tickProbes calls start every period until ctx ends and runs the probe
+// it returns in a goroutine of its own, so that a dropped probe does not
+// delay the next; start records the probe's start, the probe its end. It
+// returns when the last probe has ended.
+func tickProbes(ctx context.Context, every time.Duration, start func() func()) {
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		inflight.Go(start())
+	}
 }
 
 // settledSince says since when every probe has had the verdict want: the

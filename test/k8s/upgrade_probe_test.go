@@ -100,21 +100,12 @@ func startTraffic(pairs []trafficPair) *traffic {
 }
 
 func (l *pairLog) run(ctx context.Context) {
-	var inflight sync.WaitGroup
-	defer inflight.Wait()
-	tick := time.NewTicker(trafficEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	tickProbes(ctx, trafficEvery, func() func() {
 		l.mu.Lock()
 		i := len(l.probes)
 		l.probes = append(l.probes, trafficProbe{start: time.Now()})
 		l.mu.Unlock()
-		inflight.Go(func() {
+		return func() {
 			p := dialFromPort(l.pair.ns, l.pair.ports+i%trafficPorts, l.pair.dst, trafficTimeout)
 			l.mu.Lock()
 			l.probes[i].ok = p.result == probeConnected
@@ -122,8 +113,8 @@ func (l *pairLog) run(ctx context.Context) {
 			l.probes[i].done = true
 			l.probes[i].why = probeOutcome(p)
 			l.mu.Unlock()
-		})
-	}
+		}
+	})
 }
 
 // mark records a step of the test.
