@@ -64,7 +64,9 @@ func newAgentNode(t *testing.T) *agentNode {
 func (n *agentNode) start(args ...string) (stop func() string) {
 	n.t.Helper()
 	full := append([]string{"--conf-dir", n.confDir, "--bin-dir", n.binDir, "--log-level", "info", "agent",
-		"--node", "a", "--underlay-interface", "ul0", "--metrics-addr", "127.0.0.1:9603", "--gc-interval", "0"}, args...)
+		"--node", "a", "--underlay-interface", "ul0", "--metrics-addr", "127.0.0.1:9603", "--gc-interval", "0",
+		// The node's own record, never the machine's /var/lib/podnet.
+		"--sysctl-record", filepath.Join(n.confDir, "sysctls.json")}, args...)
 	cmd := exec.Command(n.podnet, full...)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
