@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -76,11 +77,7 @@ func HelmValues() map[string]any {
 // remembers the variant it rendered as the one deployed (see
 // IPAMStoreSpec). It does not wait for the pods.
 func (c *Cluster) HelmInstall(ctx context.Context, vals map[string]any) (*release.Release, error) {
-	cfg, err := c.helmAction()
-	if err != nil {
-		return nil, err
-	}
-	ch, err := loader.Load(filepath.Join(c.ModuleRoot, "deploy/helm/podnet"))
+	cfg, ch, err := c.helmChart()
 	if err != nil {
 		return nil, err
 	}
@@ -96,11 +93,7 @@ func (c *Cluster) HelmInstall(ctx context.Context, vals map[string]any) (*releas
 // HelmUpgrade upgrades the release as `helm upgrade --reuse-values` does,
 // with vals on top of the values it was installed with.
 func (c *Cluster) HelmUpgrade(ctx context.Context, vals map[string]any) (*release.Release, error) {
-	cfg, err := c.helmAction()
-	if err != nil {
-		return nil, err
-	}
-	ch, err := loader.Load(filepath.Join(c.ModuleRoot, "deploy/helm/podnet"))
+	cfg, ch, err := c.helmChart()
 	if err != nil {
 		return nil, err
 	}
@@ -146,4 +139,15 @@ func (c *Cluster) noteDeployed(rel *release.Release) error {
 	}
 	c.deployed = store
 	return nil
+}
+
+// helmChart is the action configuration for the cluster and the chart
+// of deploy/helm/podnet, loaded from the module's tree.
+func (c *Cluster) helmChart() (*action.Configuration, *chart.Chart, error) {
+	cfg, err := c.helmAction()
+	if err != nil {
+		return nil, nil, err
+	}
+	ch, err := loader.Load(filepath.Join(c.ModuleRoot, "deploy/helm/podnet"))
+	return cfg, ch, err
 }
