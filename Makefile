@@ -139,6 +139,8 @@ test-k8s:
 # PROXY_MODE (iptables or nftables). CONFORMANCE_FOCUS (a regexp) narrows
 # the selection (CONFORMANCE_FOCUS=Netpol: the NetworkPolicy specs alone),
 # CONFORMANCE_PROCS sets the parallel e2e.test processes, and
+# CONFORMANCE_ENCRYPTION=wireguard turns WireGuard on (the ConfigMap's
+# encryption key; results in <...>-wireguard-<mode>/), and
 # CONFORMANCE_CNP_PASS=1 puts an Admin ClusterNetworkPolicy that passes
 # everything in place first (podnet; results in <...>-cnppass-<mode>/).
 # The first run builds e2e.test into the harness's cache (many minutes).
@@ -159,6 +161,7 @@ CONFORMANCE_PROCS   ?= 4
 CONFORMANCE_DIR     ?= $(CURDIR)/conformance-results
 CNP_FOCUS           ?=
 CONFORMANCE_CNP_PASS ?=
+CONFORMANCE_ENCRYPTION ?=
 CONFORMANCE_CNP     := $(if $(filter podnet,$(CONFORMANCE_CHAIN)),$(if $(strip $(CONFORMANCE_FOCUS)),$(strip $(CNP_FOCUS)),yes))
 CONFORMANCE_TESTS   := $(if $(CONFORMANCE_CNP),(TestConformance|TestClusterNetworkPolicyConformance),TestConformance)
 .PHONY: conformance conformance-cnp
@@ -168,10 +171,12 @@ conformance: deps
 		PODNET_K8S_PROXY_MODE=$(PROXY_MODE) PODNET_CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' \
 		PODNET_CONFORMANCE_PROCS=$(CONFORMANCE_PROCS) PODNET_CONFORMANCE_DIR=$(CONFORMANCE_DIR) \
 		PODNET_CNP_FOCUS='$(CNP_FOCUS)' PODNET_CONFORMANCE_CNP_PASS=$(CONFORMANCE_CNP_PASS) \
+		PODNET_CONFORMANCE_ENCRYPTION=$(CONFORMANCE_ENCRYPTION) \
 		$(GO) test -count=1 -v -run '^$(CONFORMANCE_TESTS)$$' -timeout 330m .
 
 conformance-cnp: deps
 	cd test/k8s && PODNET_CONFORMANCE_VARIANT=$(CONFORMANCE_VARIANT) PODNET_K8S_PROXY_MODE=$(PROXY_MODE) \
+		PODNET_CONFORMANCE_ENCRYPTION=$(CONFORMANCE_ENCRYPTION) \
 		PODNET_CNP_FOCUS='$(CNP_FOCUS)' PODNET_CONFORMANCE_DIR=$(CONFORMANCE_DIR) \
 		$(GO) test -count=1 -v -run '^TestClusterNetworkPolicyConformance$$' -timeout 150m .
 

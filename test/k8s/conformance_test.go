@@ -217,12 +217,20 @@ func conformanceVariant(t *testing.T) cluster.Variant {
 // startJudgedCluster starts the two-node cluster a judge (e2e.test, the
 // ClusterNetworkPolicy suite) runs against, with podnet deployed as
 // variant or the reference chain installed, and waits for its nodes to
-// be Ready. It returns the cluster and its results directory,
-// <results>/<name>-<kube-proxy mode>. Evidence beside the judges' skip
-// lists: the underlay switch counts what the nodes send towards
+// be Ready (podnet with PODNET_CONFORMANCE_ENCRYPTION's encryption, its
+// routes through podnet.wg). It returns the cluster and its results
+// directory, <results>/<name>[-<encryption>]-<kube-proxy mode>.
+// Evidence beside the judges' skip lists: the underlay switch counts what the nodes send towards
 // addresses outside the harness, which a run must leave at zero.
 func startJudgedCluster(ctx context.Context, t *testing.T, name string, variant cluster.Variant, reference bool) (*cluster.Cluster, string) {
 	t.Helper()
+	enc := ""
+	if !reference {
+		enc = conformanceEncryption(t)
+	}
+	if enc != "" {
+		name += "-" + enc
+	}
 	c := cluster.Start(t, cluster.WithNodes(2))
 	results := conformanceDir(t, c, name+"-"+string(c.ProxyMode()))
 	if err := conformance.WatchLeaks(c.OutsideNetNS); err != nil {
@@ -232,13 +240,16 @@ func startJudgedCluster(ctx context.Context, t *testing.T, name string, variant 
 	if reference {
 		err = c.InstallReferenceChain(ctx, t.Logf)
 	} else {
-		err = c.Deploy(ctx, variant, nil)
+		err = c.Deploy(ctx, variant, withEncryption(enc))
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range c.Nodes {
 		waitNodeReady(ctx, t, c, n.Name, 3*time.Minute)
+	}
+	if enc != "" {
+		waitEncryptedRoutes(ctx, t, c)
 	}
 	return c, results
 }

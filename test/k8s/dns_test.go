@@ -75,7 +75,17 @@ func TestDNS(t *testing.T) {
 			{query: "example.com.", notFound: true},
 		}
 		// kube-proxy programs the Service a moment after its
-		// endpoints turn ready, and rejects its packets until then.
+		// endpoints turn ready, and rejects its packets until then;
+		// before it has seen the Service at all, a query to its
+		// address would take the node's default route, out of the
+		// underlay, and be counted as leaving: so no query is sent
+		// before kube-proxy's rules name the address.
+		waitUntil(ctx, t, "kube-proxy's rules naming the kube-dns Service", 30*time.Second, func() error {
+			if rules := proxyRules(c, c.Nodes[0].Name); !strings.Contains(rules, cluster.DNSServiceIP) {
+				return fmt.Errorf("%s not in them yet", cluster.DNSServiceIP)
+			}
+			return nil
+		})
 		waitUntil(ctx, t, "kube-proxy serving the kube-dns Service", 30*time.Second, func() error {
 			for _, network := range []string{"udp", "tcp"} {
 				if res := lookup(ctx, nodeResolver(c.Nodes[0], cluster.DNSServiceIP, network), want[0].query); res.Error != "" {
