@@ -42,6 +42,8 @@ var badValues = map[string]string{
 	"image-digest.yaml":            "'/image/digest'",
 	"image-tag.yaml":               "'/image/tag'",
 	"kubernetes-three-pools.yaml":  "'/pools'",
+	"encryption-type.yaml":         "'/encryption/type'",
+	"wireguard-port.yaml":          "'/encryption/wireguardPort'",
 }
 
 // TestChartSchemaRefuses: each bad values file fails where `helm
@@ -92,6 +94,8 @@ var goodValues = map[string]map[string]any{
 	"limits":                {"resources": map[string]any{"agent": map[string]any{"limits": map[string]any{"memory": "256Mi"}}}},
 	"cluster network CRD":   {"clusterNetworkPolicyCRD": true},
 	"blocks, no CNP policy": {"datastore": "blocks", "networkPolicy": false},
+	"wireguard, vxlan":      {"encryption": map[string]any{"type": "wireguard"}, "routingMode": "vxlan"},
+	"wireguard, etcd":       {"datastore": "etcd", "networkPolicy": false, "etcd": map[string]any{"endpoints": []any{"etcd-0.example:2379"}}, "encryption": map[string]any{"type": "wireguard", "wireguardPort": 65535}},
 }
 
 // TestChartSchemaAccepts: the ci files and goodValues pass Helm's
