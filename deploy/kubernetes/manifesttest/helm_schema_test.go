@@ -165,7 +165,15 @@ func TestChartCIDRPattern(t *testing.T) {
 // TestChartLint: Helm's linter (helm lint, with the ci values files)
 // finds no error and no warning.
 func TestChartLint(t *testing.T) {
+	type lintCase struct {
+		name, values string
+		extra        map[string]any
+	}
+	cases := []lintCase{{"wireguard", "wireguard-values.yaml", nil}}
 	for _, v := range chartVariants {
+		cases = append(cases, lintCase{v.name, v.values, v.extra})
+	}
+	for _, v := range cases {
 		t.Run(v.name, func(t *testing.T) {
 			l := lint.AllWithKubeVersion(chartDir, ciValues(t, v.values, v.extra), namespace, nil)
 			for _, m := range l.Messages {
