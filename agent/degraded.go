@@ -53,7 +53,7 @@ func (d *Degraded) Run(ctx context.Context) error {
 func registerConfigValid(reg *prometheus.Registry, valid bool) {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "podnet", Subsystem: "agent", Name: "config_valid",
-		Help: "1 when the agent's settings (routing_mode, cluster_cidr, the conflist) could be used; 0 when it runs degraded, touching nothing, /readyz saying why.",
+		Help: "1 when the agent's settings (routing_mode, cluster_cidr, encryption, the conflist) could be used; 0 when it runs degraded, touching nothing, /readyz saying why.",
 	})
 	if valid {
 		g.Set(1)

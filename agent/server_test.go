@@ -69,8 +69,12 @@ func TestSettingsCheck(t *testing.T) {
 	}{
 		{"good", Settings{RoutingMode: "auto", ClusterCIDRs: []string{"10.244.0.0/16", " fd00:10:244::/56"}}, nil},
 		{"empty mode is auto", Settings{}, nil},
-		{"all bad", Settings{RoutingMode: "hostgw", ClusterCIDRs: []string{"10.244.0.1/16", "x"}, NetworkConfig: dir + "/missing.conflist"},
-			[]string{`routing_mode "hostgw": want host-gw, vxlan or auto`, `cluster_cidr "10.244.0.1/16"`, `cluster_cidr "x"`,
+		{"encryption none", Settings{Encryption: "none"}, nil},
+		{"encryption wireguard", Settings{Encryption: "wireguard"}, nil},
+		{"encryption case", Settings{Encryption: "WireGuard"}, []string{`encryption "WireGuard": want none or wireguard`}},
+		{"encryption ipsec", Settings{Encryption: "ipsec"}, []string{`encryption "ipsec": want none or wireguard`}},
+		{"all bad", Settings{RoutingMode: "hostgw", Encryption: "wg", ClusterCIDRs: []string{"10.244.0.1/16", "x"}, NetworkConfig: dir + "/missing.conflist"},
+			[]string{`routing_mode "hostgw": want host-gw, vxlan or auto`, `encryption "wg": want none or wireguard`, `cluster_cidr "10.244.0.1/16"`, `cluster_cidr "x"`,
 				`missing.conflist "` + dir + `/missing.conflist": cannot be read`}},
 	} {
 		errs := tc.s.Check()

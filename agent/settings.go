@@ -23,13 +23,16 @@ type ConfigError struct {
 func (e *ConfigError) Error() string { return fmt.Sprintf("%s %q: %s", e.Key, e.Value, e.Want) }
 
 // Settings are the agent's values that come from the cluster's
-// ConfigMap (deploy/kubernetes: routing_mode, cluster_cidr and the
-// mounted conflist), checked before anything is opened, so that a bad
+// ConfigMap (deploy/kubernetes: routing_mode, cluster_cidr, encryption
+// and the mounted conflist), checked before anything is opened, so that a bad
 // edit of the ConfigMap leaves the node's data path as it is (Degraded)
 // instead of sending the agent into a crash loop.
 type Settings struct {
 	RoutingMode  string   // routing_mode (--mode)
 	ClusterCIDRs []string // cluster_cidr (--cluster-cidr)
+	// Encryption is encryption (--encryption): none, wireguard, or empty
+	// (none: a ConfigMap from before the key has none).
+	Encryption string
 	// NetworkConfig is the conflist to install (--network-config; its
 	// ConfigMap key is its file name); empty: none given.
 	NetworkConfig string
@@ -41,6 +44,11 @@ func (s Settings) Check() []error {
 	var errs []error
 	if _, err := route.ParseMode(s.RoutingMode); err != nil {
 		errs = append(errs, &ConfigError{Key: "routing_mode", Value: s.RoutingMode, Want: "want host-gw, vxlan or auto"})
+	}
+	switch s.Encryption {
+	case "", EncryptionNone, EncryptionWireGuard:
+	default:
+		errs = append(errs, &ConfigError{Key: "encryption", Value: s.Encryption, Want: "want " + EncryptionNone + " or " + EncryptionWireGuard})
 	}
 	for _, c := range s.ClusterCIDRs {
 		p, err := netip.ParsePrefix(strings.TrimSpace(c))

@@ -126,7 +126,8 @@ setting and why (podnet_agent_config_valid 0).`,
 
 // run runs the agent until ctx ends, serving its metrics meanwhile.
 func (ao *agentOptions) run(ctx context.Context, opts *globalOptions) error {
-	settings := agent.Settings{RoutingMode: ao.mode, ClusterCIDRs: ao.clusterCIDRs, NetworkConfig: ao.networkConfig}
+	ao.encryption = encryptionSetting(ao.encryption)
+	settings := agent.Settings{RoutingMode: ao.mode, ClusterCIDRs: ao.clusterCIDRs, Encryption: ao.encryption, NetworkConfig: ao.networkConfig}
 	if errs := settings.Check(); len(errs) > 0 {
 		return ao.runDegraded(ctx, errs)
 	}
@@ -155,6 +156,22 @@ func (ao *agentOptions) run(ctx context.Context, opts *globalOptions) error {
 	}
 	cfg.Store, cfg.Etcd = store, etcdClient
 	return ao.runAgent(ctx, cfg)
+}
+
+// encryptionRef is the DaemonSets' --encryption: the ConfigMap's key
+// encryption, through an optional env entry.
+const encryptionRef = "$(PODNET_ENCRYPTION)"
+
+// encryptionSetting is --encryption as the agent takes it. A ConfigMap
+// from a release before the key has none: the kubelet then sets no
+// variable and passes the reference as it is, which means the key is
+// unset, so none, as an empty value does.
+func encryptionSetting(v string) string {
+	if v == encryptionRef {
+		slog.Info("the ConfigMap has no key encryption: encryption none", "flag", "--encryption="+v)
+		return ""
+	}
+	return v
 }
 
 // runAgent runs an agent of cfg, its metrics served, until ctx ends.

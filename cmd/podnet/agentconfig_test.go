@@ -160,7 +160,9 @@ func TestAgentBadConfigTouchesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	common := []string{"--store", "bolt:" + n.db, "--install", "--src-dir", t.TempDir(), "--network-config", n.netConf}
-	stop := n.start(append([]string{"--mode", "host-gw"}, common...)...)
+	// --encryption as the kubelet passes it when the ConfigMap has no
+	// key encryption (one of a release before it): none, not degraded.
+	stop := n.start(append([]string{"--mode", "host-gw", "--encryption=" + encryptionRef}, common...)...)
 	testutil.WaitFor(t, "the good agent ready", 30*time.Second, func() (bool, error) {
 		code, _, err := n.get("/readyz")
 		return err == nil && code == http.StatusOK, nil
@@ -179,6 +181,7 @@ func TestAgentBadConfigTouchesNothing(t *testing.T) {
 		args                 []string
 	}{
 		{"routing_mode", goodConflist, `routing_mode "hostgw": want host-gw, vxlan or auto`, []string{"--mode", "hostgw"}},
+		{"encryption", goodConflist, `encryption "wireguar": want none or wireguard`, []string{"--mode", "host-gw", "--encryption", "wireguar"}},
 		{"cluster_cidr", goodConflist, `cluster_cidr "10.244.0.0": want network prefixes`,
 			[]string{"--mode", "host-gw", "--datastore", "kubernetes", "--cluster-cidr", "10.244.0.0"}},
 		{"cluster_cidr empty", goodConflist, `cluster_cidr "": want the cluster's pod CIDRs`,
@@ -240,5 +243,18 @@ func (n *agentNode) addForeignState() {
 	})
 	if err != nil {
 		n.t.Fatal(err)
+	}
+}
+
+// TestEncryptionSetting: the DaemonSets' unexpanded reference is the key
+// unset (none, as empty); anything else reaches Settings.Check as it is.
+func TestEncryptionSetting(t *testing.T) {
+	for in, want := range map[string]string{
+		encryptionRef: "", "": "", "none": "none", "wireguard": "wireguard",
+		"$(PODNET_ROUTING_MODE)": "$(PODNET_ROUTING_MODE)", "$(PODNET_ENCRYPTION) ": "$(PODNET_ENCRYPTION) ",
+	} {
+		if got := encryptionSetting(in); got != want {
+			t.Errorf("encryptionSetting(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,6 +24,10 @@ var nodeHostPaths = []struct{ host, sub string }{
 	{"/var/lib/cni", "cni/cache"},
 	{"/var/lib/podnet", "podnet"},
 	{"/run/podnet", "run-podnet"},
+	// The DaemonSet's /var/run/wireguard, where each agent's wireguard-go
+	// serves podnet.wg.sock: two nodes' agents must not share it (each
+	// removes its own socket, and `wg` would find the wrong node's).
+	{wireguardRunDir, "run-wireguard"},
 	{"/run/netns", "netns"},
 	{"/run/containerd", "run-containerd"},
 	{"/var/log/containers", "container-logs"},
@@ -33,7 +38,23 @@ var nodeHostPaths = []struct{ host, sub string }{
 // and removed again at the end if empty.
 var hostDirs = []string{
 	"/opt/cni", "/opt/cni/bin", "/etc/cni", "/etc/cni/net.d", "/var/lib/cni", "/var/lib/podnet",
-	"/run/podnet", "/run/netns", "/run/containerd", "/var/log/containers",
+	"/run/podnet", wireguardRunDir, "/run/netns", "/run/containerd", "/var/log/containers",
+}
+
+// wireguardRunDir is the machine's directory behind the DaemonSet's
+// hostPath /var/run/wireguard: /run/wireguard where /var/run is a
+// symlink to /run (as on this project's machines and every current
+// distribution), which is what the kubelet and the runtime resolve it to,
+// else /var/run/wireguard itself.
+var wireguardRunDir = resolveVarRun("/var/run/wireguard")
+
+// resolveVarRun returns p with /var/run resolved where it is a symlink.
+func resolveVarRun(p string) string {
+	dir, err := filepath.EvalSymlinks("/var/run")
+	if err != nil {
+		return p
+	}
+	return filepath.Join(dir, strings.TrimPrefix(p, "/var/run"))
 }
 
 // mountNSDir makes Dir/ns, where nodes' mount namespaces are bound: a
@@ -100,6 +121,9 @@ func (c *Cluster) setupMountNS(n *Node) error {
 // machine path p inside the node's mount namespace, or p itself when the
 // node does not keep p apart.
 func (n *Node) HostPath(p string) string {
+	if p == "/var/run" || strings.HasPrefix(p, "/var/run/") {
+		p = resolveVarRun(p)
+	}
 	for _, hp := range nodeHostPaths {
 		if p == hp.host || len(p) > len(hp.host) && p[:len(hp.host)+1] == hp.host+"/" {
 			return filepath.Join(n.Root, "host", hp.sub, p[len(hp.host):])
