@@ -19,7 +19,7 @@ const (
 	KindRoute  Kind = "route"    // a route of protocol 97
 	KindTable  Kind = "nftables" // an nftables table
 	KindState  Kind = "state"    // an entry of the state directory
-	KindRun    Kind = "run"      // an entry of the run directory (sockets, locks)
+	KindRun    Kind = "run"      // an entry of the run directory (sockets, locks), podnet.wg's UAPI socket
 	KindSysctl Kind = "sysctl"   // a sysctl restored to its recorded value
 	KindRecord Kind = "record"   // the sysctl record itself, last
 )
@@ -99,6 +99,15 @@ type Found struct {
 	StateEntries, RunEntries []string
 	Sysctls                  []Sysctl
 	Record                   string // the sysctl record's path, when it exists
+	// WireGuardSocket is podnet.wg's UAPI socket in the WireGuard
+	// directory, when it is there.
+	WireGuardSocket *Socket
+}
+
+// Socket is a unix socket found, and why removal must leave it (empty:
+// it is podnet's and dead).
+type Socket struct {
+	Path, Keep string
 }
 
 // PodnetTables are podnet's nftables tables, in every family podnet
@@ -156,6 +165,11 @@ func Plan(f Found) (steps []Step, kept []Kept) {
 	for _, p := range f.RunEntries {
 		steps = append(steps, Step{Kind: KindRun, Target: p})
 	}
+	if ws := f.WireGuardSocket; ws != nil && ws.Keep != "" {
+		kept = append(kept, Kept{Kind: KindRun, Target: ws.Path, Reason: ws.Keep})
+	} else if ws != nil {
+		steps = append(steps, Step{Kind: KindRun, Target: ws.Path, Detail: "wireguard-go's UAPI socket, left by a killed agent"})
+	}
 	s, k := planSysctls(f.Sysctls)
 	steps, kept = append(steps, s...), append(kept, k...)
 	if f.Record != "" {
@@ -188,6 +202,10 @@ type Paths struct {
 	// StateDir and RunDir are podnet's own: everything in them is
 	// podnet's.
 	StateDir, RunDir string
+	// WireGuardDir is where userspace WireGuard serves its UAPI sockets,
+	// shared with other WireGuard tools: only podnet.wg's socket is
+	// podnet's, and the directory stays (empty: not looked at).
+	WireGuardDir string
 }
 
 // Default directories on a node.
@@ -196,11 +214,13 @@ const (
 	DefaultBinDir   = "/opt/cni/bin"
 	DefaultStateDir = "/var/lib/podnet"
 	DefaultRunDir   = "/run/podnet"
+	// DefaultWireGuardDir is wireguard-go's and wg's.
+	DefaultWireGuardDir = "/var/run/wireguard"
 )
 
 // DefaultPaths are the host's.
 func DefaultPaths() Paths {
-	return Paths{ConfDir: DefaultConfDir, BinDir: DefaultBinDir, StateDir: DefaultStateDir, RunDir: DefaultRunDir}
+	return Paths{ConfDir: DefaultConfDir, BinDir: DefaultBinDir, StateDir: DefaultStateDir, RunDir: DefaultRunDir, WireGuardDir: DefaultWireGuardDir}
 }
 
 // sharedDirs are directories that hold more than podnet's: a state or
@@ -215,6 +235,9 @@ func (p Paths) Check() error {
 		if d.path == "" || !filepath.IsAbs(d.path) {
 			return fmt.Errorf("--%s %q: want an absolute path", d.flag, d.path)
 		}
+	}
+	if p.WireGuardDir != "" && !filepath.IsAbs(p.WireGuardDir) {
+		return fmt.Errorf("--wireguard-dir %q: want an absolute path, or empty", p.WireGuardDir)
 	}
 	for _, d := range []struct{ flag, path string }{{"state-dir", p.StateDir}, {"run-dir", p.RunDir}} {
 		if sharedDirs[filepath.Clean(d.path)] {

@@ -75,7 +75,8 @@ func TestPlan(t *testing.T) {
 			{Key: "net/ipv4/conf/podnet.vxlan/forwarding", Original: "0", Set: "1"},
 			{Key: "net/ipv4/conf/all/rp_filter", Original: "1", Set: "0", Current: "2", Exists: true},
 		},
-		Record: "/s/sysctls.json",
+		Record:          "/s/sysctls.json",
+		WireGuardSocket: &Socket{Path: "/w/podnet.wg.sock"},
 	}
 	steps, kept := Plan(f)
 	var got []string
@@ -87,12 +88,12 @@ func TestPlan(t *testing.T) {
 		"route 10.244.1.0/24 via 198.18.0.2 proto 97",
 		"nftables inet podnet", "nftables bridge podnet-guard", "nftables inet podnet-policy",
 		"nftables inet podnet-closed", "nftables inet podnet-portmap",
-		"state /s/ipam.db", "state /s/wireguard.key", "run /r/policy.sock", "sysctl net/ipv4/ip_forward", "record /s/sysctls.json",
+		"state /s/ipam.db", "state /s/wireguard.key", "run /r/policy.sock", "run /w/podnet.wg.sock", "sysctl net/ipv4/ip_forward", "record /s/sysctls.json",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("steps\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if s := steps[13]; s.value != "0" || !strings.Contains(s.Detail, "restore 0") {
+	if s := steps[14]; s.value != "0" || !strings.Contains(s.Detail, "restore 0") {
 		t.Errorf("sysctl step %+v", s)
 	}
 	var keptTargets []string
@@ -105,8 +106,9 @@ func TestPlan(t *testing.T) {
 }
 
 func TestPlanNothing(t *testing.T) {
-	steps, kept := Plan(Found{Tables: []Table{{"inet", "other"}}, Configs: []File{{Path: "/c/x.conflist", Reason: "theirs"}}})
-	if len(steps) != 0 || len(kept) != 1 {
+	steps, kept := Plan(Found{Tables: []Table{{"inet", "other"}}, Configs: []File{{Path: "/c/x.conflist", Reason: "theirs"}},
+		WireGuardSocket: &Socket{Path: "/w/podnet.wg.sock", Keep: "in use"}})
+	if len(steps) != 0 || len(kept) != 2 {
 		t.Errorf("steps %v kept %v", steps, kept)
 	}
 	if !(Report{}).Clean() {
@@ -124,6 +126,7 @@ func TestPathsCheck(t *testing.T) {
 		func(p *Paths) { p.RunDir = "/run/" },
 		func(p *Paths) { p.ConfDir = "net.d" },
 		func(p *Paths) { p.BinDir = "" },
+		func(p *Paths) { p.WireGuardDir = "run/wireguard" },
 	} {
 		p := good
 		bad(&p)

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
@@ -44,6 +46,9 @@ func Survey(p Paths) (Found, error) {
 		return f, err
 	}
 	if f.Sysctls, f.Record, err = surveySysctls(record); err != nil {
+		return f, err
+	}
+	if f.WireGuardSocket, err = surveyWireGuardSocket(p.WireGuardDir); err != nil {
 		return f, err
 	}
 	if err := surveyNet(&f); err != nil {
@@ -243,4 +248,35 @@ func surveyTables() ([]Table, error) {
 		}
 	}
 	return out, nil
+}
+
+// surveyWireGuardSocket finds podnet.wg's UAPI socket in dir. The agent
+// serves it while it runs wireguard-go, and removes it when it stops; it
+// stays only when the agent was killed. One that answers is a running
+// agent's, and anything else of that name is not a socket podnet made:
+// both are kept.
+func surveyWireGuardSocket(dir string) (*Socket, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	p := filepath.Join(dir, route.WireGuardDevice+".sock")
+	fi, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", p, err)
+	}
+	if fi.Mode().Type() != fs.ModeSocket {
+		return &Socket{Path: p, Keep: "not a socket: not wireguard-go's"}, nil
+	}
+	c, err := net.DialTimeout("unix", p, time.Second)
+	switch {
+	case err == nil:
+		c.Close()
+		return &Socket{Path: p, Keep: "in use: an agent still runs podnet.wg in userspace"}, nil
+	case errors.Is(err, unix.ECONNREFUSED):
+		return &Socket{Path: p}, nil
+	}
+	return &Socket{Path: p, Keep: fmt.Sprintf("cannot tell whether it is in use: %v", err)}, nil
 }

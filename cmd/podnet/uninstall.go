@@ -103,7 +103,9 @@ it); the device podnet.vxlan with its neighbours and FDB entries, and
 podnet.wg (kernel WireGuard) with its peers; every route of protocol 97; the nftables tables inet podnet, inet and bridge
 podnet-guard, inet podnet-closed, inet podnet-policy and inet
 podnet-portmap; everything in --state-dir (the IPAM file ipam.db, the WireGuard key) and
---run-dir (sockets, locks); and the sysctls the agent recorded changing,
+--run-dir (sockets, locks); podnet.wg's UAPI socket in --wireguard-dir when
+an agent killed while it ran WireGuard in userspace left it (one an agent
+still serves, other tools' sockets and the directory itself stay); and the sysctls the agent recorded changing,
 restored to their values before podnet while they still hold podnet's.
 
 Pods still running keep their veths, addresses and routes until they are
@@ -125,6 +127,7 @@ released and its blocks let go (as podnet ipam node rm
 	f.StringVar(&o.paths.BinDir, "bin-dir", nodeclean.DefaultBinDir, "the node's CNI plugin directory")
 	f.StringVar(&o.paths.StateDir, "state-dir", nodeclean.DefaultStateDir, "podnet's state directory (IPAM file, sysctl record): emptied")
 	f.StringVar(&o.paths.RunDir, "run-dir", nodeclean.DefaultRunDir, "podnet's run directory (sockets, locks): emptied")
+	f.StringVar(&o.paths.WireGuardDir, "wireguard-dir", nodeclean.DefaultWireGuardDir, "userspace WireGuard's socket directory: podnet.wg.sock removed if no agent serves it, the rest left (empty: not looked at)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print what would be removed, change nothing")
 	f.BoolVar(&o.verify, "verify", false, "change nothing; exit 0 only when nothing of podnet is left, else name what is and exit 1")
 	f.BoolVar(&o.hold, "hold", false, "after removing, wait until SIGTERM (a DaemonSet's container)")

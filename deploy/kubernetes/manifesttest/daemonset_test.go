@@ -270,6 +270,7 @@ func runChecks(t *testing.T, p *pod, checks []podCheck) {
 // datastore.
 func podChecks() []podCheck {
 	return []podCheck{
+		encryptionCheck,
 		{"tolerates every taint", func(t *testing.T, p *pod) {
 			for _, tol := range p.spec.Tolerations {
 				if tol.Operator == corev1.TolerationOpExists && tol.Key == "" && tol.Effect == "" {

@@ -42,6 +42,8 @@ var badValues = map[string]string{
 	"image-digest.yaml":            "'/image/digest'",
 	"image-tag.yaml":               "'/image/tag'",
 	"kubernetes-three-pools.yaml":  "'/pools'",
+	"encryption-type.yaml":         "'/encryption/type'",
+	"wireguard-port.yaml":          "'/encryption/wireguardPort'",
 }
 
 // TestChartSchemaRefuses: each bad values file fails where `helm
@@ -92,6 +94,8 @@ var goodValues = map[string]map[string]any{
 	"limits":                {"resources": map[string]any{"agent": map[string]any{"limits": map[string]any{"memory": "256Mi"}}}},
 	"cluster network CRD":   {"clusterNetworkPolicyCRD": true},
 	"blocks, no CNP policy": {"datastore": "blocks", "networkPolicy": false},
+	"wireguard, vxlan":      {"encryption": map[string]any{"type": "wireguard"}, "routingMode": "vxlan"},
+	"wireguard, etcd":       {"datastore": "etcd", "networkPolicy": false, "etcd": map[string]any{"endpoints": []any{"etcd-0.example:2379"}}, "encryption": map[string]any{"type": "wireguard", "wireguardPort": 65535}},
 }
 
 // TestChartSchemaAccepts: the ci files and goodValues pass Helm's
@@ -161,7 +165,15 @@ func TestChartCIDRPattern(t *testing.T) {
 // TestChartLint: Helm's linter (helm lint, with the ci values files)
 // finds no error and no warning.
 func TestChartLint(t *testing.T) {
+	type lintCase struct {
+		name, values string
+		extra        map[string]any
+	}
+	cases := []lintCase{{"wireguard", "wireguard-values.yaml", nil}}
 	for _, v := range chartVariants {
+		cases = append(cases, lintCase{v.name, v.values, v.extra})
+	}
+	for _, v := range cases {
 		t.Run(v.name, func(t *testing.T) {
 			l := lint.AllWithKubeVersion(chartDir, ciValues(t, v.values, v.extra), namespace, nil)
 			for _, m := range l.Messages {

@@ -124,7 +124,7 @@ func TestChartConfigHash(t *testing.T) {
 		return renderedPod(t, vals).ds.Spec.Template.Annotations["podnet.io/config-hash"]
 	}
 	base := hash(nil)
-	for _, vals := range []map[string]any{{"routingMode": "vxlan"}, {"mtu": 1400}, {"pools": []any{"10.96.0.0/12"}}} {
+	for _, vals := range []map[string]any{{"routingMode": "vxlan"}, {"encryption": map[string]any{"type": "wireguard"}}, {"mtu": 1400}, {"pools": []any{"10.96.0.0/12"}}} {
 		if h := hash(vals); h == base || h == "" {
 			t.Errorf("%v: config hash %q, the defaults' %q", vals, h, base)
 		}

@@ -26,6 +26,8 @@ var uninstallPaths = map[string]string{
 	"bin-dir":   hostBinDir,
 	"state-dir": "/var/lib/podnet",
 	"run-dir":   "/run/podnet",
+	// Only podnet.wg.sock in it is podnet's.
+	"wireguard-dir": wireguardDir,
 }
 
 // uninstallPod is the uninstall DaemonSet's pod and its one container.
