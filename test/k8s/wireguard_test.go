@@ -56,7 +56,7 @@ func TestWireGuard(t *testing.T) {
 	tr := startTraffic(w.pairs())
 	t.Cleanup(tr.stop)
 	waitUntil(ctx, t, "the pods reaching each other", 2*time.Minute, func() error { return tr.settled(10) })
-	gapOn := w.turnOn(ctx, t, tr)
+	gapOn, tailOn := w.turnOn(ctx, t, tr)
 	checkNodesWG(ctx, t, c)
 	w.encryptedOnTheWire(t, "encryption on")
 	resumed := w.strictBlocked(ctx, t, tr)
@@ -66,8 +66,8 @@ func TestWireGuard(t *testing.T) {
 
 	w.policyOverWireGuard(ctx, t)
 	w.encryptedOnTheWire(t, "at the end")
-	t.Logf("TestWireGuard figures: longest gap of a pod pair while encryption was rolled out %s; traffic back %s after UDP %d was let through again; longest gap after kill -9 of node 1's agent %s",
-		gapOn.Round(time.Millisecond), resumed.Round(time.Millisecond), wgPort, gapKill.Round(time.Millisecond))
+	t.Logf("TestWireGuard figures: longest gap of a pod pair while encryption was rolled out %s (the last failure %s after both nodes had each other's peer); traffic back %s after UDP %d was let through again; longest gap after kill -9 of node 1's agent %s",
+		gapOn.Round(time.Millisecond), tailOn.Round(time.Millisecond), resumed.Round(time.Millisecond), wgPort, gapKill.Round(time.Millisecond))
 }
 
 // wgWorld is TestWireGuard's pods and reader: wg-a on node 1 (the
@@ -168,15 +168,18 @@ func (w *wgWorld) encryptedOnTheWire(t *testing.T, what string) {
 }
 
 // turnOn sets the ConfigMap's encryption to wireguard and rolls the
-// DaemonSet, as an operator would, with the pods probing each other, and
-// returns the longest gap of a pair.
-func (w *wgWorld) turnOn(ctx context.Context, t *testing.T, tr *traffic) time.Duration {
+// DaemonSet, as an operator would, with the pods probing each other. It
+// returns the longest gap of a pair, and how long after both nodes had
+// each other's peer and routes (as polled) a probe still failed: the
+// wait for encrypted reachability once the keys are there.
+func (w *wgWorld) turnOn(ctx context.Context, t *testing.T, tr *traffic) (gap, tail time.Duration) {
 	t.Helper()
 	from := time.Now()
 	w.cap.Take()
 	editConfigMap(ctx, t, w.c, tr, "encryption wireguard", func(d map[string]string) { d["encryption"] = "wireguard" })
 	rollDaemonSet(ctx, t, w.c, tr, "restart for encryption wireguard", restartTemplate)
 	waitEncrypted(ctx, t, w.c, 2*time.Minute)
+	encrypting := time.Now()
 	tr.mark("both nodes encrypting")
 	waitUntil(ctx, t, "the pods reaching each other through podnet.wg", 2*time.Minute, func() error { return tr.settled(10) })
 	tr.mark("every pair through")
@@ -184,8 +187,25 @@ func (w *wgWorld) turnOn(ctx context.Context, t *testing.T, tr *traffic) time.Du
 	r := windowResult(tr, from, to)
 	t.Logf("turning encryption on, timeline:\n%s", windowTimeline(tr, r, from, to))
 	t.Logf("turning encryption on: %s; failed probes: %s", r.summary(len(tr.logs), to.Sub(from)), failedOutcomes(tr, from, to))
+	tail = max(0, lastFailure(tr, from, to).Sub(encrypting))
+	t.Logf("turning encryption on: the last failed probe started %s after both nodes had each other's peer and routes", tail.Round(time.Millisecond))
 	w.take(t, "while the agents rolled (in the clear until a node encrypts)")
-	return r.longestGap
+	return r.longestGap, tail
+}
+
+// lastFailure is when the last failed probe started in [from, to) began.
+func lastFailure(tr *traffic, from, to time.Time) time.Time {
+	last := from
+	for _, l := range tr.logs {
+		l.mu.Lock()
+		for _, p := range l.probes {
+			if p.done && !p.ok && p.start.After(last) && p.start.Before(to) {
+				last = p.start
+			}
+		}
+		l.mu.Unlock()
+	}
+	return last
 }
 
 // windowResult is tr's result for the probes started in [from, to),
