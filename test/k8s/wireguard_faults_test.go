@@ -27,10 +27,10 @@ const (
 	// the test controls (its own agent would rewrite it). Its underlay
 	// address is on the switch's subnet with nothing there, and nothing
 	// is sent to its pod CIDR.
-	fakeWGNode     = "podnet-wg-fake"
-	fakeWGAddress  = "198.18.0.99"
-	fakeWGPodCIDR  = "10.244.250.0/24"
-	underlayAnnotn = "podnet.io/underlay-address"
+	fakeWGNode         = "podnet-wg-fake"
+	fakeWGAddress      = "198.18.0.99"
+	fakeWGPodCIDR      = "10.244.250.0/24"
+	underlayAnnotation = "podnet.io/underlay-address"
 )
 
 // policyOverWireGuard: with encryption on, a NetworkPolicy that denies
@@ -157,7 +157,7 @@ func addFakeWGNode(ctx context.Context, t *testing.T, c *cluster.Cluster) string
 	key := base64.StdEncoding.EncodeToString(b)
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: fakeWGNode, Annotations: map[string]string{
-			underlayAnnotn: fakeWGAddress, wgKeyAnnotation: key,
+			underlayAnnotation: fakeWGAddress, wgKeyAnnotation: key,
 		}},
 		Spec: corev1.NodeSpec{PodCIDR: fakeWGPodCIDR, PodCIDRs: []string{fakeWGPodCIDR}},
 	}
