@@ -44,6 +44,28 @@ type wgPeer struct {
 	key, endpoint string
 	allowed       []string
 	handshake     int64 // last handshake, Unix seconds; 0: none yet
+	rx, tx        int64 // bytes received from and sent to the peer
+}
+
+// wgState is each node's peers' handshake and byte counts, for the log
+// of a step whose traffic was slow to come back.
+func wgState(c *cluster.Cluster) string {
+	var out []string
+	for _, n := range c.Nodes {
+		_, peers, err := wgDeviceOf(n)
+		if err != nil {
+			out = append(out, err.Error())
+			continue
+		}
+		for _, p := range peers {
+			hs := "no handshake"
+			if p.handshake != 0 {
+				hs = "handshake at " + time.Unix(p.handshake, 0).UTC().Format("15:04:05")
+			}
+			out = append(out, fmt.Sprintf("%s: peer %s at %s: %s, rx %d tx %d bytes", n.Name, p.key[:8], p.endpoint, hs, p.rx, p.tx))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // wgDeviceOf reads n's podnet.wg through wireguard-go's UAPI socket
@@ -88,6 +110,10 @@ func wgDeviceOf(n *cluster.Node) (port int, peers []wgPeer, err error) {
 			p.allowed = append(p.allowed, v)
 		case k == "last_handshake_time_sec":
 			p.handshake, _ = strconv.ParseInt(v, 10, 64)
+		case k == "rx_bytes":
+			p.rx, _ = strconv.ParseInt(v, 10, 64)
+		case k == "tx_bytes":
+			p.tx, _ = strconv.ParseInt(v, 10, 64)
 		}
 	}
 	return 0, nil, fmt.Errorf("%s: UAPI get: answer cut short: %v", n.Name, sc.Err())
