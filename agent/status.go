@@ -9,8 +9,12 @@ import (
 	"time"
 
 	"github.com/podnet/podnet/agent/agentstatus"
-	"github.com/podnet/podnet/netplugin"
 )
+
+// loopbackNetwork is the loopback attachment's network name
+// (netplugin.LoopbackNetworkName, containerd's too), not imported: the
+// agent links nothing of the runtime side.
+const loopbackNetwork = "cni-loopback"
 
 // describe is the part of the status document the agent's config
 // decides.
@@ -78,7 +82,7 @@ func countAttachments(dir string) int {
 	n := 0
 	for _, e := range entries {
 		name := e.Name()
-		if e.Type().IsRegular() && !strings.HasPrefix(name, ".") && !strings.HasPrefix(name, netplugin.LoopbackNetworkName+"-") {
+		if e.Type().IsRegular() && !strings.HasPrefix(name, ".") && !strings.HasPrefix(name, loopbackNetwork+"-") {
 			n++
 		}
 	}
