@@ -110,7 +110,7 @@ func TestRender(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"NODE", "n1 ", "ready", "kubernetes/node-cidr", "applied 10s ago", "n2 ", "NOT READY",
-		"IPAM model: node-cidr (node-CIDR model: no pools or blocks", "1 problems:", "node n2: no podnet agent pod"} {
+		"IPAM model: node-cidr (node-CIDR model: no pools or blocks", "1 problem:", "node n2: no podnet agent pod"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, b.String())
 		}

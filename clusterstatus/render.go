@@ -58,7 +58,7 @@ func WriteText(w io.Writer, r Report) error {
 	if len(r.Problems) == 0 {
 		fmt.Fprintln(w, "\nOK: every node's agent is ready")
 	} else {
-		fmt.Fprintf(w, "\n%d problems:\n", len(r.Problems))
+		fmt.Fprintf(w, "\n%d %s:\n", len(r.Problems), plural(len(r.Problems), "problem", "problems"))
 		for _, p := range r.Problems {
 			fmt.Fprintln(w, "  - "+p)
 		}
@@ -113,4 +113,11 @@ func version(v, rev string) string {
 		return v + " " + rev
 	}
 	return v
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

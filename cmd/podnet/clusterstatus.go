@@ -206,9 +206,14 @@ func containerState(s corev1.ContainerState) string {
 
 // terminated is a termination in words: reason, exit code, and the
 // last line of its message (the agent's error, with
-// terminationMessagePolicy FallbackToLogsOnError).
+// terminationMessagePolicy FallbackToLogsOnError); for a process killed
+// by a signal the signal instead, since its last log line says nothing
+// of why.
 func terminated(t *corev1.ContainerStateTerminated) string {
 	s := fmt.Sprintf("%s, exit code %d", t.Reason, t.ExitCode)
+	if t.ExitCode > 128 && t.ExitCode < 160 {
+		return s + fmt.Sprintf(" (killed by signal %d)", t.ExitCode-128)
+	}
 	if m := lastLine(t.Message); m != "" {
 		s += ": " + m
 	}

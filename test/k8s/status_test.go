@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/podnet/podnet/clusterstatus"
 	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/test/k8s/cluster"
@@ -73,7 +75,9 @@ func TestStatus(t *testing.T) {
 		if err == nil {
 			return fmt.Errorf("exit 0:\n%s", out)
 		}
-		if !strings.Contains(text, "node "+down.Name+": agent pod ") || !strings.Contains(text, "not ready") || !strings.Contains(text, "exit code") {
+		// The agent's own failure at start (exit code 1 and its error,
+		// the DaemonSet's FallbackToLogsOnError), not the kill's 137.
+		if !strings.Contains(text, "node "+down.Name+": agent pod ") || !strings.Contains(text, "not ready") || !strings.Contains(text, "exit code 1: ") {
 			return fmt.Errorf("%v:\n%s", err, out)
 		}
 		return nil
@@ -104,11 +108,19 @@ func statusJSON(t *testing.T, status func(...string) ([]byte, error)) clustersta
 // the store and exits.
 func breakAgentStore(ctx context.Context, t *testing.T, c *cluster.Cluster, n *cluster.Node) {
 	t.Helper()
-	pod, _ := agentOn(ctx, t, c, n)
-	pid, err := n.ContainerPID(ctx, pod.Namespace, pod.Name, "agent")
-	if err != nil {
-		t.Fatal(err)
-	}
+	var pid int
+	// Its pod may not have passed its readiness probe yet.
+	waitUntil(ctx, t, "a running agent container on "+n.Name, time.Minute, func() error {
+		list, err := c.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: agentSelector, FieldSelector: "spec.nodeName=" + n.Name})
+		if err != nil {
+			return err
+		}
+		if len(list.Items) != 1 {
+			return fmt.Errorf("%d agent pods", len(list.Items))
+		}
+		pid, err = n.ContainerPID(ctx, "kube-system", list.Items[0].Name, "agent")
+		return err
+	})
 	db := n.HostPath("/var/lib/podnet/ipam.db")
 	// A new file renamed over the store: the running agent keeps the
 	// old one open until it is killed.
