@@ -54,7 +54,9 @@ func TestJudge(t *testing.T) {
 		}, []string{"node n2: agent degraded", `node n2: config not ready: routing_mode "x"`}, nil},
 		{"stale policy", func(in *Input) { in.Agents[0].Status.Policy.AgeSeconds = 600 },
 			[]string{"node n1: network policy last applied 10m0s ago, but it is rewritten every 1m0s"}, nil},
-		{"node not ready", func(in *Input) { in.Nodes[0].Ready, in.Nodes[0].NotReadyReason = false, "KubeletNotReady container runtime network not ready" },
+		{"node not ready", func(in *Input) {
+			in.Nodes[0].Ready, in.Nodes[0].NotReadyReason = false, "KubeletNotReady container runtime network not ready"
+		},
 			[]string{"node n1: Node is NotReady: KubeletNotReady container runtime network not ready"}, nil},
 		{"no podCIDR", func(in *Input) { in.Nodes[1].PodCIDRs = nil }, []string{"node n2: no spec.podCIDRs"}, nil},
 		{"rollout", func(in *Input) { in.Agents[1].Status.Version, in.Agents[1].Status.RoutingMode = "v1.1.0", "vxlan" }, nil,
