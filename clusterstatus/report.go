@@ -178,7 +178,7 @@ func containerWords(a *Agent) string {
 		parts = append(parts, "last terminated: "+a.LastTermination)
 	}
 	if a.Restarts > 0 {
-		parts = append(parts, fmt.Sprintf("%d restarts", a.Restarts))
+		parts = append(parts, fmt.Sprintf("%d %s", a.Restarts, plural(int(a.Restarts), "restart", "restarts")))
 	}
 	if len(parts) == 0 {
 		return ""
