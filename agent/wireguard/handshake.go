@@ -10,8 +10,9 @@ import (
 
 // Kicks says whether this node, with public key self, is the one that
 // starts the handshakes with the node whose public key is peer, when
-// either key is new to the other (a node joins, encryption is turned
-// on, a key rotates): the side whose key sorts lower. Both sides know
+// the two nodes are new to each other (a node joins, encryption is
+// turned on): the side whose key sorts lower. (On a key change the node
+// whose key changed kicks: AddedPeers.) Both sides know
 // both keys, so they agree without talking, and exactly one kicks: two
 // handshakes sent at once cross (each side's answer to the other's
 // overwrites the state its own was waiting in, so each drops the
@@ -20,18 +21,33 @@ func Kicks(self, peer wgtypes.Key) bool {
 	return bytes.Compare(self[:], peer[:]) < 0
 }
 
-// AddedPeers are the keys that changes add to a device whose peers are
-// have: a new node's, or a node's new key (its old peer removed).
+// AddedPeers are the keys of nodes that changes make new to a device
+// whose peers are have: a node joining, or encryption turned on on it.
+// A node's new key (added with the endpoint of a peer the same changes
+// remove: its old key) is not: the node whose key changed restarts
+// the handshakes (Service.Run), and this side starting its own too
+// would cross them.
 func AddedPeers(have []wgtypes.Peer, changes []wgtypes.PeerConfig) []wgtypes.Key {
 	cur := make(map[wgtypes.Key]bool, len(have))
 	for _, p := range have {
 		cur[p.PublicKey] = true
 	}
+	replaced := map[string]bool{}
+	for _, c := range changes {
+		if c.Remove {
+			for _, p := range have {
+				if p.PublicKey == c.PublicKey && p.Endpoint != nil {
+					replaced[p.Endpoint.String()] = true
+				}
+			}
+		}
+	}
 	var out []wgtypes.Key
 	for _, c := range changes {
-		if !c.Remove && !c.UpdateOnly && !cur[c.PublicKey] {
-			out = append(out, c.PublicKey)
+		if c.Remove || c.UpdateOnly || cur[c.PublicKey] || c.Endpoint != nil && replaced[c.Endpoint.String()] {
+			continue
 		}
+		out = append(out, c.PublicKey)
 	}
 	return out
 }

@@ -242,11 +242,8 @@ func (s *Service) Run(ctx context.Context) error {
 		if soon {
 			delay = publishPoll
 		}
-		// Of the peers, after a key change, those that this node kicks
-		// (with its new key): the others kick it as they add its key.
-		self := w.current.PublicKey()
-		kicked := func(k wgtypes.Key) bool { return Kicks(self, k) }
-		if d, ok := rotated.step(func(t time.Time) (int, error) { return s.handshakes(t, kicked) }, s.cfg.Logger); ok {
+		all := func(wgtypes.Key) bool { return true }
+		if d, ok := rotated.step(func(t time.Time) (int, error) { return s.handshakes(t, all) }, s.cfg.Logger); ok {
 			delay = min(delay, d)
 		}
 		onlyAdded := func(k wgtypes.Key) bool { return addedKeys[k] }
@@ -319,9 +316,10 @@ func (s *Service) setKey(key wgtypes.Key) error {
 // moment before or after the device does, and a new node adds this one
 // a moment before or after this one adds it; a handshake refused
 // because it came first would otherwise be tried again only 5 s later.
-// Of each pair of nodes only one kicks (Kicks), on a key change as on
-// a new node, so two handshakes never cross (each would drop the
-// other's answer).
+// Of each pair of nodes only one kicks: on a key change the node whose
+// key changed (the peers never kick it: AddedPeers), between nodes new
+// to each other the lower key's (Kicks); so two handshakes never cross
+// (each would drop the other's answer).
 func (s *Service) handshakes(t time.Time, only func(wgtypes.Key) bool) (int, error) {
 	s.devMu.Lock()
 	defer s.devMu.Unlock()
