@@ -109,12 +109,14 @@ func PeerChanges(have []wgtypes.Peer, want []Peer) []wgtypes.PeerConfig {
 // peer removed and added again as it was (its handshake state, and the
 // 5 s a refused handshake waits before its retry, gone with it), with
 // a persistent keepalive, whose first keepalive starts the handshake;
-// the caller turns the keepalive off again (KeepaliveOff). A peer
-// without an endpoint is left alone: it cannot be reached first.
-func RestartHandshakes(have []wgtypes.Peer, t time.Time, keepalive time.Duration) []wgtypes.PeerConfig {
+// the caller turns the keepalive off again (KeepaliveOff). Only peers
+// whose key only accepts are touched. A peer without an endpoint is
+// left alone: it cannot be reached first. The peer's routes stay, so a
+// packet sent meanwhile is dropped by the device, never in the clear.
+func RestartHandshakes(have []wgtypes.Peer, t time.Time, keepalive time.Duration, only func(wgtypes.Key) bool) []wgtypes.PeerConfig {
 	var out []wgtypes.PeerConfig
 	for _, p := range have {
-		if p.Endpoint == nil || p.LastHandshakeTime.After(t) {
+		if p.Endpoint == nil || p.LastHandshakeTime.After(t) || !only(p.PublicKey) {
 			continue
 		}
 		out = append(out, wgtypes.PeerConfig{PublicKey: p.PublicKey, Remove: true},

@@ -118,10 +118,10 @@ func TestPeerChangesNewKey(t *testing.T) {
 
 // TestRestartHandshakes: each peer without a handshake since t (and
 // with an endpoint) is removed and added again as it was, with a
-// keepalive that KeepaliveOff turns off; a peer with a newer handshake
-// is left alone.
+// keepalive that KeepaliveOff turns off; a peer with a newer handshake,
+// or one the filter leaves out, is left alone.
 func TestRestartHandshakes(t *testing.T) {
-	kdone, kwait, knoep := mustKey(t), mustKey(t), mustKey(t)
+	kdone, kwait, knoep, kother := mustKey(t), mustKey(t), mustKey(t), mustKey(t)
 	_, n1, _ := net.ParseCIDR("10.244.0.64/26")
 	since := time.Now()
 	ep := &net.UDPAddr{IP: net.ParseIP("198.18.0.12"), Port: 51871}
@@ -129,8 +129,9 @@ func TestRestartHandshakes(t *testing.T) {
 		{PublicKey: kdone, Endpoint: ep, LastHandshakeTime: since.Add(time.Millisecond)},
 		{PublicKey: kwait, Endpoint: ep, AllowedIPs: []net.IPNet{*n1}, LastHandshakeTime: since.Add(-time.Minute)},
 		{PublicKey: knoep},
+		{PublicKey: kother, Endpoint: ep, LastHandshakeTime: since.Add(-time.Minute)},
 	}
-	ch := RestartHandshakes(have, since, 25*time.Second)
+	ch := RestartHandshakes(have, since, 25*time.Second, func(k wgtypes.Key) bool { return k != kother })
 	if len(ch) != 2 || ch[0].PublicKey != kwait || !ch[0].Remove || ch[1].PublicKey != kwait || ch[1].Remove ||
 		ch[1].Endpoint != ep || !ch[1].ReplaceAllowedIPs || len(ch[1].AllowedIPs) != 1 ||
 		ch[1].PersistentKeepaliveInterval == nil || *ch[1].PersistentKeepaliveInterval != 25*time.Second {

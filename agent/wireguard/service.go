@@ -57,6 +57,13 @@ type Service struct {
 	keyMu sync.Mutex
 	key   wgtypes.Key
 
+	// addMu guards the peers SyncPeers added that this node kicks
+	// (Kicks), for Run's retry; kick wakes Run for them.
+	addMu   sync.Mutex
+	added   map[wgtypes.Key]bool
+	addedAt time.Time
+	kick    chan struct{}
+
 	mu      sync.Mutex
 	skipped map[string]string // node -> reason last logged
 	info    *prometheus.GaugeVec
@@ -77,7 +84,7 @@ func New(cfg Config) *Service {
 	if cfg.KeyCheckInterval <= 0 {
 		cfg.KeyCheckInterval = DefaultKeyCheckInterval
 	}
-	s := &Service{cfg: cfg, up: make(chan struct{}), skipped: map[string]string{},
+	s := &Service{cfg: cfg, up: make(chan struct{}), skipped: map[string]string{}, kick: make(chan struct{}, 1),
 		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "podnet", Subsystem: "agent", Name: "wireguard_info",
 			Help: "1 for the implementation of podnet.wg the agent runs: kernel or userspace (wireguard-go in the agent).",
@@ -215,7 +222,9 @@ func (s *Service) Run(ctx context.Context) error {
 		return nil
 	}
 	w := &keyWatch{file: s.cfg.KeyFile, current: s.key, publisher: s.pub, setKey: s.setKey, log: s.cfg.Logger}
-	var hs handshakeRetry
+	rotated := handshakeRetry{what: "all, after the key change"}
+	added := handshakeRetry{what: "new"}
+	var addedKeys map[wgtypes.Key]bool
 	t := time.NewTimer(s.cfg.KeyCheckInterval)
 	defer t.Stop()
 	for {
@@ -223,6 +232,7 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-s.kick:
 		}
 		prev := w.current
 		soon, err := w.check(time.Now())
@@ -232,17 +242,71 @@ func (s *Service) Run(ctx context.Context) error {
 			s.keyErr.Store(nil)
 		}
 		if w.current != prev {
-			hs = handshakeRetry{since: w.rotated, wait: handshakeRetryFirst}
+			rotated.start(w.rotated)
+		}
+		if keys, at := s.takeAdded(); len(keys) > 0 {
+			if added.since.IsZero() {
+				addedKeys = map[wgtypes.Key]bool{}
+			}
+			for k := range keys {
+				addedKeys[k] = true
+			}
+			added.start(at)
 		}
 		delay := s.cfg.KeyCheckInterval
 		if soon {
 			delay = publishPoll
 		}
-		if d, ok := hs.step(s.handshakes, s.cfg.Logger); ok {
+		all := func(wgtypes.Key) bool { return true }
+		if d, ok := rotated.step(func(t time.Time) (int, error) { return s.handshakes(t, all) }, s.cfg.Logger); ok {
+			delay = min(delay, d)
+		}
+		onlyAdded := func(k wgtypes.Key) bool { return addedKeys[k] }
+		if d, ok := added.step(func(t time.Time) (int, error) { return s.handshakes(t, onlyAdded) }, s.cfg.Logger); ok {
 			delay = min(delay, d)
 		}
 		t.Reset(delay)
 	}
+}
+
+// noteAdded hands the peers SyncPeers added at t, of which this node
+// starts the handshakes (Kicks), over to Run.
+func (s *Service) noteAdded(keys []wgtypes.Key, t time.Time) {
+	self := s.currentKey().PublicKey()
+	s.addMu.Lock()
+	n := 0
+	for _, k := range keys {
+		if Kicks(self, k) {
+			if s.added == nil {
+				s.added, s.addedAt = map[wgtypes.Key]bool{}, t
+			}
+			s.added[k] = true
+			n++
+		}
+	}
+	s.addMu.Unlock()
+	if n > 0 {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// takeAdded are the peers noteAdded handed over since the last call,
+// and when the first of them was added.
+func (s *Service) takeAdded() (map[wgtypes.Key]bool, time.Time) {
+	s.addMu.Lock()
+	defer s.addMu.Unlock()
+	keys, at := s.added, s.addedAt
+	s.added = nil
+	return keys, at
+}
+
+func (s *Service) currentKey() wgtypes.Key {
+	s.keyMu.Lock()
+	defer s.keyMu.Unlock()
+	return s.key
 }
 
 // setKey puts key on the device. Every session ends with the old key,
@@ -260,22 +324,25 @@ func (s *Service) setKey(key wgtypes.Key) error {
 	return nil
 }
 
-// handshakes starts a handshake now with every peer that has had none
-// since t (RestartHandshakes), and says how many it started. Only the
-// node whose key changed does, again and again until each peer
-// answers: the peers take its new key when they see it, a moment before
-// or after the device does, and a handshake refused because it came
-// first would otherwise be tried again only 5 s later. The peers never
-// start one of their own on a key change, so two handshakes never cross
+// handshakes starts a handshake now with every peer that only accepts
+// and that has had none since t (RestartHandshakes), and says how many
+// it started. Run calls it again and again until each peer answers:
+// after a key change the peers take the new key when they see it, a
+// moment before or after the device does, and a new node adds this one
+// a moment before or after this one adds it; a handshake refused
+// because it came first would otherwise be tried again only 5 s later.
+// Of each pair of nodes only one kicks: on a key change the node whose
+// key changed (the peers never kick it: AddedPeers), between nodes new
+// to each other the lower key's (Kicks); so two handshakes never cross
 // (each would drop the other's answer).
-func (s *Service) handshakes(t time.Time) (int, error) {
+func (s *Service) handshakes(t time.Time, only func(wgtypes.Key) bool) (int, error) {
 	s.devMu.Lock()
 	defer s.devMu.Unlock()
 	dev, err := s.client.Device(route.WireGuardDevice)
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", route.WireGuardDevice, err)
 	}
-	changes := RestartHandshakes(dev.Peers, t, kickInterval)
+	changes := RestartHandshakes(dev.Peers, t, kickInterval, only)
 	if len(changes) == 0 {
 		return 0, nil
 	}
@@ -316,9 +383,11 @@ func (s *Service) SyncPeers(d route.Desired, nodes map[string]clusterstate.NodeR
 	}
 	changes := PeerChanges(dev.Peers, want)
 	if len(changes) > 0 {
+		at := time.Now()
 		if err := s.client.ConfigureDevice(route.WireGuardDevice, wgtypes.Config{Peers: changes}); err != nil {
 			return fmt.Errorf("wireguard: configure %d peer changes on %s: %w", len(changes), route.WireGuardDevice, err)
 		}
+		s.noteAdded(AddedPeers(dev.Peers, changes), at)
 		s.cfg.Logger.Info("wireguard peers reconciled", "peers", len(want), "changes", len(changes))
 	}
 	s.peers.Set(float64(len(want)))

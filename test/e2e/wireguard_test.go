@@ -103,6 +103,7 @@ func onTheWire(t *testing.T, encrypt bool, u func(testing.TB) *e2enet.Underlay, 
 	checkKeyKept(t, c, n1)
 	checkKilled(t, c, cap, src, dst, payload, nodes)
 	checkRotation(t, c, cap, src, dst, payload, nodes)
+	checkNewPeer(t, c, cap, src, dst, payload, nodes)
 	checkBadKeyFile(t, c)
 }
 
