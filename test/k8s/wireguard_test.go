@@ -41,6 +41,14 @@ import (
 //   - NetworkPolicy over the encrypted path: a deny on the server
 //     blocks the client on the other node, an allow lets it through.
 //   - Malformed keys in the Node annotation (wireguard_faults_test.go).
+//   - Node 1's key rotated with `podnet wireguard rotate-key`, run in its
+//     agent container with kubectl exec, under the probes: the
+//     annotation and node 2's peer take the printed key, nothing in the
+//     clear, the gap logged (wireguard_ops_test.go).
+//   - At the end, encryption turned off by the ConfigMap and a rollout
+//     under the probes: podnet.wg and its routes gone, the keys
+//     withdrawn from the Nodes, the payload in the clear again, the
+//     pods the same; the gap logged.
 //
 // IPv4 only: the cluster's pods, Services and underlay are IPv4 (one
 // ClusterCIDR); IPv6 pods over WireGuard are judged by test/e2e's
@@ -62,12 +70,18 @@ func TestWireGuard(t *testing.T) {
 	resumed := w.strictBlocked(ctx, t, tr)
 	gapKill := w.agentKilled(ctx, t, tr)
 	w.badKeys(ctx, t, tr)
+	gapRotate := w.rotateKey(ctx, t, tr)
 	tr.stop()
 
 	w.policyOverWireGuard(ctx, t)
-	w.encryptedOnTheWire(t, "at the end")
-	t.Logf("TestWireGuard figures: longest gap of a pod pair while encryption was rolled out %s (the last failure %s after both nodes had each other's peer); traffic back %s after UDP %d was let through again; longest gap after kill -9 of node 1's agent %s",
-		gapOn.Round(time.Millisecond), tailOn.Round(time.Millisecond), resumed.Round(time.Millisecond), wgPort, gapKill.Round(time.Millisecond))
+	w.encryptedOnTheWire(t, "encryption on, after the policy")
+	off := startTraffic(w.pairs())
+	t.Cleanup(off.stop)
+	waitUntil(ctx, t, "the pods probing each other before encryption off", time.Minute, func() error { return off.settled(10) })
+	gapOff := w.turnOff(ctx, t, off)
+	off.stop()
+	t.Logf("TestWireGuard figures: longest gap of a pod pair while encryption was rolled out %s (the last failure %s after both nodes had each other's peer); traffic back %s after UDP %d was let through again; longest gap after kill -9 of node 1's agent %s; after rotate-key on node 1 %s; while encryption was rolled back to none %s",
+		gapOn.Round(time.Millisecond), tailOn.Round(time.Millisecond), resumed.Round(time.Millisecond), wgPort, gapKill.Round(time.Millisecond), gapRotate.Round(time.Millisecond), gapOff.Round(time.Millisecond))
 }
 
 // wgWorld is TestWireGuard's pods and reader: wg-a on node 1 (the
