@@ -100,6 +100,9 @@ func (s *Service) Setup() error {
 		return err
 	}
 	ul, err := findUnderlay(s.h, s.cfg.UnderlayInterface)
+	if err == nil && !s.cfg.WireGuard {
+		err = removeWireGuard(s.h, s.cfg.Logger)
+	}
 	if err != nil {
 		s.h.Close()
 		return err
