@@ -80,7 +80,7 @@ func TestParseProbe(t *testing.T) {
 
 func TestReport(t *testing.T) {
 	r := &Report{Namespace: "podnet-connectivity-x", Nodes: []string{"a", "b"}, Network: "podnet"}
-	r.Add(Result{Check: "one", Status: Pass, Duration: 1500 * time.Millisecond})
+	r.Add(Result{Check: "one", Status: Pass, Duration: 1500 * time.Millisecond, ProbeMillis: 12, Attempts: 1})
 	r.Add(Result{Check: "two", Status: Fail, Detail: "i/o timeout"})
 	r.Add(Skipped(Check{Name: "three", NotRun: "one node"}))
 	if r.OK() || r.Passed != 1 || r.Failed != 1 || r.NotRun != 1 {
@@ -90,7 +90,7 @@ func TestReport(t *testing.T) {
 	if err := r.WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"one  ", "FAIL", "1.5s", "i/o timeout", "FAILED: 1 passed, 1 failed, 1 not run"} {
+	for _, want := range []string{"one  ", "FAIL", "1.5s", "i/o timeout", "FAILED: 1 passed, 1 failed, 1 not run", "12ms/1"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}

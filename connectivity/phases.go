@@ -47,7 +47,10 @@ func (r *runner) runPhases(ctx context.Context, checks []Check, rep *Report) {
 		switch {
 		case c.NotRun != "":
 			rep.Add(Skipped(c))
-		case done[i]:
+		case ctx.Err() != nil && (!done[i] || results[i].Status == Fail):
+			// Cut short by the interruption, not failed by the network.
+			rep.Add(Result{Check: c.Name, Status: NotRun, Detail: "interrupted"})
+		default:
 			rep.Add(results[i])
 		}
 	}
@@ -87,6 +90,7 @@ func (r *runner) runCheck(ctx context.Context, c Check) Result {
 }
 
 func (r *runner) probe(ctx context.Context, c Check) Result {
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, r.opt.CheckTimeout)
 	defer cancel()
 	r.mu.Lock()
@@ -107,7 +111,7 @@ func (r *runner) probe(ctx context.Context, c Check) Result {
 		}
 		select {
 		case <-ctx.Done():
-			return Failed(c, fmt.Errorf("prober pod %s not done after %s: %s", name, r.opt.CheckTimeout, podState(p, err)))
+			return Failed(c, fmt.Errorf("prober pod %s not done after %s: %s", name, time.Since(start).Round(time.Second), podState(p, err)))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

@@ -51,15 +51,19 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
+	fmt.Fprintln(w, "TIME: the check's, its prober pod's start included; PROBE: the probe's own, and its attempts")
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CHECK\tRESULT\tTIME\tDETAIL")
+	fmt.Fprintln(tw, "CHECK\tRESULT\tTIME\tPROBE\tDETAIL")
 	for _, res := range r.Results {
-		t := "-"
+		t, p := "-", "-"
 		if res.Status != NotRun {
 			t = res.Duration.Round(100 * time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", res.Check, res.Status, t, res.Detail)
+		if res.Attempts > 0 {
+			p = fmt.Sprintf("%s/%d", (time.Duration(res.ProbeMillis) * time.Millisecond).String(), res.Attempts)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", res.Check, res.Status, t, p, res.Detail)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

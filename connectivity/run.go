@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -216,7 +217,7 @@ func podState(p *corev1.Pod, err error) string {
 		}
 	}
 	for _, c := range p.Status.Conditions {
-		if c.Status != corev1.ConditionTrue && c.Message != "" {
+		if c.Status != corev1.ConditionTrue && c.Message != "" && !slices.Contains(why, c.Message) {
 			why = append(why, c.Message)
 		}
 	}

@@ -21,6 +21,9 @@ type ProbeResult struct {
 	// Addrs is the DNS answer.
 	Addrs []string `json:"addrs,omitempty"`
 	Error string   `json:"error,omitempty"`
+	// Millis is how long the probe took, retries included, without its
+	// pod's start.
+	Millis int64 `json:"millis"`
 }
 
 // Status is a check's verdict.
@@ -40,6 +43,10 @@ type Result struct {
 	Detail   string        `json:"detail,omitempty"`
 	Duration time.Duration `json:"-"`
 	Millis   int64         `json:"durationMillis"`
+	// ProbeMillis is the probe's own part of Millis (the rest is its
+	// pod's start and end), with Attempts its tries.
+	ProbeMillis int64 `json:"probeMillis,omitempty"`
+	Attempts    int   `json:"attempts,omitempty"`
 }
 
 // Env is what the verdicts depend on beyond the probe.
@@ -59,7 +66,7 @@ type Env struct {
 
 // Judge gives a check's verdict from its probe's result.
 func Judge(c Check, p ProbeResult, env Env) Result {
-	r := Result{Check: c.Name}
+	r := Result{Check: c.Name, ProbeMillis: p.Millis, Attempts: p.Attempts}
 	switch {
 	case c.Blocked && !p.Reached:
 		r.Status, r.Detail = Pass, "blocked"

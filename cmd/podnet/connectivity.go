@@ -55,6 +55,9 @@ With one usable node the checks across nodes are "not run". Exit status
 			if err != nil {
 				return err
 			}
+			// A check polls its pod twice a second, a dozen at once:
+			// client-go's default 5 requests/s would throttle them.
+			cfg.QPS, cfg.Burst = 50, 100
 			cs, err := kubernetes.NewForConfig(cfg)
 			if err != nil {
 				return err

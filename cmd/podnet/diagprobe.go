@@ -58,7 +58,8 @@ half second until the outcome is --expect (reach or blocked).`,
 				return fmt.Errorf("--kind %q: want http, udp, tcp or dns", kind)
 			}
 			var res connectivity.ProbeResult
-			deadline := time.Now().Add(retryFor)
+			start := time.Now()
+			deadline := start.Add(retryFor)
 			for {
 				res.Attempts++
 				res.Peer, res.Addrs, res.Error = "", nil, ""
@@ -73,6 +74,7 @@ half second until the outcome is --expect (reach or blocked).`,
 				time.Sleep(500 * time.Millisecond)
 			}
 			res.Self = localAddrs()
+			res.Millis = time.Since(start).Milliseconds()
 			return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
 		},
 	}

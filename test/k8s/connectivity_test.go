@@ -88,8 +88,8 @@ func TestConnectivity(t *testing.T) {
 			}
 		})
 		t.Logf("interrupted run:\n%s", out)
-		if code == 0 {
-			t.Errorf("interrupted run exited 0")
+		if code == 0 || !strings.Contains(string(out), "FAILED (interrupted)") {
+			t.Errorf("interrupted run exited %d, want 1 and FAILED (interrupted)", code)
 		}
 		noRunNamespaces(ctx, t, c)
 	})
