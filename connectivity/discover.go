@@ -91,7 +91,7 @@ func detectNetwork(ctx context.Context, cs kubernetes.Interface) (string, Env) {
 		return "not podnet (no DaemonSet labelled app.kubernetes.io/name=podnet)", Env{PolicyUnknown: why}
 	}
 	ds := &list.Items[0]
-	name := ds.Namespace + "/" + ds.Name
+	name := fmt.Sprintf("%s/%s, %d of %d agents ready", ds.Namespace, ds.Name, ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
 	if !argsHave(ds, "--network-policy") {
 		why := "podnet's agents run without --network-policy (the etcd variant, or turned off)"
 		return "podnet (DaemonSet " + name + ", NetworkPolicy not enforced)", Env{HostPorts: true, PolicyUnknown: why}
