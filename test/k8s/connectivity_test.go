@@ -30,7 +30,9 @@ import (
 // blocks the client's DNS it fails and names the DNS check; sent SIGINT
 // mid-run it stops with a non-zero status. No namespace of a run is left
 // after any of them. PODNET_CONNECTIVITY_VARIANT=blocks or etcd runs the
-// same against that deployment (docs/observability.md).
+// passing case against that deployment, refchain against the reference
+// plugins instead of podnet, where the policy checks must be "not
+// judged" (docs/observability.md).
 func TestConnectivity(t *testing.T) {
 	variant := cluster.Default
 	if v := os.Getenv("PODNET_CONNECTIVITY_VARIANT"); v != "" && v != "default" {
@@ -39,7 +41,16 @@ func TestConnectivity(t *testing.T) {
 	c := cluster.Start(t, cluster.WithNodes(2))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	if err := c.Deploy(ctx, variant, nil); err != nil {
+	// refchain: the reference plugins, not podnet, where nothing
+	// enforces NetworkPolicy: the policy checks must say "not judged".
+	refchain := variant == "refchain"
+	var err error
+	if refchain {
+		err = c.InstallReferenceChain(ctx, t.Logf)
+	} else {
+		err = c.Deploy(ctx, variant, nil)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range c.Nodes {
@@ -59,6 +70,12 @@ func TestConnectivity(t *testing.T) {
 		t.Logf("podnet connectivity test:\n%s", out)
 		if code != 0 || !strings.Contains(string(out), "PASSED") {
 			t.Fatalf("exit %d, want 0 and PASSED", code)
+		}
+		// Without podnet, or with the etcd variant (no --network-policy),
+		// nothing says NetworkPolicy is enforced.
+		wantUnjudged := refchain || variant == cluster.Etcd
+		if unjudged := strings.Contains(string(out), "not judged  "); unjudged != wantUnjudged {
+			t.Errorf("%s: a check not judged: %v, want %v", variant, unjudged, wantUnjudged)
 		}
 		noRunNamespaces(ctx, t, c)
 	})
