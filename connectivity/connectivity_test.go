@@ -100,3 +100,42 @@ func TestReport(t *testing.T) {
 		t.Errorf("json: %s", j)
 	}
 }
+
+func TestQualify(t *testing.T) {
+	checks := Plan(Cluster{Nodes: 2, DNS: true})
+	results := make([]Result, len(checks))
+	for i, c := range checks {
+		results[i] = Result{Check: c.Name, Status: Pass}
+		if c.Name == "pod to pod, across nodes (TCP)" {
+			results[i].Status = Fail
+		}
+	}
+	Qualify(checks, results)
+	for i, c := range checks {
+		want := Pass
+		switch {
+		case c.Name == "pod to pod, across nodes (TCP)":
+			want = Fail
+		case c.Blocked && c.Target == TargetServerCross:
+			want = NotJudged
+		}
+		if results[i].Status != want {
+			t.Errorf("%q: %s, want %s", c.Name, results[i].Status, want)
+		}
+	}
+	// On one node the baseline does not run; the verdicts stay.
+	checks = Plan(Cluster{Nodes: 1, DNS: true})
+	results = make([]Result, len(checks))
+	for i, c := range checks {
+		results[i] = Result{Check: c.Name, Status: Pass}
+		if c.NotRun != "" {
+			results[i] = Skipped(c)
+		}
+	}
+	Qualify(checks, results)
+	for i, c := range checks {
+		if c.Blocked && results[i].Status != Pass {
+			t.Errorf("one node, %q: %s", c.Name, results[i].Status)
+		}
+	}
+}

@@ -46,13 +46,15 @@ func (r *runner) runPhases(ctx context.Context, checks []Check, rep *Report) {
 	for i, c := range checks {
 		switch {
 		case c.NotRun != "":
-			rep.Add(Skipped(c))
+			results[i] = Skipped(c)
 		case ctx.Err() != nil && (!done[i] || results[i].Status == Fail):
 			// Cut short by the interruption, not failed by the network.
-			rep.Add(Result{Check: c.Name, Status: NotRun, Detail: "interrupted"})
-		default:
-			rep.Add(results[i])
+			results[i] = Result{Check: c.Name, Status: NotRun, Detail: "interrupted"}
 		}
+	}
+	Qualify(checks, results)
+	for _, res := range results {
+		rep.Add(res)
 	}
 }
 

@@ -117,3 +117,32 @@ func Failed(c Check, err error) Result {
 func Skipped(c Check) Result {
 	return Result{Check: c.Name, Status: NotRun, Detail: c.NotRun}
 }
+
+// Qualify revisits the blocked checks that passed: a probe blocked while
+// the same target was not reachable without any policy either (the
+// phase-less check of the same kind and target did not pass) says
+// nothing about the policy, so it is not judged. results are in the
+// order of checks.
+func Qualify(checks []Check, results []Result) {
+	base := map[[2]string]int{}
+	for i, c := range checks {
+		if c.Phase == PhaseBasic {
+			k := [2]string{string(c.Kind), string(c.Target)}
+			if _, ok := base[k]; !ok {
+				base[k] = i
+			}
+		}
+	}
+	for i, c := range checks {
+		if !c.Blocked || results[i].Status != Pass {
+			continue
+		}
+		// A baseline that did not run (one node) leaves the verdict.
+		j, ok := base[[2]string{string(c.Kind), string(c.Target)}]
+		if !ok || results[j].Status == Pass || results[j].Status == NotRun {
+			continue
+		}
+		results[i].Status = NotJudged
+		results[i].Detail = fmt.Sprintf("blocked, but %q did not pass without any policy either: the policy is not what blocked it", checks[j].Name)
+	}
+}

@@ -87,6 +87,12 @@ func TestConnectivity(t *testing.T) {
 		rep, code := runConnectivityJSON(ctx, t, c)
 		stop()
 		wantFailed(t, rep, code, "pod to pod, across nodes (TCP)", "pod to pod, across nodes (UDP)")
+		// Blocked, but by the route, not the policy.
+		for _, r := range rep.Results {
+			if r.Check == "policy deny ingress: client blocked" && r.Status != connectivity.NotJudged {
+				t.Errorf("%q with the route broken: %s, want not judged", r.Check, r.Status)
+			}
+		}
 		noRunNamespaces(ctx, t, c)
 	})
 	step("DNSBlocked", func(t *testing.T) {
@@ -167,10 +173,13 @@ func runConnectivityJSON(ctx context.Context, t *testing.T, c *cluster.Cluster) 
 func wantFailed(t *testing.T, rep *connectivity.Report, code int, names ...string) {
 	t.Helper()
 	status := map[string]connectivity.Result{}
-	for _, r := range rep.Results {
-		status[r.Check] = r
-		t.Logf("%-50s %-10s %6dms %s", r.Check, r.Status, r.Millis, r.Detail)
+	for i := range rep.Results {
+		rep.Results[i].Duration = time.Duration(rep.Results[i].Millis) * time.Millisecond
+		status[rep.Results[i].Check] = rep.Results[i]
 	}
+	var table bytes.Buffer
+	_ = rep.WriteText(&table)
+	t.Logf("the -o json report as the table prints it:\n%s", table.String())
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
