@@ -29,67 +29,10 @@ func newConnectivityTestCommand(kubeconfig *string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "test",
 		Short: "Check pod to pod, Services, DNS, egress and NetworkPolicy in a namespace of its own",
-		Long: `Create a namespace podnet-connectivity-<random> (label
-podnet.io/connectivity-test) with a server pod on each of two
-schedulable Ready nodes and a Service in front of one, then run one
-short-lived prober pod ('podnet diag probe' in --image) per check: pod to
-pod on one node and across nodes (TCP and UDP, and that the server saw
-the client's own address: no SNAT between pods), ClusterIP, NodePort,
-hostPort, DNS (the Service's name to its ClusterIP), TCP to the nodes'
-kubelet port, and NetworkPolicy (a deny, an allow beside it, both
-removed, then an egress deny and its removal). Print a table with each
-check's result and time; delete the namespace at the end, also on
-failure and on SIGINT, and wait until it is gone.
-
-It runs on any cluster. Where podnet does not run (or runs without
-NetworkPolicy), a policy that did not block is reported "not judged", as
-is a hostPort that did not answer: nothing says that network should.
-With one usable node the checks across nodes are "not run". Exit status
-1 when a check failed or the run was interrupted.`,
-		Args: cobra.NoArgs,
+		Long:  connectivityTestLong,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return fmt.Errorf("-o %q: want table or json", output)
-			}
-			cfg, err := kubeRESTConfig(*kubeconfig, true)
-			if err != nil {
-				return err
-			}
-			// A check polls its pod twice a second, a dozen at once:
-			// client-go's default 5 requests/s would throttle them.
-			cfg.QPS, cfg.Burst = 50, 100
-			cs, err := kubernetes.NewForConfig(cfg)
-			if err != nil {
-				return err
-			}
-			opt.Log = cmd.ErrOrStderr()
-			ctx := cmd.Context()
-			if timeout > 0 {
-				var cancel func()
-				ctx, cancel = context.WithTimeout(ctx, timeout)
-				defer cancel()
-			}
-			rep, runErr := connectivity.Run(ctx, cs, opt)
-			if rep == nil {
-				return runErr
-			}
-			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				err = enc.Encode(rep)
-			} else {
-				err = rep.WriteText(cmd.OutOrStdout())
-			}
-			if runErr != nil {
-				return runErr
-			}
-			if err != nil {
-				return err
-			}
-			if !rep.OK() {
-				return exitCode(1)
-			}
-			return nil
+			return runConnectivityTest(cmd, *kubeconfig, opt, output, timeout)
 		},
 	}
 	f := cmd.Flags()
@@ -99,6 +42,57 @@ With one usable node the checks across nodes are "not run". Exit status
 	f.DurationVar(&timeout, "timeout", 10*time.Minute, "deadline of the whole run (the namespace is deleted after it)")
 	f.StringVarP(&output, "output", "o", "table", "table or json")
 	return cmd
+}
+
+func runConnectivityTest(cmd *cobra.Command, kubeconfig string, opt connectivity.Options, output string, timeout time.Duration) error {
+	if output != "table" && output != "json" {
+		return fmt.Errorf("-o %q: want table or json", output)
+	}
+	if opt.Image == "" {
+		return fmt.Errorf("--image: empty")
+	}
+	if opt.RetryFor < 0 || opt.CheckTimeout <= opt.RetryFor {
+		return fmt.Errorf("--check-timeout %s must be longer than --retry-for %s (a check includes its pod's start and the retries)", opt.CheckTimeout, opt.RetryFor)
+	}
+	cfg, err := kubeRESTConfig(kubeconfig, true)
+	if err != nil {
+		return err
+	}
+	// A check polls its pod twice a second, a dozen at once:
+	// client-go's default 5 requests/s would throttle them.
+	cfg.QPS, cfg.Burst = 50, 100
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	opt.Log = cmd.ErrOrStderr()
+	ctx := cmd.Context()
+	if timeout > 0 {
+		var cancel func()
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	rep, runErr := connectivity.Run(ctx, cs, opt)
+	if rep == nil {
+		return runErr
+	}
+	if output == "json" {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		err = enc.Encode(rep)
+	} else {
+		err = rep.WriteText(cmd.OutOrStdout())
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.OK() {
+		return exitCode(1)
+	}
+	return nil
 }
 
 func newConnectivityCleanupCommand(kubeconfig *string) *cobra.Command {
@@ -135,3 +129,21 @@ func newConnectivityCleanupCommand(kubeconfig *string) *cobra.Command {
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd
 }
+
+const connectivityTestLong = `Create a namespace podnet-connectivity-<random> (label
+podnet.io/connectivity-test) with a server pod on each of two
+schedulable Ready nodes and a Service in front of one, then run one
+short-lived prober pod ('podnet diag probe' in --image) per check: pod to
+pod on one node and across nodes (TCP and UDP, and that the server saw
+the client's own address: no SNAT between pods), ClusterIP, NodePort,
+hostPort, DNS (the Service's name to its ClusterIP), TCP to the nodes'
+kubelet port, and NetworkPolicy (a deny, an allow beside it, both
+removed, then an egress deny and its removal). Print a table with each
+check's result and time; delete the namespace at the end, also on
+failure and on SIGINT, and wait until it is gone.
+
+It runs on any cluster. Where podnet does not run (or runs without
+NetworkPolicy), a policy that did not block is reported "not judged", as
+is a hostPort that did not answer: nothing says that network should.
+With one usable node the checks across nodes are "not run". Exit status
+1 when a check failed or the run was interrupted.`

@@ -102,20 +102,7 @@ func TestConnectivity(t *testing.T) {
 		wantFailed(t, rep, code, "DNS: Service name to ClusterIP")
 		noRunNamespaces(ctx, t, c)
 	})
-	step("SIGINT", func(t *testing.T) {
-		out, code := runConnectivity(ctx, t, c, func(cmd *exec.Cmd) {
-			waitRunNamespace(ctx, t, c)
-			time.Sleep(3 * time.Second)
-			if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-				t.Error(err)
-			}
-		})
-		t.Logf("interrupted run:\n%s", out)
-		if code == 0 || !strings.Contains(string(out), "FAILED (interrupted)") {
-			t.Errorf("interrupted run exited %d, want 1 and FAILED (interrupted)", code)
-		}
-		noRunNamespaces(ctx, t, c)
-	})
+	step("SIGINT", func(t *testing.T) { interruptRun(ctx, t, c) })
 }
 
 // runConnectivity runs podnet connectivity test on the client's side of
@@ -281,4 +268,21 @@ func noRunNamespaces(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	for _, ns := range list.Items {
 		t.Errorf("namespace %s left behind (%s)", ns.Name, ns.Status.Phase)
 	}
+}
+
+// interruptRun sends SIGINT to a run a few seconds after its namespace
+// appeared: it must end with status 1, say so, and leave nothing.
+func interruptRun(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	out, code := runConnectivity(ctx, t, c, func(cmd *exec.Cmd) {
+		waitRunNamespace(ctx, t, c)
+		time.Sleep(3 * time.Second)
+		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Logf("interrupted run:\n%s", out)
+	if code == 0 || !strings.Contains(string(out), "FAILED (interrupted)") {
+		t.Errorf("interrupted run exited %d, want 1 and FAILED (interrupted)", code)
+	}
+	noRunNamespaces(ctx, t, c)
 }
