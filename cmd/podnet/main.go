@@ -47,6 +47,7 @@ func newRootCommand() *cobra.Command {
 	}
 	opts := &globalOptions{}
 	opts.register(root)
-	root.AddCommand(newNetCommand(opts), newPodCommand(opts), newRunCommand(opts), newStatusCommand(opts), newDiagCommand(), newBenchCommand(opts), newInstallCommand(opts), newIPAMCommand(opts), newAgentCommand(opts), newPolicyCommand(opts), newUninstallCommand(), newConnectivityCommand())
+	root.AddCommand(newNetCommand(opts), newPodCommand(opts), newRunCommand(opts), newStatusCommand(opts), newDiagCommand(), newBenchCommand(opts), newInstallCommand(opts), newIPAMCommand(opts), newAgentCommand(opts), newPolicyCommand(opts), newUninstallCommand())
+	root.AddCommand(newConnectivityCommand())
 	return root
 }
