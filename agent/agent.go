@@ -41,9 +41,10 @@ const DefaultBlockGrace = 15 * time.Minute
 // source is the one datastore model the agent runs: it registers the
 // node and fills the cluster view.
 type source interface {
-	// Run registers self and follows the datastore until ctx ends;
-	// registered is called once, after the first registration.
-	Run(ctx context.Context, self clusterstate.NodeRecord, registered func()) error
+	// Run registers self (again whenever it changes) and follows the
+	// datastore until ctx ends; registered is called once, after the
+	// first registration.
+	Run(ctx context.Context, self *clusterstate.Self, registered func()) error
 	Ready() error
 }
 
@@ -221,8 +222,14 @@ func (a *Agent) plan(registered chan struct{}) []service {
 	if a.wg != nil {
 		rec.WireGuardKey = a.wg.PublicKey()
 	}
+	self := clusterstate.NewSelf(rec)
+	if a.wg != nil {
+		// A rotated key goes into the record, and onto the device once
+		// the datastore has it.
+		a.wg.SetPublisher(publisher{self: self, view: a.view, node: cfg.Node})
+	}
 	src.run = func(ctx context.Context) error {
-		return a.src.Run(ctx, rec, sync.OnceFunc(func() { close(registered) }))
+		return a.src.Run(ctx, self, sync.OnceFunc(func() { close(registered) }))
 	}
 	svcs := []service{src, {name: "routes", run: a.routes.Run, ready: a.routes.Ready, first: a.routes.FirstProgrammed()}}
 	after := []<-chan struct{}{registered, a.routes.FirstProgrammed()}

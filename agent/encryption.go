@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/podnet/podnet/agent/clusterstate"
 	"github.com/podnet/podnet/agent/route"
 	"github.com/podnet/podnet/agent/wireguard"
 )
@@ -41,4 +42,25 @@ func newWireGuard(cfg Config, rc *route.Config, reg prometheus.Registerer, log *
 	wg := wireguard.New(wireguard.Config{Node: cfg.Node, Port: cfg.WireGuardPort, KeyFile: cfg.WireGuardKeyFile, NetNS: cfg.NetNS, Registry: reg, Logger: log})
 	rc.WireGuard, rc.Peers = true, wg
 	return wg
+}
+
+// publisher publishes the node's WireGuard public key in its own record
+// (wireguard.Publisher): the source registers the change, and the
+// agent's view of the datastore says when it is there.
+type publisher struct {
+	self *clusterstate.Self
+	view *clusterstate.View
+	node string
+}
+
+func (p publisher) Publish(key string) {
+	p.self.Update(func(r *clusterstate.NodeRecord) { r.WireGuardKey = key })
+}
+
+func (p publisher) Published() (key string) {
+	p.view.Read(func(s *clusterstate.State) {
+		rec, _ := s.Node(p.node)
+		key = rec.WireGuardKey
+	})
+	return key
 }

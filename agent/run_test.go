@@ -88,7 +88,7 @@ func TestServiceFailureEndsRun(t *testing.T) {
 // be made.
 type brokenSource struct{}
 
-func (brokenSource) Run(context.Context, clusterstate.NodeRecord, func()) error {
+func (brokenSource) Run(context.Context, *clusterstate.Self, func()) error {
 	return errors.New("informer of Nodes: cannot be set up")
 }
 func (brokenSource) Ready() error { return errors.New("never synced") }

@@ -165,5 +165,11 @@ func (s *State) HasNode(node string) bool {
 	return ok
 }
 
+// Node is node's record in the state, if it has one.
+func (s *State) Node(node string) (NodeRecord, bool) {
+	r, ok := s.nodes[node]
+	return r, ok
+}
+
 // PodCIDRs are node's podCIDRs, as SetNode last recorded them.
 func (s *State) PodCIDRs(node string) []netip.Prefix { return slices.Clone(s.podCIDRs[node]) }

@@ -19,6 +19,14 @@
 // one's allowed IPs), never by flushing the device, so an agent restart
 // does not interrupt traffic on a kernel device.
 //
+// The key is rotated without a restart (rotate.go): RotateKey writes a
+// new one over the file (podnet wireguard rotate-key), and the running
+// service, which reads the file every second, publishes its public key
+// (Publisher), sets it on the device once the agent's view of the
+// datastore has it, and restarts the handshakes with every peer until
+// each answers under it. A file gone bad while running leaves the device
+// on its key and the service not ready, naming the file.
+//
 // A kernel device stays when the agent stops, with its peers, as the
 // routes do. A userspace device lives in the agent's process and ends
 // with it: its TUN device goes, the kernel drops the routes through it,

@@ -35,12 +35,8 @@ func LoadOrCreateKey(path string) (key wgtypes.Key, created bool, err error) {
 		key, err = createKey(path)
 		return key, err == nil, err
 	}
-	if err != nil {
-		return key, false, &KeyError{File: path, Reason: fmt.Sprintf("cannot be read: %v", errors.Unwrap(err))}
-	}
-	key, err = parseKey(b)
-	if err != nil {
-		return key, false, &KeyError{File: path, Reason: err.Error()}
+	if key, err = keyFrom(path, b, err); err != nil {
+		return key, false, err
 	}
 	fi, err := os.Stat(path)
 	if err == nil && fi.Mode().Perm()&0o077 != 0 {
@@ -52,6 +48,48 @@ func LoadOrCreateKey(path string) (key wgtypes.Key, created bool, err error) {
 		}
 	}
 	return key, false, nil
+}
+
+// ReadKey reads the private key from path, which must hold one: a
+// missing file is an error here too (the running agent's check; only a
+// start creates the file).
+func ReadKey(path string) (wgtypes.Key, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return wgtypes.Key{}, &KeyError{File: path, Reason: "missing"}
+	}
+	return keyFrom(path, b, err)
+}
+
+// RotateKey writes a new private key over the key file at path, as
+// LoadOrCreateKey writes a first one (mode 0600, atomically: a reader
+// sees the old key or the new one, never half of either). The file must
+// exist: a path with no key is more likely a mistake than a node to
+// give a first key to, and the agent creates that itself.
+func RotateKey(path string) (wgtypes.Key, error) {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return wgtypes.Key{}, &KeyError{File: path, Reason: "missing: the agent creates it at its first start with encryption on; nothing to rotate"}
+	case err != nil:
+		return wgtypes.Key{}, &KeyError{File: path, Reason: fmt.Sprintf("cannot be read: %v", errors.Unwrap(err))}
+	case !fi.Mode().IsRegular():
+		return wgtypes.Key{}, &KeyError{File: path, Reason: fmt.Sprintf("not a regular file (%v)", fi.Mode().Type())}
+	}
+	return createKey(path)
+}
+
+// keyFrom is the key in the contents b of the file at path, read with
+// error err.
+func keyFrom(path string, b []byte, err error) (wgtypes.Key, error) {
+	if err != nil {
+		return wgtypes.Key{}, &KeyError{File: path, Reason: fmt.Sprintf("cannot be read: %v", errors.Unwrap(err))}
+	}
+	key, err := parseKey(b)
+	if err != nil {
+		return key, &KeyError{File: path, Reason: err.Error()}
+	}
+	return key, nil
 }
 
 // parseKey reads a key file's contents: one base64 key, with or without

@@ -83,3 +83,43 @@ func TestLoadOrCreateKeyBad(t *testing.T) {
 		}
 	})
 }
+
+// TestRotateKey: a new key replaces the file's (0600, no temporary file
+// left); a missing file or a directory is a KeyError naming the path,
+// and nothing is created.
+func TestRotateKey(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "wireguard.key")
+	old, _, err := LoadOrCreateKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := RotateKey(path)
+	if err != nil || key == old {
+		t.Fatalf("rotate: %v, new key differs %v", err, key != old)
+	}
+	got, err := ReadKey(path)
+	if err != nil || got != key {
+		t.Fatalf("read back: %v, the new key %v", err, got == key)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v; want 0600", fi.Mode().Perm())
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("directory holds %d entries; want the key file alone", len(entries))
+	}
+	missing := filepath.Join(dir, "none", "wireguard.key")
+	var ke *KeyError
+	if _, err := RotateKey(missing); !errors.As(err, &ke) || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("missing file: %v; want a KeyError naming it", err)
+	}
+	if _, err := os.Stat(filepath.Dir(missing)); err == nil {
+		t.Error("rotating a missing file made its directory")
+	}
+	if _, err := RotateKey(dir); !errors.As(err, &ke) || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("a directory: %v; want a KeyError", err)
+	}
+	if _, err := ReadKey(missing); !errors.As(err, &ke) || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("read missing: %v; want a KeyError", err)
+	}
+}

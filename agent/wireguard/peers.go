@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
@@ -98,6 +99,39 @@ func PeerChanges(have []wgtypes.Peer, want []Peer) []wgtypes.PeerConfig {
 	for _, h := range have {
 		if !seen[h.PublicKey] {
 			out = append(out, wgtypes.PeerConfig{PublicKey: h.PublicKey, Remove: true})
+		}
+	}
+	return out
+}
+
+// RestartHandshakes are the changes that make a device start a new
+// handshake now with each of its peers that has had none since t: the
+// peer removed and added again as it was (its handshake state, and the
+// 5 s a refused handshake waits before its retry, gone with it), with
+// a persistent keepalive, whose first keepalive starts the handshake;
+// the caller turns the keepalive off again (KeepaliveOff). A peer
+// without an endpoint is left alone: it cannot be reached first.
+func RestartHandshakes(have []wgtypes.Peer, t time.Time, keepalive time.Duration) []wgtypes.PeerConfig {
+	var out []wgtypes.PeerConfig
+	for _, p := range have {
+		if p.Endpoint == nil || p.LastHandshakeTime.After(t) {
+			continue
+		}
+		out = append(out, wgtypes.PeerConfig{PublicKey: p.PublicKey, Remove: true},
+			wgtypes.PeerConfig{PublicKey: p.PublicKey, Endpoint: p.Endpoint, ReplaceAllowedIPs: true, AllowedIPs: p.AllowedIPs,
+				PersistentKeepaliveInterval: &keepalive})
+	}
+	return out
+}
+
+// KeepaliveOff turns off the persistent keepalive that changes turned
+// on (podnet keeps none).
+func KeepaliveOff(changes []wgtypes.PeerConfig) []wgtypes.PeerConfig {
+	var out []wgtypes.PeerConfig
+	off := time.Duration(0)
+	for _, c := range changes {
+		if !c.Remove && c.PersistentKeepaliveInterval != nil && *c.PersistentKeepaliveInterval != 0 {
+			out = append(out, wgtypes.PeerConfig{PublicKey: c.PublicKey, UpdateOnly: true, PersistentKeepaliveInterval: &off})
 		}
 	}
 	return out

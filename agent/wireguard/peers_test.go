@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"reflect"
 	"testing"
+	"time"
 
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
@@ -94,5 +95,49 @@ func TestPeerChanges(t *testing.T) {
 	}
 	if ch[2].PublicKey != kold || !ch[2].Remove {
 		t.Errorf("old: %+v", ch[2])
+	}
+}
+
+// TestPeerChangesNewKey: a node whose key changed gets its new key added
+// with every allowed IP of the node (moved from the old key's peer as
+// the device takes them) before the old key's peer is removed, in one
+// change list: no prefix is without a peer in between.
+func TestPeerChangesNewKey(t *testing.T) {
+	kold, knew := mustKey(t), mustKey(t)
+	_, n1, _ := net.ParseCIDR("10.244.0.64/26")
+	_, n2, _ := net.ParseCIDR("fd00::/122")
+	have := []wgtypes.Peer{{PublicKey: kold, Endpoint: &net.UDPAddr{IP: net.ParseIP("198.18.0.12"), Port: 51871}, AllowedIPs: []net.IPNet{*n1, *n2}}}
+	want := []Peer{{Node: "b", Key: knew, Endpoint: netip.MustParseAddrPort("198.18.0.12:51871"),
+		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.244.0.64/26"), netip.MustParsePrefix("fd00::/122")}}}
+	ch := PeerChanges(have, want)
+	if len(ch) != 2 || ch[0].PublicKey != knew || ch[0].Remove || !ch[0].ReplaceAllowedIPs || len(ch[0].AllowedIPs) != 2 ||
+		ch[1].PublicKey != kold || !ch[1].Remove {
+		t.Fatalf("changes %+v; want the new key with both prefixes, then the old one removed", ch)
+	}
+}
+
+// TestRestartHandshakes: each peer without a handshake since t (and
+// with an endpoint) is removed and added again as it was, with a
+// keepalive that KeepaliveOff turns off; a peer with a newer handshake
+// is left alone.
+func TestRestartHandshakes(t *testing.T) {
+	kdone, kwait, knoep := mustKey(t), mustKey(t), mustKey(t)
+	_, n1, _ := net.ParseCIDR("10.244.0.64/26")
+	since := time.Now()
+	ep := &net.UDPAddr{IP: net.ParseIP("198.18.0.12"), Port: 51871}
+	have := []wgtypes.Peer{
+		{PublicKey: kdone, Endpoint: ep, LastHandshakeTime: since.Add(time.Millisecond)},
+		{PublicKey: kwait, Endpoint: ep, AllowedIPs: []net.IPNet{*n1}, LastHandshakeTime: since.Add(-time.Minute)},
+		{PublicKey: knoep},
+	}
+	ch := RestartHandshakes(have, since, 25*time.Second)
+	if len(ch) != 2 || ch[0].PublicKey != kwait || !ch[0].Remove || ch[1].PublicKey != kwait || ch[1].Remove ||
+		ch[1].Endpoint != ep || !ch[1].ReplaceAllowedIPs || len(ch[1].AllowedIPs) != 1 ||
+		ch[1].PersistentKeepaliveInterval == nil || *ch[1].PersistentKeepaliveInterval != 25*time.Second {
+		t.Fatalf("changes %+v; want the waiting peer removed and added again with a keepalive", ch)
+	}
+	off := KeepaliveOff(ch)
+	if len(off) != 1 || off[0].PublicKey != kwait || !off[0].UpdateOnly || *off[0].PersistentKeepaliveInterval != 0 {
+		t.Errorf("keepalive off: %+v", off)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.zx2c4.com/wireguard/wgctrl"
@@ -24,6 +26,9 @@ type Config struct {
 	Port int
 	// KeyFile keeps the private key (default DefaultKeyFile).
 	KeyFile string
+	// KeyCheckInterval is how often the running agent reads KeyFile
+	// for a new key (default DefaultKeyCheckInterval).
+	KeyCheckInterval time.Duration
 	// NetNS is the namespace of the device (a path); empty: the
 	// process's own, the only one where a userspace device can run.
 	NetNS    string
@@ -34,14 +39,23 @@ type Config struct {
 // Service holds the node's key and podnet.wg, and keeps the device's
 // peers (route.PeerSyncer). Setup prepares it; a failed Setup (a key
 // file that cannot be used, no device) leaves it not ready, and the
-// routes through podnet.wg unreachable: never in the clear.
+// routes through podnet.wg unreachable: never in the clear. Run follows
+// the key file for a rotated key (rotate.go).
 type Service struct {
 	cfg    Config
-	key    wgtypes.Key
 	dev    *wgDevice
 	client *wgctrl.Client
 	err    error
 	up     chan struct{}
+	pub    Publisher
+	// keyErr is the running key file's trouble, for Ready.
+	keyErr atomic.Pointer[error]
+
+	// devMu serializes the device's configuration: the route service's
+	// peers and Run's key.
+	devMu sync.Mutex
+	keyMu sync.Mutex
+	key   wgtypes.Key
 
 	mu      sync.Mutex
 	skipped map[string]string // node -> reason last logged
@@ -56,6 +70,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.KeyFile == "" {
 		cfg.KeyFile = DefaultKeyFile
+	}
+	if cfg.KeyCheckInterval <= 0 {
+		cfg.KeyCheckInterval = DefaultKeyCheckInterval
 	}
 	s := &Service{cfg: cfg, up: make(chan struct{}), skipped: map[string]string{},
 		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -134,8 +151,14 @@ func (s *Service) PublicKey() string {
 	if s.err != nil || s.dev == nil {
 		return ""
 	}
+	s.keyMu.Lock()
+	defer s.keyMu.Unlock()
 	return s.key.PublicKey().String()
 }
+
+// SetPublisher gives the service where its public key goes when the
+// key file gets a new key; before Run.
+func (s *Service) SetPublisher(p Publisher) { s.pub = p }
 
 // Mode is the device's implementation, Kernel or Userspace; empty before
 // a successful Setup.
@@ -146,10 +169,14 @@ func (s *Service) Mode() string {
 	return s.dev.mode
 }
 
-// Ready is Setup's error, or nil.
+// Ready is Setup's error, or the key file's since (unreadable, not a
+// key), or nil.
 func (s *Service) Ready() error {
 	select {
 	case <-s.up:
+		if p := s.keyErr.Load(); p != nil {
+			return *p
+		}
 		return nil
 	default:
 	}
@@ -162,11 +189,88 @@ func (s *Service) Ready() error {
 // Up is closed after a successful Setup.
 func (s *Service) Up() <-chan struct{} { return s.up }
 
-// Run waits for ctx: the peers are kept from the route service's
-// reconcile (SyncPeers).
+// Run follows the key file until ctx ends (keyWatch): a new key is
+// published, then set on the device, then handshakes restarted until
+// every peer answers under it. The peers are kept from the route
+// service's reconcile (SyncPeers). After a failed Setup it only waits:
+// the agent is not ready until it restarts with a usable file.
 func (s *Service) Run(ctx context.Context) error {
-	<-ctx.Done()
+	if s.client == nil || s.pub == nil {
+		<-ctx.Done()
+		return nil
+	}
+	w := &keyWatch{file: s.cfg.KeyFile, current: s.key, publisher: s.pub, setKey: s.setKey, log: s.cfg.Logger}
+	var hs handshakeRetry
+	t := time.NewTimer(s.cfg.KeyCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		prev := w.current
+		soon, err := w.check(time.Now())
+		if err != nil {
+			s.keyErr.Store(&err)
+		} else {
+			s.keyErr.Store(nil)
+		}
+		if w.current != prev {
+			hs = handshakeRetry{since: w.rotated, wait: handshakeRetryFirst}
+		}
+		delay := s.cfg.KeyCheckInterval
+		if soon {
+			delay = publishPoll
+		}
+		if d, ok := hs.step(s.handshakes, s.cfg.Logger); ok {
+			delay = min(delay, d)
+		}
+		t.Reset(delay)
+	}
+}
+
+// setKey puts key on the device. Every session ends with the old key,
+// and a handshake under the new one starts with each peer's next packet
+// (handshakes restart it at once).
+func (s *Service) setKey(key wgtypes.Key) error {
+	s.devMu.Lock()
+	defer s.devMu.Unlock()
+	if err := s.client.ConfigureDevice(route.WireGuardDevice, wgtypes.Config{PrivateKey: &key}); err != nil {
+		return err
+	}
+	s.keyMu.Lock()
+	s.key = key
+	s.keyMu.Unlock()
 	return nil
+}
+
+// handshakes starts a handshake now with every peer that has had none
+// since t (RestartHandshakes), and says how many it started. Only the
+// node whose key changed does, again and again until each peer
+// answers: the peers take its new key when they see it, a moment before
+// or after the device does, and a handshake refused because it came
+// first would otherwise be tried again only 5 s later. The peers never
+// start one of their own on a key change, so two handshakes never cross
+// (each would drop the other's answer).
+func (s *Service) handshakes(t time.Time) (int, error) {
+	s.devMu.Lock()
+	defer s.devMu.Unlock()
+	dev, err := s.client.Device(route.WireGuardDevice)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", route.WireGuardDevice, err)
+	}
+	changes := RestartHandshakes(dev.Peers, t, kickInterval)
+	if len(changes) == 0 {
+		return 0, nil
+	}
+	if err := s.client.ConfigureDevice(route.WireGuardDevice, wgtypes.Config{Peers: changes}); err != nil {
+		return 0, fmt.Errorf("restart handshakes on %s: %w", route.WireGuardDevice, err)
+	}
+	if err := s.client.ConfigureDevice(route.WireGuardDevice, wgtypes.Config{Peers: KeepaliveOff(changes)}); err != nil {
+		return 0, fmt.Errorf("keepalive off on %s: %w", route.WireGuardDevice, err)
+	}
+	return len(changes) / 2, nil
 }
 
 // Close ends a userspace device and wgctrl's client; a kernel device
@@ -187,6 +291,8 @@ func (s *Service) SyncPeers(d route.Desired, nodes map[string]clusterstate.NodeR
 	if s.client == nil {
 		return errors.New("wireguard: no device")
 	}
+	s.devMu.Lock()
+	defer s.devMu.Unlock()
 	want, skipped := DesiredPeers(d, nodes, s.cfg.Node, s.cfg.Port)
 	s.logSkipped(skipped)
 	dev, err := s.client.Device(route.WireGuardDevice)

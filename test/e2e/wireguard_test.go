@@ -33,7 +33,9 @@ const wgPort = 51871
 // never appears, no pod address is seen, and the only packets between
 // the node addresses are UDP to or from the WireGuard port. Then UDP to
 // the WireGuard port is dropped on the switch (strict mode): the pods
-// see loss and still nothing leaves in the clear. The same exchange
+// see loss and still nothing leaves in the clear. n1's key is rotated
+// (podnet wireguard rotate-key) under continuous probes: nothing in the
+// clear, and the gap is logged. The same exchange
 // without encryption finds the payload, so the check can fail.
 //
 // A second cluster, vxlan mode across a router (the nodes on subnets of
@@ -101,6 +103,7 @@ func onTheWire(t *testing.T, encrypt bool, u func(testing.TB) *e2enet.Underlay, 
 	strictNoKey(t, c, cap, src, dst, payload, nodes)
 	checkKeyKept(t, c, n1)
 	checkKilled(t, c, cap, src, dst, payload, nodes)
+	checkRotation(t, c, cap, src, dst, payload, nodes)
 	checkBadKeyFile(t, c)
 }
 

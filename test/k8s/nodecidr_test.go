@@ -145,11 +145,11 @@ func checkNodeCIDRNode(ctx context.Context, t *testing.T, c *cluster.Cluster, n 
 // agentRoutes is what n's agent routes (proto 97), one route a line.
 func agentRoutes(t *testing.T, n *cluster.Node) string {
 	t.Helper()
-	out, err := exec.Command("nsenter", "--net="+n.NetNS, "ip", "-4", "route", "show", "proto", "97").CombinedOutput()
+	out, err := protoRoutes(n)
 	if err != nil {
-		t.Fatalf("ip route on %s: %v: %s", n.Name, err, out)
+		t.Fatal(err)
 	}
-	return string(out)
+	return out
 }
 
 // wantRoutes checks that n's agent routes hold each of want (a route's

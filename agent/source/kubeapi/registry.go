@@ -10,13 +10,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+
+	"github.com/podnet/podnet/agent/clusterstate"
 )
 
 // registrar keeps this node's registration, the podnet.io annotations
 // of NodeAnnotations, on its Node. It patches only the annotations that
 // differ from the cached Node (a JSON merge patch of those keys alone, so
 // it never races another writer's fields), and nothing when none does:
-// an agent restarting on an annotated node makes no write.
+// an agent restarting on an annotated node makes no write. A change of
+// the record (self.Changed: a rotated WireGuard key) is patched at once.
 //
 // Unlike an etcd lease, the registration outlives the agent: a node whose
 // agent is gone keeps its routes (its pods still run) until its Node is
@@ -24,7 +27,7 @@ import (
 type registrar struct {
 	client *rest.RESTClient
 	node   string
-	want   map[string]string
+	self   *clusterstate.Self
 	// get returns the Node from the informer's cache.
 	get func() (*corev1.Node, bool)
 	// changed is signalled when the cached Node changed.
@@ -68,14 +71,15 @@ func (r *registrar) run(ctx context.Context, first func()) {
 		case <-ctx.Done():
 			return
 		case <-r.changed:
+		case <-r.self.Changed():
 		case <-retry:
 		}
 	}
 }
 
-// register patches the annotations of n that differ from want.
+// register patches the annotations of n that differ from the record's.
 func (r *registrar) register(ctx context.Context, n *corev1.Node) error {
-	patch := annotationPatch(n.Annotations, r.want)
+	patch := annotationPatch(n.Annotations, NodeAnnotations(r.self.Record()))
 	if patch == nil {
 		return nil
 	}

@@ -188,10 +188,10 @@ func (s *Source) IndexedNodes() []string {
 }
 
 // Run follows every Node (and IPAMNode) until ctx ends and keeps this
-// node's annotations on its own Node. registered is called once, after
+// node's annotations (self's, as it changes) on its own Node. registered is called once, after
 // the first registration. An informer that cannot be set up ends Run with
 // its error; list and watch failures are retried by the informers.
-func (s *Source) Run(ctx context.Context, self clusterstate.NodeRecord, registered func()) error {
+func (s *Source) Run(ctx context.Context, self *clusterstate.Self, registered func()) error {
 	lw := cache.NewListWatchFromClient(s.client, "nodes", metav1.NamespaceAll, fields.Everything())
 	inf := cache.NewSharedIndexInformer(lw, &corev1.Node{}, 0, cache.Indexers{})
 	// Neither fails before the informer runs.
@@ -234,7 +234,7 @@ func (s *Source) Run(ctx context.Context, self clusterstate.NodeRecord, register
 	close(s.synced)
 	s.cfg.View.MarkListed()
 	r := &registrar{
-		client: s.client, node: s.cfg.Node, want: NodeAnnotations(self),
+		client: s.client, node: s.cfg.Node, self: self,
 		get: func() (*corev1.Node, bool) {
 			obj, ok, _ := inf.GetIndexer().GetByKey(s.cfg.Node)
 			n, _ := obj.(*corev1.Node)

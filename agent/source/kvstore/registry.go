@@ -21,11 +21,13 @@ import (
 // node's routes after the lease's TTL; the lease is not revoked on a clean
 // exit, so a restart within the TTL changes nothing for the other nodes.
 // With a store without leases (bbolt, one node) the record is a plain put.
+// A change of the record (self.Changed: a rotated WireGuard key) is
+// written at once, under a new lease as after a lost one.
 type registrar struct {
 	store ipam.Store
 	etcd  *clientv3.Client
 	key   string
-	rec   clusterstate.NodeRecord
+	self  *clusterstate.Self
 	ttl   time.Duration
 	log   *slog.Logger
 
@@ -38,8 +40,8 @@ type registrar struct {
 	lost chan struct{}
 }
 
-func newRegistrar(store ipam.Store, etcd *clientv3.Client, prefix string, rec clusterstate.NodeRecord, ttl time.Duration, log *slog.Logger, registered *atomic.Bool) *registrar {
-	return &registrar{store: store, etcd: etcd, key: clusterstate.NodeKey(prefix, rec.Name), rec: rec, ttl: ttl, log: log, lost: make(chan struct{}, 1), registered: registered}
+func newRegistrar(store ipam.Store, etcd *clientv3.Client, prefix string, self *clusterstate.Self, ttl time.Duration, log *slog.Logger, registered *atomic.Bool) *registrar {
+	return &registrar{store: store, etcd: etcd, key: clusterstate.NodeKey(prefix, self.Record().Name), self: self, ttl: ttl, log: log, lost: make(chan struct{}, 1), registered: registered}
 }
 
 // writtenBefore reports whether the node is registered by a write at or
@@ -96,8 +98,8 @@ func (r *registrar) run(ctx context.Context, first func()) {
 }
 
 // hold waits until the registration needs renewing: the lease's
-// keepalive channel closed (lease lost or expired) or the record was
-// seen missing.
+// keepalive channel closed (lease lost or expired), the record was seen
+// missing, or the record changed.
 func (r *registrar) hold(ctx context.Context, keepalive <-chan *clientv3.LeaseKeepAliveResponse) {
 	for {
 		select {
@@ -105,6 +107,8 @@ func (r *registrar) hold(ctx context.Context, keepalive <-chan *clientv3.LeaseKe
 			return
 		case <-r.lost:
 			r.log.Warn("node record disappeared; registering again", "key", r.key)
+			return
+		case <-r.self.Changed():
 			return
 		case _, ok := <-keepalive:
 			if !ok {
@@ -118,7 +122,8 @@ func (r *registrar) hold(ctx context.Context, keepalive <-chan *clientv3.LeaseKe
 
 // register writes the record, under a new lease when the store is etcd.
 func (r *registrar) register(ctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
-	val, err := json.Marshal(r.rec)
+	rec := r.self.Record()
+	val, err := json.Marshal(rec)
 	if err != nil {
 		return nil, err
 	}
@@ -146,6 +151,6 @@ func (r *registrar) register(ctx context.Context) (<-chan *clientv3.LeaseKeepAli
 	if err != nil {
 		return nil, fmt.Errorf("keep lease %x alive: %w", lease.ID, err)
 	}
-	r.log.Info("node registered", "key", r.key, "address", r.rec.Address, "lease", fmt.Sprintf("%x", lease.ID), "ttl", ttl)
+	r.log.Info("node registered", "key", r.key, "address", rec.Address, "lease", fmt.Sprintf("%x", lease.ID), "ttl", ttl)
 	return ch, nil
 }

@@ -64,10 +64,11 @@ func (s *Source) Ready() error {
 	return nil
 }
 
-// Run registers self and follows the store until ctx ends. registered is
-// called once, after the first registration. Store failures are retried
-// with backoff: they never end Run.
-func (s *Source) Run(ctx context.Context, self clusterstate.NodeRecord, registered func()) error {
+// Run registers self (again whenever it changes) and follows the store
+// until ctx ends. registered is called once, after the first
+// registration. Store failures are retried with backoff: they never end
+// Run.
+func (s *Source) Run(ctx context.Context, self *clusterstate.Self, registered func()) error {
 	cfg := s.cfg
 	keys := ipam.Keys{Prefix: cfg.Prefix}
 	ownKey := clusterstate.NodeKey(cfg.Prefix, cfg.Node)

@@ -301,3 +301,12 @@ func (n *Node) Log() string {
 	}
 	return n.log.String()
 }
+
+// AgentPID is the PID of n's running agent (a process this test
+// started), 0 when it has none: to run a command in its namespaces.
+func (n *Node) AgentPID() int {
+	if n.agent == nil || n.agent.Process == nil {
+		return 0
+	}
+	return n.agent.Process.Pid
+}
