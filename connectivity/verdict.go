@@ -47,6 +47,8 @@ type Result struct {
 	// pod's start and end), with Attempts its tries.
 	ProbeMillis int64 `json:"probeMillis,omitempty"`
 	Attempts    int   `json:"attempts,omitempty"`
+	// reached: the probe reached its target (whatever the verdict).
+	reached bool
 }
 
 // Env is what the verdicts depend on beyond the probe.
@@ -66,7 +68,7 @@ type Env struct {
 
 // Judge gives a check's verdict from its probe's result.
 func Judge(c Check, p ProbeResult, env Env) Result {
-	r := Result{Check: c.Name, ProbeMillis: p.Millis, Attempts: p.Attempts}
+	r := Result{Check: c.Name, ProbeMillis: p.Millis, Attempts: p.Attempts, reached: p.Reached}
 	switch {
 	case c.Blocked && !p.Reached:
 		r.Status, r.Detail = Pass, "blocked"
@@ -120,8 +122,8 @@ func Skipped(c Check) Result {
 
 // Qualify revisits the blocked checks that passed: a probe blocked while
 // the same target was not reachable without any policy either (the
-// phase-less check of the same kind and target did not pass) says
-// nothing about the policy, so it is not judged. results are in the
+// phase-less check of the same kind and target did not reach it, or has
+// no result) says nothing about the policy, so it is not judged. results are in the
 // order of checks.
 func Qualify(checks []Check, results []Result) {
 	base := map[[2]string]int{}
@@ -139,7 +141,7 @@ func Qualify(checks []Check, results []Result) {
 		}
 		// A baseline that did not run (one node) leaves the verdict.
 		j, ok := base[[2]string{string(c.Kind), string(c.Target)}]
-		if !ok || results[j].Status == Pass || results[j].Status == NotRun {
+		if !ok || results[j].reached || results[j].Status == NotRun {
 			continue
 		}
 		results[i].Status = NotJudged

@@ -30,9 +30,8 @@ import (
 // blocks the client's DNS it fails and names the DNS check; sent SIGINT
 // mid-run it stops with a non-zero status. No namespace of a run is left
 // after any of them. PODNET_CONNECTIVITY_VARIANT=blocks or etcd runs the
-// passing case against that deployment, refchain against the reference
-// plugins instead of podnet, where the policy checks must be "not
-// judged" (docs/observability.md).
+// passing case against that deployment; refchain runs it against the
+// reference plugins instead of podnet (referenceChain).
 func TestConnectivity(t *testing.T) {
 	variant := cluster.Default
 	if v := os.Getenv("PODNET_CONNECTIVITY_VARIANT"); v != "" && v != "default" {
@@ -65,15 +64,19 @@ func TestConnectivity(t *testing.T) {
 	if server.Name < client.Name {
 		client, server = server, client
 	}
+	if refchain {
+		step("ReferenceChain", func(t *testing.T) { referenceChain(ctx, t, c) })
+		return
+	}
 	step("Passes", func(t *testing.T) {
 		out, code := runConnectivity(ctx, t, c, nil)
 		t.Logf("podnet connectivity test:\n%s", out)
 		if code != 0 || !strings.Contains(string(out), "PASSED") {
 			t.Fatalf("exit %d, want 0 and PASSED", code)
 		}
-		// Without podnet, or with the etcd variant (no --network-policy),
-		// nothing says NetworkPolicy is enforced.
-		wantUnjudged := refchain || variant == cluster.Etcd
+		// With the etcd variant (no --network-policy) nothing says
+		// NetworkPolicy is enforced.
+		wantUnjudged := variant == cluster.Etcd
 		if unjudged := strings.Contains(string(out), "not judged  "); unjudged != wantUnjudged {
 			t.Errorf("%s: a check not judged: %v, want %v", variant, unjudged, wantUnjudged)
 		}
@@ -283,6 +286,37 @@ func interruptRun(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	t.Logf("interrupted run:\n%s", out)
 	if code == 0 || !strings.Contains(string(out), "FAILED (interrupted)") {
 		t.Errorf("interrupted run exited %d, want 1 and FAILED (interrupted)", code)
+	}
+	noRunNamespaces(ctx, t, c)
+}
+
+// referenceChain: against the reference plugins (no podnet), nothing
+// enforces NetworkPolicy, so the policy checks that were not blocked are
+// not judged; and the bridge plugin's ipMasq masquerades traffic to the
+// other node's pods (cluster.RefConflist), which the no-SNAT checks
+// across nodes must catch. Everything else passes.
+func referenceChain(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	rep, code := runConnectivityJSON(ctx, t, c)
+	var table bytes.Buffer
+	_ = rep.WriteText(&table)
+	t.Logf("the -o json report as the table prints it:\n%s", table.String())
+	if code != 1 {
+		t.Errorf("exit %d, want 1 (SNAT between pods)", code)
+	}
+	for _, r := range rep.Results {
+		want := connectivity.Pass
+		switch {
+		case strings.HasPrefix(r.Check, "pod to pod, across nodes"):
+			want = connectivity.Fail
+			if !strings.Contains(r.Detail, "SNAT") {
+				t.Errorf("%q: %q, want SNAT named", r.Check, r.Detail)
+			}
+		case strings.HasSuffix(r.Check, "blocked"):
+			want = connectivity.NotJudged
+		}
+		if r.Status != want {
+			t.Errorf("%q: %s, want %s", r.Check, r.Status, want)
+		}
 	}
 	noRunNamespaces(ctx, t, c)
 }
