@@ -145,5 +145,8 @@ failure and on SIGINT, and wait until it is gone.
 It runs on any cluster. Where podnet does not run (or runs without
 NetworkPolicy), a policy that did not block is reported "not judged", as
 is a hostPort that did not answer: nothing says that network should.
+A policy probe that was blocked while the same target was unreachable
+without any policy too is "not judged" everywhere: the policy is not
+what blocked it.
 With one usable node the checks across nodes are "not run". Exit status
 1 when a check failed or the run was interrupted.`
