@@ -5,8 +5,11 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/podnet/podnet/agent/agentstatus"
 )
 
 // Degraded is the agent of a node whose settings cannot be used (a
@@ -19,6 +22,8 @@ import (
 // fixed ConfigMap reaches it by the pod's restart (kubectl rollout
 // restart), as every ConfigMap change does.
 type Degraded struct {
+	// Node names the node in /status (the agent's --node), when known.
+	Node string
 	errs []error
 	reg  *prometheus.Registry
 	log  *slog.Logger
@@ -35,9 +40,16 @@ func NewDegraded(errs []error, reg *prometheus.Registry, log *slog.Logger) *Degr
 	return &Degraded{errs: errs, reg: reg, log: log}
 }
 
-// Handler serves /metrics, /healthz and /readyz (see Agent.Handler).
+// Handler serves /metrics, /healthz, /readyz and /status (see
+// Agent.Handler).
 func (d *Degraded) Handler() http.Handler {
-	return handler(d.reg, func() []status { return []status{{"config", errors.Join(d.errs...)}} })
+	readiness := func() []status { return []status{{"config", errors.Join(d.errs...)}} }
+	return handler(d.reg, readiness, func() agentstatus.Document {
+		doc := agentstatus.Document{Node: d.Node, Degraded: true, Attachments: -1, Time: time.Now()}
+		doc.Version, doc.Revision = agentstatus.Build()
+		doc.Services, doc.Ready = services(readiness())
+		return doc
+	})
 }
 
 // Run logs the reasons once and waits for ctx to end.

@@ -7,9 +7,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/podnet/podnet/agent/agentstatus"
 )
 
-// Handler serves /metrics, /healthz and /readyz.
+// Handler serves /metrics, /healthz, /readyz and /status.
 //
 // /healthz answers 200 while the process runs: an etcd outage must not
 // make every node's liveness probe restart its agent (a service that
@@ -18,9 +20,13 @@ import (
 // the liveness probe kill an agent that is busy. /readyz names every
 // service with its readiness, one line each ("routes: ok", "ipam-socket:
 // not ready: ..."), and answers 200 when all are ready, 503 otherwise.
-func (a *Agent) Handler() http.Handler { return handler(a.reg, a.readiness) }
+// /status is the agent's status document as JSON (agentstatus, read by
+// `podnet status`): the same readiness, and what the agent is and knows;
+// like /readyz it asks each service's readiness, and reads summaries
+// that take no lock, so it never waits for a rebuild either.
+func (a *Agent) Handler() http.Handler { return handler(a.reg, a.readiness, a.status) }
 
-func handler(reg *prometheus.Registry, readiness func() []status) http.Handler {
+func handler(reg *prometheus.Registry, readiness func() []status, doc func() agentstatus.Document) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -42,5 +48,6 @@ func handler(reg *prometheus.Registry, readiness func() []status) http.Handler {
 		w.WriteHeader(code)
 		fmt.Fprint(w, b.String())
 	})
+	mux.Handle(agentstatus.Path, serveStatus(doc))
 	return mux
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/podnet/podnet/agent/agentstatus"
 )
 
 // TestHealthzAsksNoService: with a service whose readiness hangs (a
@@ -18,7 +20,7 @@ import (
 func TestHealthzAsksNoService(t *testing.T) {
 	hang := make(chan struct{})
 	defer close(hang)
-	srv := httptest.NewServer(handler(prometheus.NewRegistry(), func() []status { <-hang; return nil }))
+	srv := httptest.NewServer(handler(prometheus.NewRegistry(), func() []status { <-hang; return nil }, func() agentstatus.Document { <-hang; return agentstatus.Document{} }))
 	defer srv.Close()
 	c := &http.Client{Timeout: time.Second}
 	resp, err := c.Get(srv.URL + "/healthz")

@@ -14,8 +14,9 @@ import (
 // BenchmarkDataPath measures what a pod's packets cost on each data path
 // (dpPaths: the veth floor, podnet routed and bridge and the reference
 // ptp and bridge on one node, the underlay, podnet host-gw and VXLAN
-// across nodes): TCP throughput of one iperf3 stream, and sockperf TCP
-// ping-pong transactions per second with the round trip's p50 and p99.
+// across nodes, each also with WireGuard encryption on): TCP throughput
+// of one iperf3 stream, and sockperf TCP ping-pong transactions per
+// second with the round trip's p50 and p99.
 //
 // Every path is set up first; then each iteration is one round that
 // measures every path once, so rounds are set by -benchtime=Nx. The
@@ -31,7 +32,8 @@ import (
 //
 // PODNET_DATAPATH_SECONDS (default 3) is the length of each iperf3 and
 // each sockperf run; PODNET_DATAPATH_PATHS (comma-separated keys of
-// dpPaths, default all) measures fewer paths.
+// dpPaths, default all) measures fewer paths; a cross-node path has
+// its ratio only with underlay among them.
 func BenchmarkDataPath(b *testing.B) {
 	requireRoot(b)
 	var missing []string

@@ -56,6 +56,8 @@ var dpPaths = []dpPathDef{
 	{key: "underlay", name: "underlay, node to node", group: "hostgw"},
 	{key: "hostgw", name: "podnet host-gw, across nodes", base: "underlay", group: "hostgw"},
 	{key: "vxlan", name: "podnet VXLAN, across nodes", base: "underlay", group: "vxlan"},
+	{key: "wireguard-hostgw", name: "podnet host-gw + WireGuard (userspace), across nodes", base: "underlay", group: "wireguard-hostgw"},
+	{key: "wireguard-vxlan", name: "podnet VXLAN + WireGuard (userspace), across nodes", base: "underlay", group: "wireguard-vxlan"},
 }
 
 // The same-node networks. podnet's are the conflist `podnet install`
@@ -108,9 +110,13 @@ func buildPaths(t testing.TB, want map[string]bool) []*dpPath {
 		case "ref-bridge":
 			built[g] = sameNode(t, fillConf(refBridgeConf, "", "", t.TempDir()))
 		case "hostgw":
-			built["underlay"], built["hostgw"] = crossNode(t, route.ModeHostGW)
+			built["underlay"], built["hostgw"] = crossNode(t, route.ModeHostGW, false)
 		case "vxlan":
-			_, built["vxlan"] = crossNode(t, route.ModeVXLAN)
+			_, built["vxlan"] = crossNode(t, route.ModeVXLAN, false)
+		case "wireguard-hostgw":
+			_, built[g] = crossNode(t, route.ModeHostGW, true)
+		case "wireguard-vxlan":
+			_, built[g] = crossNode(t, route.ModeVXLAN, true)
 		}
 	}
 	var out []*dpPath
@@ -202,12 +208,16 @@ var agentDefaults = []string{"--gc-interval=5m", "--gc-grace=1m"}
 
 // crossNode is two nodes of e2enet on one L2 segment with etcd and a
 // real `podnet agent --mode mode` each, installing the etcd variant's
-// conflist as shipped, and a pod on each. It returns the underlay path
-// (node 1 to node 2's underlay address) and the pod path (pod on node 1
-// to pod on node 2).
-func crossNode(t testing.TB, mode route.Mode) (underlay, pods *dpPath) {
+// conflist as shipped, and a pod on each; with encrypt, the agents run
+// --encryption=wireguard (wireguard-go in the agent where the kernel has
+// no WireGuard). It returns the underlay path (node 1 to node 2's
+// underlay address) and the pod path (pod on node 1 to pod on node 2).
+func crossNode(t testing.TB, mode route.Mode, encrypt bool) (underlay, pods *dpPath) {
 	t.Helper()
 	c := e2eetcd.New(t, e2enet.NewSwitch(t), mode, e2eetcd.Options{})
+	if encrypt {
+		c.WithWireGuard()
+	}
 	var nodes []*e2enet.Node
 	for i := 1; i <= 2; i++ {
 		n := c.AddNode(i, c.Pool4)
@@ -217,13 +227,20 @@ func crossNode(t testing.TB, mode route.Mode) (underlay, pods *dpPath) {
 	a, z := c.AddPod(nodes[0]), c.AddPod(nodes[1])
 	for i, n := range nodes {
 		c.WaitBlockRoutes(n.Name, e2enet.Without(nodes, n), true, 30*time.Second)
-		if mode == route.ModeVXLAN {
+		switch {
+		case encrypt:
+			// Measured only once the pod's traffic goes through podnet.wg
+			// both ways, never in the clear.
+			c.WaitEncryptedRoutes(n, nodes[1-i], 30*time.Second)
+		case mode == route.ModeVXLAN:
 			c.WaitVXLANPeer(n, []*e2enet.Node{nodes[1-i]}, true, 30*time.Second)
 		}
 	}
-	// The pod's traffic must take the mode's way: via the peer's underlay
-	// address, or over the VXLAN device.
-	c.CheckTransport(nodes[0], nodes[1], c.BlocksOf(nodes[1].Name), mode, netip.Addr{})
+	if !encrypt {
+		// The pod's traffic must take the mode's way: via the peer's
+		// underlay address, or over the VXLAN device.
+		c.CheckTransport(nodes[0], nodes[1], c.BlocksOf(nodes[1].Name), mode, netip.Addr{})
+	}
 	return &dpPath{client: nodes[0].NS.Path, server: nodes[1].NS.Path, addr: nodes[1].Addr},
 		&dpPath{client: a.NS, server: z.NS, addr: z.IP}
 }

@@ -109,6 +109,9 @@ type Service struct {
 	// reqGen counts the requests for a rebuild that must be waited for
 	// (Admit); a reconcile that read n applied every request up to n.
 	reqGen atomic.Uint64
+	// summary is the last successful apply's, for Status: read without
+	// a lock, so a status request never waits for a rebuild.
+	summary atomic.Pointer[Summary]
 
 	rmu sync.Mutex
 	r   renderer // nil while Run is not running
@@ -435,6 +438,7 @@ func (s *Service) reconcile(full bool, localIPs func() ([]netip.Addr, error)) er
 		close(s.firstApplied)
 	}
 	s.m.observe(snap, ir)
+	s.summary.Store(summarize(snap, ir))
 	if st != (policyrules.Stats{}) || first {
 		s.log.Debug("policy applied", "op", op, "isolated_pods", len(ir.Pods), "problems", len(ir.Problems),
 			"stats", fmt.Sprintf("%+v", st), "took", time.Since(start))

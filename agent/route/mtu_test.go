@@ -77,15 +77,15 @@ func TestEncryptedPodMTU(t *testing.T) {
 	}{
 		{ModeHostGW, 1500, false, 1440},
 		{ModeHostGW, 1500, true, 1420},
-		{ModeVXLAN, 1500, false, 1390},
-		{ModeAuto, 9000, true, 8850},
+		{ModeVXLAN, 1500, false, 1440},
+		{ModeAuto, 9000, true, 8920},
 	} {
 		got, err := EncryptedPodMTU(tt.mode, tt.underlay, tt.underlay6)
 		if err != nil || got != tt.want {
 			t.Errorf("EncryptedPodMTU(%s, %d, ipv6 %v): %d, %v; want %d", tt.mode, tt.underlay, tt.underlay6, got, err, tt.want)
 		}
 	}
-	if _, err := EncryptedPodMTU(ModeVXLAN, 170, false); err == nil {
-		t.Error("EncryptedPodMTU(vxlan, 170): no error; want one (60 bytes left)")
+	if _, err := EncryptedPodMTU(ModeVXLAN, 120, false); err == nil {
+		t.Error("EncryptedPodMTU(vxlan, 120): no error; want one (60 bytes left)")
 	}
 }

@@ -32,6 +32,8 @@ type wgDevice struct {
 	uapi net.Listener
 	sock string
 	done chan struct{} // closed when the UAPI accept loop has ended
+	// restoreProcs undoes limitProcs when the userspace device ends.
+	restoreProcs func()
 	// closed is set by close: a failed Setup closes, and so does the
 	// agent's deferred Close after it.
 	closed bool
@@ -81,13 +83,15 @@ func openUserspace(name string, mtu int, log *slog.Logger) (*wgDevice, error) {
 		Verbosef: func(string, ...any) {},
 		Errorf:   func(format string, args ...any) { log.Warn("wireguard-go: " + fmt.Sprintf(format, args...)) },
 	}
-	d := &wgDevice{mode: Userspace, dev: device.NewDevice(t, conn.NewDefaultBind(), logger), done: make(chan struct{})}
+	d := &wgDevice{mode: Userspace, dev: device.NewDevice(t, conn.NewDefaultBind(), logger), done: make(chan struct{}),
+		restoreProcs: limitProcs(log)}
 	f, err := ipc.UAPIOpen(name)
 	if err == nil {
 		d.uapi, err = ipc.UAPIListen(name, f)
 	}
 	if err != nil {
 		d.dev.Close()
+		d.restoreProcs()
 		return nil, fmt.Errorf("wireguard: userspace: UAPI socket of %s: %w", name, err)
 	}
 	d.sock = filepath.Join("/var/run/wireguard", name+".sock")
@@ -136,5 +140,6 @@ func (d *wgDevice) close() error {
 		}
 	}
 	d.dev.Close()
+	d.restoreProcs()
 	return errors.Join(errs...)
 }

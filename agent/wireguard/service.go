@@ -61,6 +61,9 @@ type Service struct {
 	skipped map[string]string // node -> reason last logged
 	info    *prometheus.GaugeVec
 	peers   prometheus.Gauge
+	// impl and npeers are what Status reads, without a lock.
+	impl   atomic.Pointer[string]
+	npeers atomic.Int64
 }
 
 // New returns the service, its metrics registered.
@@ -98,6 +101,8 @@ func (s *Service) Setup(underlayMTU int, underlay6 bool) error {
 		return s.err
 	}
 	close(s.up)
+	mode := s.dev.mode
+	s.impl.Store(&mode)
 	s.info.WithLabelValues(s.dev.mode).Set(1)
 	s.cfg.Logger.Info("wireguard ready", "device", route.WireGuardDevice, "implementation", s.dev.mode,
 		"port", s.cfg.Port, "public_key", s.key.PublicKey().String(), "mtu", underlayMTU-route.WireGuardOverhead(underlay6))
@@ -167,6 +172,16 @@ func (s *Service) Mode() string {
 		return ""
 	}
 	return s.dev.mode
+}
+
+// Status is the device's implementation (empty before a successful
+// Setup) and its peers after the last reconcile. It takes no lock: the
+// agent's /status calls it while Setup or a reconcile may run.
+func (s *Service) Status() (implementation string, peers int) {
+	if p := s.impl.Load(); p != nil {
+		implementation = *p
+	}
+	return implementation, int(s.npeers.Load())
 }
 
 // Ready is Setup's error, or the key file's since (unreadable, not a
@@ -307,6 +322,7 @@ func (s *Service) SyncPeers(d route.Desired, nodes map[string]clusterstate.NodeR
 		s.cfg.Logger.Info("wireguard peers reconciled", "peers", len(want), "changes", len(changes))
 	}
 	s.peers.Set(float64(len(want)))
+	s.npeers.Store(int64(len(want)))
 	return nil
 }
 

@@ -192,6 +192,7 @@ func (ao *agentOptions) runAgent(ctx context.Context, cfg agent.Config) error {
 // which settings cannot be used, until ctx ends (agent.Degraded).
 func (ao *agentOptions) runDegraded(ctx context.Context, errs []error) error {
 	d := agent.NewDegraded(errs, nil, slog.Default())
+	d.Node = ao.node
 	stop, err := ao.serveMetrics(d.Handler())
 	if err != nil {
 		return err

@@ -160,11 +160,29 @@ func gcNetwork(cmd *cobra.Command, opts *globalOptions, name string) error {
 }
 
 func newStatusCommand(opts *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	var co clusterStatusOptions
+	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Print whether pods can be set up (the network plugin's Status) and the loaded networks",
-		Args:  cobra.NoArgs,
+		Short: "Print the cluster's agents and what is wrong (with --kubeconfig, --cluster or in a pod), else this node's networks",
+		Long: `status has two views.
+
+With --kubeconfig, --cluster, or run in a pod (an in-cluster config), it
+reports the cluster: every Node's agent (the DaemonSet's pod, ready or not
+and why, and the agent's own /status read through the API server's pod
+proxy: version, datastore and IPAM model, routing mode, encryption, policy
+sync age and rules, pod attachments), the control objects (the podnet.io
+and ClusterNetworkPolicy CRDs, pools and blocks), and what is wrong, in
+words. It exits 1 when something is wrong. The user needs to list Nodes,
+list pods in the agents' namespace, get pods/proxy there, and (block IPAM)
+list ippools and ipamblocks (docs/observability.md).
+
+Otherwise (or with --local) it reports this node: whether pods can be set
+up (the network plugin's Status) and the loaded networks.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if co.wantCluster() {
+				return co.runCluster(cmd)
+			}
 			env, err := opts.podEnv("", false)
 			if err != nil {
 				return err
@@ -188,6 +206,8 @@ func newStatusCommand(opts *globalOptions) *cobra.Command {
 			return nil
 		},
 	}
+	co.register(cmd)
+	return cmd
 }
 
 func podRef(sb *sandbox.Sandbox) netplugin.PodRef {

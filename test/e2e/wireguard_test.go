@@ -8,9 +8,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,11 +16,12 @@ import (
 	"github.com/podnet/podnet/agent/route"
 	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/netns"
+	"github.com/podnet/podnet/test/e2e/e2eetcd"
 	"github.com/podnet/podnet/test/e2e/e2enet"
 )
 
 // wgPort is the agents' --wireguard-port: the default, as shipped.
-const wgPort = 51871
+const wgPort = e2eetcd.WireGuardPort
 
 // TestWireGuardOnTheWire: two nodes on one L2 segment (host-gw), pods
 // dual-stack, agents with --encryption wireguard (wireguard-go here: no
@@ -40,7 +38,8 @@ const wgPort = 51871
 //
 // A second cluster, vxlan mode across a router (the nodes on subnets of
 // their own), checks the same on the wire with the endpoints routed, and
-// the pod MTU less VXLAN's and WireGuard's overheads.
+// the pod MTU less WireGuard's overhead alone (pod packets go through
+// podnet.wg, never podnet.vxlan).
 func TestWireGuardOnTheWire(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Run("encrypted", func(t *testing.T) { onTheWire(t, true, e2enet.NewSwitch, route.ModeHostGW, "sw-n1") })
@@ -55,8 +54,8 @@ func onTheWire(t *testing.T, encrypt bool, u func(testing.TB) *e2enet.Underlay, 
 	c := newCluster(t, u(t), mode, true)
 	podMTU := 1500 - route.EncapOverhead(mode, false)
 	if encrypt {
-		withWireGuard(t, c)
-		podMTU -= route.WireGuardOverhead4
+		c.WithWireGuard()
+		podMTU = 1500 - route.WireGuardOverhead4
 	}
 	nodes := c.startNodes(2)
 	n1, n2 := nodes[0], nodes[1]
@@ -105,63 +104,6 @@ func onTheWire(t *testing.T, encrypt bool, u func(testing.TB) *e2enet.Underlay, 
 	checkKilled(t, c, cap, src, dst, payload, nodes)
 	checkRotation(t, c, cap, src, dst, payload, nodes)
 	checkBadKeyFile(t, c)
-}
-
-// withWireGuard turns encryption on for every agent, each with its key
-// file in its node's directory and, since two agents share this
-// machine's /var/run, a mount namespace of its own with an empty
-// /var/run/wireguard (where wireguard-go serves the UAPI socket wgctrl
-// reaches): a DaemonSet's pods have that from the host.
-func withWireGuard(t *testing.T, c *cluster) {
-	const dir = "/run/wireguard"
-	if _, err := os.Stat(dir); os.IsNotExist(err) {
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		// Removed only if still empty: another user's sockets stay.
-		t.Cleanup(func() { _ = syscall.Rmdir(dir) })
-	}
-	flags := c.AgentFlags
-	c.AgentFlags = func(n *e2enet.Node) []string {
-		return append(flags(n), "--encryption", "wireguard", "--wireguard-port", fmt.Sprint(wgPort),
-			"--wireguard-key-file", filepath.Join(n.Dir, "wireguard.key"))
-	}
-	unshare, err := exec.LookPath("unshare")
-	if err != nil {
-		t.Fatalf("unshare (util-linux) is needed to give each agent its own /var/run/wireguard: %v", err)
-	}
-	c.AgentWrap = func(_ *e2enet.Node, argv []string) []string {
-		return append([]string{unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
-			`mount -t tmpfs -o mode=0755 podnet-wg ` + dir + ` && exec "$@"`, "sh"}, argv...)
-	}
-}
-
-// waitEncryptedRoutes waits until every block of to is routed through
-// podnet.wg on from.
-func waitEncryptedRoutes(t *testing.T, c *cluster, from, to *e2enet.Node) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		wg, err := from.NS.Handle.LinkByName(route.WireGuardDevice)
-		ok := err == nil
-		if ok {
-			owned, err := route.OwnedRoutes(from.NS.Handle)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, b := range c.BlocksOf(to.Name) {
-				r, have := owned[b]
-				ok = ok && have && r.LinkIndex == wg.Attrs().Index && r.Gw == nil
-			}
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: routes to %s's blocks %v not through %s after 10s", from.Name, to.Name, c.BlocksOf(to.Name), route.WireGuardDevice)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // secretPayload is a payload no other traffic of the test carries.
@@ -277,4 +219,11 @@ func inspect(frames [][]byte, payload []byte, c *cluster, nodes []*e2enet.Node) 
 		}
 	}
 	return found, clearPods, other
+}
+
+// waitEncryptedRoutes waits until every block of to is routed through
+// podnet.wg on from.
+func waitEncryptedRoutes(t *testing.T, c *cluster, from, to *e2enet.Node) {
+	t.Helper()
+	c.WaitEncryptedRoutes(from, to, 10*time.Second)
 }
