@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,33 +19,7 @@ import (
 // connectivity needs no tools beyond podnet itself.
 func newDiagCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "diag", Short: "Connectivity diagnostics to run inside pods"}
-	var listen string
-	serve := &cobra.Command{
-		Use:   "serve",
-		Short: "Serve HTTP, answering with the addresses of this network namespace",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return err
-			}
-			srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				fmt.Fprintf(w, "hello from %s (pod addresses %v) to %s\n", hostname(), localAddrs(), r.RemoteAddr)
-			})}
-			go func() {
-				<-cmd.Context().Done()
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				defer cancel()
-				_ = srv.Shutdown(ctx)
-			}()
-			fmt.Fprintf(cmd.ErrOrStderr(), "podnet diag: serving on %s\n", ln.Addr())
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
-		},
-	}
-	serve.Flags().StringVar(&listen, "listen", ":8080", "address to listen on")
+	serve := newDiagServeCommand()
 	var timeout, retryFor time.Duration
 	get := &cobra.Command{
 		Use:   "get URL",
@@ -66,7 +41,7 @@ func newDiagCommand() *cobra.Command {
 	}
 	get.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "give up on one attempt after this long")
 	get.Flags().DurationVar(&retryFor, "retry-for", 0, "retry a failed fetch until this long has passed")
-	cmd.AddCommand(serve, get)
+	cmd.AddCommand(serve, get, newDiagProbeCommand())
 	return cmd
 }
 
@@ -99,4 +74,52 @@ func localAddrs() []string {
 		}
 	}
 	return out
+}
+
+func newDiagServeCommand() *cobra.Command {
+	var listen, udp string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve HTTP, answering with the addresses of this network namespace",
+		Long: `Serve HTTP, answering with the addresses of this network namespace and
+the peer's; GET /peer answers {"peer":"ADDRESS:PORT"}, the address the
+server saw the request come from (podnet connectivity test's no-SNAT
+check). With --udp, a UDP socket answers each datagram with the same.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
+			if udp != "" {
+				pc, err := net.ListenPacket("udp", udp)
+				if err != nil {
+					return err
+				}
+				defer pc.Close()
+				go serveUDP(pc)
+			}
+			srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/peer" {
+					_ = json.NewEncoder(w).Encode(peerAnswer{Peer: r.RemoteAddr})
+					return
+				}
+				fmt.Fprintf(w, "hello from %s (pod addresses %v) to %s\n", hostname(), localAddrs(), r.RemoteAddr)
+			})}
+			go func() {
+				<-cmd.Context().Done()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				_ = srv.Shutdown(ctx)
+			}()
+			fmt.Fprintf(cmd.ErrOrStderr(), "podnet diag: serving on %s\n", ln.Addr())
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", ":8080", "address to listen on")
+	cmd.Flags().StringVar(&udp, "udp", "", "also answer UDP on this address with the peer's address")
+	return cmd
 }

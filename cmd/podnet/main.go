@@ -45,6 +45,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.AddCommand(newConnectivityCommand())
 	opts := &globalOptions{}
 	opts.register(root)
 	root.AddCommand(newNetCommand(opts), newPodCommand(opts), newRunCommand(opts), newStatusCommand(opts), newDiagCommand(), newBenchCommand(opts), newInstallCommand(opts), newIPAMCommand(opts), newAgentCommand(opts), newPolicyCommand(opts), newUninstallCommand(), newWireGuardCommand())
