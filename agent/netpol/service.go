@@ -109,8 +109,7 @@ type Service struct {
 	// reqGen counts the requests for a rebuild that must be waited for
 	// (Admit); a reconcile that read n applied every request up to n.
 	reqGen atomic.Uint64
-	// summary is the last successful apply's, for Status: read without
-	// a lock, so a status request never waits for a rebuild.
+	// summary is the last apply's, for Status: lock-free, never waiting.
 	summary atomic.Pointer[Summary]
 
 	rmu sync.Mutex
