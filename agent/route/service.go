@@ -64,6 +64,8 @@ type Service struct {
 	rec  clusterstate.NodeRecord
 	mtu  int
 	ul   underlay
+	// watch wakes Run when a route of the agent is deleted.
+	watch *routeWatch
 
 	programmed atomic.Bool
 	// firstProgrammed is closed after the first complete reconcile.
@@ -133,11 +135,15 @@ func (s *Service) Setup() error {
 	s.rec = clusterstate.NodeRecord{Name: s.cfg.Node, Address: ul.addr, VTEPIP: ul.addr, VTEPMAC: mac.String(), LinkLocal6: ul.linkLocal6, Mode: string(s.cfg.Mode)}
 	s.cfg.Logger.Info("agent starting", "mode", s.cfg.Mode, "underlay", ul.name, "address", ul.addr, "link_local6", ul.linkLocal6,
 		"vtep_mac", mac.String(), "underlay_mtu", ul.mtu, "pod_mtu", podMTU)
+	s.watch = watchRoutes(s.cfg.NetNS, s.cfg.Logger)
 	return nil
 }
 
 // Close closes the netlink handle. The routes stay.
 func (s *Service) Close() {
+	if s.watch != nil {
+		s.watch.Close()
+	}
 	if s.h != nil {
 		s.h.Close()
 	}
@@ -183,6 +189,7 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-s.view.Changed():
 		case <-resync.C:
 		case <-retry:
+		case <-s.watch.Gone():
 		}
 		retry = nil
 		if !s.view.Listed() {
@@ -223,6 +230,7 @@ func (s *Service) reconcile() error {
 	s.m.routes.Set(float64(st.Routes))
 	s.m.peers.Set(float64(len(d.Peers)))
 	s.m.routeConflicts.Set(float64(st.Conflicts))
+	s.watch.Reconciled(d.Routes, st.Conflicts > 0)
 	if st.Changed() {
 		s.cfg.Logger.Info("routes reconciled", "routes", st.Routes, "added", st.Added, "replaced", st.Replaced,
 			"deleted", st.Deleted, "conflicts", st.Conflicts, "peers", len(d.Peers), "took", time.Since(start))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -24,9 +25,10 @@ import (
 // TestConnectivity runs the real `podnet connectivity test` (the
 // cluster's own podnet binary, with --kubeconfig and the harness's image)
 // against two nodes with podnet and CoreDNS under kube-proxy: it passes;
-// with one of podnet's routes on the client's node deleted by hand
-// (again and again: the agent restores its routes within a resync) it
-// fails and names the checks across nodes; with a NetworkPolicy that
+// with podnet's route on the client's node to the other node's pods
+// covered by a blackhole of another tool's (the agent puts back a route
+// of its own deleted by hand at once, and leaves one it does not own
+// alone) it fails and names the checks across nodes; with a NetworkPolicy that
 // blocks the client's DNS it fails and names the DNS check; sent SIGINT
 // mid-run it stops with a non-zero status. No namespace of a run is left
 // after any of them. PODNET_CONNECTIVITY_VARIANT=blocks or etcd runs the
@@ -183,35 +185,47 @@ func wantFailed(t *testing.T, rep *connectivity.Report, code int, names ...strin
 	}
 }
 
-// breakRoutes deletes the client node's routes (protocol 97) to the
-// server node's pods every 200 ms until stopped: the agent puts them
-// back at its next resync, which a single deletion would race.
+// breakRoutes puts, in the client node, a blackhole route of another
+// tool's (protocol boot) over the agent's route to the server node's
+// pods: the agent leaves a route it does not own alone (a conflict;
+// one it owns deleted by hand it puts back at once), so the break
+// lasts until stopped. Stopping deletes it, and the agent's route must
+// be back within seconds, before the next step.
 func breakRoutes(ctx context.Context, t *testing.T, client, server *cluster.Node) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	deleted := 0
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			out, _ := exec.Command("nsenter", "--net="+client.NetNS, "ip", "-4", "route", "show", "proto", "97").Output()
-			for _, line := range strings.Split(string(out), "\n") {
-				if f := strings.Fields(line); len(f) > 2 && strings.Contains(line, "via "+server.IP+" ") {
-					if exec.Command("nsenter", "--net="+client.NetNS, "ip", "-4", "route", "del", f[0], "proto", "97").Run() == nil {
-						deleted++
-					}
-				}
-			}
-			time.Sleep(200 * time.Millisecond)
+	ip := func(args ...string) (string, error) {
+		out, err := exec.Command("nsenter", append([]string{"--net=" + client.NetNS, "ip", "-4", "route"}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	out, err := ip("show", "proto", "97")
+	if err != nil {
+		t.Fatalf("ip route on %s: %v: %s", client.Name, err, out)
+	}
+	var dst string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 2 && strings.Contains(line, "via "+server.IP+" ") {
+			dst = f[0]
 		}
-	}()
+	}
+	if dst == "" {
+		t.Fatalf("no route of %s via %s to break:\n%s", client.Name, server.IP, out)
+	}
+	if out, err := ip("replace", "blackhole", dst, "proto", "boot"); err != nil {
+		t.Fatalf("blackhole %s on %s: %v: %s", dst, client.Name, err, out)
+	}
 	return func() {
-		cancel()
-		<-done
-		t.Logf("deleted %s's route to %s's pods %d times", client.Name, server.Name, deleted)
-		if deleted == 0 {
-			t.Errorf("no route of %s via %s to delete", client.Name, server.IP)
+		if out, err := ip("del", "blackhole", dst, "proto", "boot"); err != nil {
+			t.Errorf("remove the blackhole %s on %s: %v: %s", dst, client.Name, err, out)
 		}
+		start := time.Now()
+		waitUntil(ctx, t, "the agent's route to "+dst+" back", 30*time.Second, func() error {
+			out, err := ip("show", "proto", "97", "exact", dst)
+			if err != nil || !strings.Contains(out, "via "+server.IP) {
+				return fmt.Errorf("%v: %q", err, out)
+			}
+			return nil
+		})
+		t.Logf("%s's route to %s's pods (%s) was back %s after the blackhole went", client.Name, server.Name, dst, time.Since(start).Round(time.Millisecond))
 	}
 }
 
