@@ -5,9 +5,11 @@ package etcdtest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -86,13 +88,24 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 	return c
 }
 
+// freeURL is a URL on a free port of 127.0.0.1 below Linux's ephemeral
+// range (32768 and up by default). A port the kernel picks (":0") is
+// one it may pick again for an outgoing connection, such as a started
+// member's to its peers, before the member meant for it binds it: a
+// 3-member start then fails, and a member that lost its peers never
+// stops (the 30-minute hang of a run beside other work).
 func freeURL(t testing.TB) url.URL {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("etcdtest: free port: %v", err)
+	for range 200 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return url.URL{Scheme: "http", Host: l.Addr().String()}
 	}
-	defer l.Close()
-	return url.URL{Scheme: "http", Host: l.Addr().String()}
+	t.Fatal("etcdtest: no free port in 20000-31999 after 200 tries")
+	return url.URL{}
 }
 
 func (c *Cluster) startMember(i int, wait bool) {
@@ -155,13 +168,24 @@ func (c *Cluster) Leader() int {
 // Running reports whether member i is running.
 func (c *Cluster) Running(i int) bool { return c.members[i].e != nil }
 
+// stopTimeout bounds a member's Close: a member that never reached its
+// peers may never return from it, and a test's cleanup must not hang.
+const stopTimeout = 30 * time.Second
+
 // Stop stops member i; its data stays for Restart.
 func (c *Cluster) Stop(i int) {
 	m := c.members[i]
-	if m.e != nil {
-		m.e.Close()
-		m.e = nil
+	if m.e == nil {
+		return
 	}
+	done := make(chan struct{})
+	go func() { m.e.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(stopTimeout):
+		c.t.Errorf("etcdtest: %s did not stop in %s; left running", m.cfg.Name, stopTimeout)
+	}
+	m.e = nil
 }
 
 // Restart starts a stopped member i again and waits until it is ready.
