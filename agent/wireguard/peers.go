@@ -23,7 +23,7 @@ type Peer struct {
 	Key      wgtypes.Key
 	Endpoint netip.AddrPort
 	// AllowedIPs are the prefixes routed through podnet.wg to the node,
-	// sorted.
+	// and the node's underlay address, sorted.
 	AllowedIPs []netip.Prefix
 }
 
@@ -63,7 +63,16 @@ func DesiredPeers(d route.Desired, nodes map[string]clusterstate.NodeRecord, sel
 		}
 		// A node with a key but no pod prefixes yet is a peer all the
 		// same: its first block then needs only an allowed IP.
-		peers = append(peers, Peer{Node: name, Key: key, Endpoint: netip.AddrPortFrom(rec.Address, uint16(port)), AllowedIPs: allowed[name]})
+		// The node's own address too: a packet the node sends itself
+		// to a pod here (the API server's proxy, a NodePort's SNAT, a
+		// host-network client) goes through its podnet.wg with that
+		// address as its source, and WireGuard drops what arrives from
+		// a peer with a source outside its allowed IPs. Nothing is
+		// routed to the address through podnet.wg: the device's own
+		// UDP goes to it on the underlay.
+		ips := append(slices.Clone(allowed[name]), netip.PrefixFrom(rec.Address, rec.Address.BitLen()))
+		slices.SortFunc(ips, comparePrefix)
+		peers = append(peers, Peer{Node: name, Key: key, Endpoint: netip.AddrPortFrom(rec.Address, uint16(port)), AllowedIPs: ips})
 	}
 	slices.SortFunc(peers, func(a, b Peer) int { return strings.Compare(a.Node, b.Node) })
 	slices.SortFunc(skipped, func(a, b Skipped) int { return strings.Compare(a.Node, b.Node) })

@@ -22,7 +22,9 @@ func mustKey(t *testing.T) wgtypes.Key {
 }
 
 // TestDesiredPeers: one peer per node with a usable key, AllowedIPs the
-// prefixes the routes send through podnet.wg to it (IPv4 and IPv6), the
+// prefixes the routes send through podnet.wg to it (IPv4 and IPv6) and
+// its underlay address (what its host's own packets to pods here come
+// from), the
 // endpoint its underlay address and the port; a node with a malformed
 // key or none is skipped by name and the other peers are unaffected.
 func TestDesiredPeers(t *testing.T) {
@@ -47,8 +49,8 @@ func TestDesiredPeers(t *testing.T) {
 	peers, skipped := DesiredPeers(d, nodes, "a", 51871)
 	want := []Peer{
 		{Node: "b", Key: kb, Endpoint: netip.MustParseAddrPort("198.18.0.12:51871"),
-			AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.244.0.64/26"), netip.MustParsePrefix("fd00::/122")}},
-		{Node: "c", Key: kc, Endpoint: netip.MustParseAddrPort("198.18.0.13:51871")},
+			AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.244.0.64/26"), netip.MustParsePrefix("198.18.0.12/32"), netip.MustParsePrefix("fd00::/122")}},
+		{Node: "c", Key: kc, Endpoint: netip.MustParseAddrPort("198.18.0.13:51871"), AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.18.0.13/32")}},
 	}
 	if !reflect.DeepEqual(peers, want) {
 		t.Errorf("peers\n%+v\nwant\n%+v", peers, want)

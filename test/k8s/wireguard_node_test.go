@@ -21,6 +21,7 @@ import (
 
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
+	podnetns "github.com/podnet/podnet/netns"
 	"github.com/podnet/podnet/test/k8s/cluster"
 )
 
@@ -291,4 +292,28 @@ func annotateNode(ctx context.Context, c *cluster.Cluster, name, key, value stri
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, key, v)
 	_, err := c.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err
+}
+
+// hostToRemotePod connects from node 1's own network namespace (as the
+// API server's pod proxy or a NodePort's SNAT would) to wg-b on node 2:
+// the packet goes through node 1's podnet.wg with node 1's address as
+// its source, which node 2's WireGuard accepts only because each peer's
+// allowed IPs hold its node's address too.
+func (w *wgWorld) hostToRemotePod(t *testing.T) {
+	t.Helper()
+	addr := net.JoinHostPort(w.bIP.String(), strconv.Itoa(diagPort))
+	var err error
+	for range 5 {
+		err = podnetns.Do(w.c.Nodes[0].NetNS, func() error {
+			conn, err := net.DialTimeout("tcp", addr, 3*time.Second)
+			if err == nil {
+				conn.Close()
+			}
+			return err
+		})
+		if err == nil {
+			return
+		}
+	}
+	t.Errorf("%s's host to wg-b on %s (%s) with encryption on: %v", w.c.Nodes[0].Name, w.c.Nodes[1].Name, addr, err)
 }

@@ -66,6 +66,7 @@ func TestWireGuard(t *testing.T) {
 	waitUntil(ctx, t, "the pods reaching each other", 2*time.Minute, func() error { return tr.settled(10) })
 	gapOn, tailOn := w.turnOn(ctx, t, tr)
 	checkNodesWG(ctx, t, c)
+	w.hostToRemotePod(t)
 	w.encryptedOnTheWire(t, "encryption on")
 	resumed := w.strictBlocked(ctx, t, tr)
 	gapKill := w.agentKilled(ctx, t, tr)
