@@ -22,8 +22,8 @@ func removeWireGuard(h *netlink.Handle, log *slog.Logger) error {
 		return err
 	}
 	log.Info("encryption none: removing the WireGuard device left by encryption wireguard", "device", WireGuardDevice, "kind", link.Type())
-	if err := dataplane.DeleteLink(h, WireGuardDevice); err != nil {
-		return fmt.Errorf("encryption none: %w", err)
+	if err := h.LinkDel(link); err != nil && !dataplane.IsNotFound(err) {
+		return fmt.Errorf("encryption none: delete link %s: %w", WireGuardDevice, err)
 	}
 	return nil
 }
