@@ -15,8 +15,9 @@
 // id into (dataplane/policyrules: the egress rule's id in label bits
 // 0-63, the ingress rule's in bits 64-127; Labels), and named through a
 // RuleIndex (policyrules.FlowIndex). ctnetlink's DESTROY event carries
-// no labels, so the labels of a NEW are remembered by conntrack id until
-// its DESTROY (remember.go, bounded). Only connections with a pod of this
+// no labels, so the rules of a NEW are remembered by conntrack id until
+// its DESTROY (remember.go, bounded): the End names the Start's rules
+// even when the policy changed in between. Only connections with a pod of this
 // node at one end are recorded (the Resolver says which pod holds an
 // address and where it runs). A connection kube-proxy DNATed has a
 // Service address as its original destination: the record's destination

@@ -67,7 +67,8 @@ type joiner struct {
 }
 
 // join makes the record of conntrack flow f at event ev (Start for
-// conntrack's new, End for its destroy), its rules from l. It reports
+// conntrack's new, End for its destroy), naming rules (j.rules of its
+// labels). It reports
 // false for a flow without a pod of this node at either end: the agent
 // of a node records its own pods' flows (a flow between two nodes' pods
 // is recorded by both nodes).
@@ -78,7 +79,7 @@ type joiner struct {
 // destination. The Service address is not recorded. Likewise the
 // destination port is the reply's source port: the pod's, not the
 // Service's.
-func (j joiner) join(now time.Time, ev flows.Event, f *conntrack.Flow, l Labels) (flows.Record, bool) {
+func (j joiner) join(now time.Time, ev flows.Event, f *conntrack.Flow, rules []flows.Rule) (flows.Record, bool) {
 	orig, reply := f.TupleOrig, f.TupleReply
 	proto := orig.Proto.Protocol
 	src := flows.Endpoint{IP: orig.IP.SourceAddress.Unmap()}
@@ -99,7 +100,7 @@ func (j joiner) join(now time.Time, ev flows.Event, f *conntrack.Flow, l Labels)
 		return flows.Record{}, false
 	}
 	r := flows.Record{Time: now, Node: j.node, Event: ev, Protocol: ProtocolName(proto),
-		Src: src, Dst: dst, Verdict: flows.Forwarded, Rules: j.rules(l)}
+		Src: src, Dst: dst, Verdict: flows.Forwarded, Rules: rules}
 	if ev == flows.End {
 		r.Packets = f.CountersOrig.Packets + f.CountersReply.Packets
 		r.Bytes = f.CountersOrig.Bytes + f.CountersReply.Bytes
@@ -117,7 +118,8 @@ func (j joiner) resolve(e *flows.Endpoint) bool {
 	return local && pod != ""
 }
 
-// rules are the egress side's rules, then the ingress side's.
+// rules are the rules of a label's ids: the egress side's, then the
+// ingress side's.
 func (j joiner) rules(l Labels) []flows.Rule {
 	if j.index == nil {
 		return nil

@@ -1,6 +1,7 @@
 package flowcap
 
 import (
+	"fmt"
 	"net/netip"
 	"reflect"
 	"testing"
@@ -109,7 +110,8 @@ func TestJoin(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := testJoiner().join(now, tt.ev, tt.f, tt.l)
+			j := testJoiner()
+			got, ok := j.join(now, tt.ev, tt.f, j.rules(tt.l))
 			if ok != tt.wantOK {
 				t.Fatalf("ok %v, want %v (%+v)", ok, tt.wantOK, got)
 			}
@@ -146,33 +148,40 @@ func TestProtocolName(t *testing.T) {
 	}
 }
 
-func TestLabelMemory(t *testing.T) {
-	lm := newLabelMemory(3)
-	lm.put(1, Labels{Egress: 1})
-	lm.put(2, Labels{}) // no labels: nothing remembered
-	lm.put(3, Labels{Ingress: 3})
-	if got := lm.take(1); got != (Labels{Egress: 1}) {
-		t.Errorf("take 1: %+v", got)
+func TestRuleMemory(t *testing.T) {
+	r := func(n int) []flows.Rule { return []flows.Rule{{Name: fmt.Sprint(n)}} }
+	name := func(rs []flows.Rule) string {
+		if len(rs) == 0 {
+			return ""
+		}
+		return rs[0].Name
 	}
-	if got := lm.take(1); got != (Labels{}) {
+	lm := newRuleMemory(3)
+	lm.put(1, r(1))
+	lm.put(2, nil) // no rules: nothing remembered
+	lm.put(3, r(3))
+	if got := name(lm.take(1)); got != "1" {
+		t.Errorf("take 1: %q", got)
+	}
+	if got := lm.take(1); got != nil {
 		t.Errorf("take 1 again: %+v", got)
 	}
 	// 1's slot is stale now; filling the ring drops the oldest live
 	// entry (3) only when its slot comes round.
-	lm.put(4, Labels{Egress: 4})
-	lm.put(5, Labels{Egress: 5})
+	lm.put(4, r(4))
+	lm.put(5, r(5))
 	if lm.len() != 3 {
 		t.Errorf("len %d, want 3", lm.len())
 	}
-	lm.put(6, Labels{Egress: 6}) // overwrites 3's slot
-	if got := lm.take(3); got != (Labels{}) {
+	lm.put(6, r(6)) // overwrites 3's slot
+	if got := lm.take(3); got != nil {
 		t.Errorf("3 survived its slot: %+v", got)
 	}
 	if lm.len() != 3 {
 		t.Errorf("len %d, want 3 (bounded)", lm.len())
 	}
-	for i := uint32(0); i < 1000; i++ {
-		lm.put(i, Labels{Egress: 1})
+	for i := range uint32(1000) {
+		lm.put(i, r(1))
 	}
 	if lm.len() > 3 {
 		t.Errorf("len %d beyond its bound", lm.len())

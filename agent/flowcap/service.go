@@ -70,8 +70,8 @@ type Service struct {
 	// foldMu guards fold, shared by the NFLOG reader and the expiry.
 	foldMu sync.Mutex
 	fold   *folder
-	// labels is the conntrack reader's own.
-	labels *labelMemory
+	// rules is the conntrack reader's own.
+	rules *ruleMemory
 }
 
 // New returns the capture; Run starts it.
@@ -84,7 +84,7 @@ func New(cfg Config) *Service {
 	}
 	return &Service{cfg: cfg, log: cfg.Logger.With("service", "flows"),
 		j:      joiner{node: cfg.Node, res: cfg.Resolver, index: cfg.Index},
-		readyC: make(chan struct{}), fold: newFolder(FoldWindow, DefaultFoldEntries), labels: newLabelMemory(DefaultLabelMemory)}
+		readyC: make(chan struct{}), fold: newFolder(FoldWindow, DefaultFoldEntries), rules: newRuleMemory(DefaultRuleMemory)}
 }
 
 // Ready returns nil while both sockets listen.
@@ -194,14 +194,13 @@ func (s *Service) conntrackEvent(now time.Time, ev *conntrack.Event) {
 	f := ev.Flow
 	switch ev.Type {
 	case conntrack.EventNew:
-		l := ParseLabels(f.Labels)
-		if rec, ok := s.j.join(now, flows.Start, f, l); ok {
-			s.labels.put(f.ID, l)
+		rules := s.j.rules(ParseLabels(f.Labels))
+		if rec, ok := s.j.join(now, flows.Start, f, rules); ok {
+			s.rules.put(f.ID, rules)
 			s.emit(rec)
 		}
 	case conntrack.EventDestroy:
-		l := s.labels.take(f.ID)
-		if rec, ok := s.j.join(now, flows.End, f, l); ok {
+		if rec, ok := s.j.join(now, flows.End, f, s.rules.take(f.ID)); ok {
 			s.emit(rec)
 		}
 	}
