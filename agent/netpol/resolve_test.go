@@ -8,9 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/podnet/podnet/agent/flowcap"
 	"github.com/podnet/podnet/flows"
 	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/policy"
+)
+
+// The service is the flow capture's resolver and rule index.
+var (
+	_ flowcap.Resolver  = (*Service)(nil)
+	_ flowcap.RuleIndex = (*Service)(nil)
 )
 
 func TestResolveAddr(t *testing.T) {
