@@ -140,18 +140,54 @@ func (n *testNode) addTestTable(t *testing.T) {
 				&expr.Immediate{Register: 1, Data: b[:]},
 				&expr.Ct{Key: expr.CtKeyLABELS, Register: 1, SourceRegister: true})})
 		}
-		prefix := PolicyPrefix + "00000000000000ab"
-		c.AddRule(&nftables.Rule{Table: tb, Chain: ch, Exprs: append(ipv4Pair(podA, podB),
-			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binary.BigEndian.AppendUint16(nil, 9999)},
-			&expr.Log{Key: 1<<unix.NFTA_LOG_GROUP | 1<<unix.NFTA_LOG_PREFIX, Group: DefaultGroup, Data: []byte(prefix)},
-			&expr.Verdict{Kind: expr.VerdictDrop})})
+		for port, prefix := range map[uint16]string{9999: PolicyPrefix + "00000000000000ab", 9998: GuardPrefix} {
+			c.AddRule(&nftables.Rule{Table: tb, Chain: ch, Exprs: append(ipv4Pair(podA, podB),
+				&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binary.BigEndian.AppendUint16(nil, port)},
+				&expr.Log{Key: 1<<unix.NFTA_LOG_GROUP | 1<<unix.NFTA_LOG_PREFIX, Group: DefaultGroup, Data: []byte(prefix)},
+				&expr.Verdict{Kind: expr.VerdictDrop})})
+		}
 		return c.Flush()
 	})
 	if err != nil {
 		t.Fatalf("test table: %v", err)
+	}
+}
+
+// serviceAddr is a Service's address the test's DNAT rule sends to B's
+// port 8080, as kube-proxy's would.
+var serviceAddr = netip.MustParseAddr("10.96.0.10")
+
+// addServiceDNAT sends TCP to serviceAddr:80 to B:8080 at prerouting.
+func (n *testNode) addServiceDNAT(t *testing.T) {
+	t.Helper()
+	err := netns.Do(n.ns, func() error {
+		c, err := nftables.New()
+		if err != nil {
+			return err
+		}
+		tb := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "flowcap-test-nat"})
+		ch := c.AddChain(&nftables.Chain{Name: "prerouting", Table: tb, Type: nftables.ChainTypeNAT,
+			Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest})
+		c.AddRule(&nftables.Rule{Table: tb, Chain: ch, Exprs: []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: serviceAddr.AsSlice()},
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binary.BigEndian.AppendUint16(nil, 80)},
+			&expr.Immediate{Register: 1, Data: podB.AsSlice()},
+			&expr.Immediate{Register: 2, Data: binary.BigEndian.AppendUint16(nil, 8080)},
+			&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2},
+		}})
+		return c.Flush()
+	})
+	if err != nil {
+		t.Fatalf("DNAT table: %v", err)
 	}
 }
 

@@ -124,6 +124,39 @@ func TestCaptureTCP(t *testing.T) {
 	}
 }
 
+// A connection to a Service's address that the node DNATs to a pod is
+// recorded with that pod as its destination, and its port; the Service
+// address is in no record.
+func TestCaptureServiceDNAT(t *testing.T) {
+	n := newTestNode(t)
+	n.addTestTable(t)
+	n.addServiceDNAT(t)
+	s := &sink{}
+	n.startCapture(t, s, nil)
+	n.serveTCP(t, 8080)
+	var c net.Conn
+	inNS(t, n.a.ns, func() (err error) {
+		c, err = net.DialTimeout("tcp4", serviceAddr.String()+":80", 5*time.Second)
+		return err
+	})
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c.Write([]byte("hello"))
+	if _, err := io.ReadFull(c, make([]byte, 5)); err != nil {
+		t.Fatal(err)
+	}
+	sport := uint16(c.LocalAddr().(*net.TCPAddr).Port)
+	c.Close()
+	start := waitOne(t, s, "the Service flow's start", between(podA, podB, "TCP", 8080, flows.Start))
+	if start.Src != epA(sport) || start.Dst != epB(8080) || !reflect.DeepEqual(start.Rules, []flows.Rule{egressRule, ingressRule}) {
+		t.Errorf("start %+v", start)
+	}
+	n.flushConntrack(t)
+	waitOne(t, s, "the Service flow's end", between(podA, podB, "TCP", 8080, flows.End))
+	if got := s.matching(func(r flows.Record) bool { return r.Dst.IP == serviceAddr || r.Src.IP == serviceAddr }); len(got) != 0 {
+		t.Errorf("the Service address recorded: %+v", got)
+	}
+}
+
 // A UDP exchange likewise.
 func TestCaptureUDP(t *testing.T) {
 	n := newTestNode(t)
@@ -207,8 +240,24 @@ func TestCaptureDrop(t *testing.T) {
 	if got := s.matching(dropped); len(got) != 1 {
 		t.Errorf("%d Start records for one burst", len(got))
 	}
-	if got := s.matching(func(r flows.Record) bool { return r.Verdict == flows.Forwarded && r.Dst.Port == 9999 }); len(got) != 0 {
+	// The guard's drop: dropped-guard, no rules.
+	var g net.Conn
+	inNS(t, n.a.ns, func() (err error) {
+		g, err = net.Dial("udp4", podB.String()+":9998")
+		return err
+	})
+	defer g.Close()
+	g.Write([]byte("forged"))
+	guard := waitOne(t, s, "the guard's drop", between(podA, podB, "UDP", 9998, flows.Start))
+	if guard.Verdict != flows.DroppedGuard || guard.Rules != nil || guard.Packets != 1 {
+		t.Errorf("guard drop %+v", guard)
+	}
+	if got := s.matching(func(r flows.Record) bool { return r.Verdict == flows.Forwarded && r.Dst.Port >= 9998 }); len(got) != 0 {
 		t.Errorf("dropped flow recorded as forwarded: %+v", got)
+	}
+	time.Sleep(FoldWindow + 200*time.Millisecond)
+	if got := s.matching(between(podA, podB, "UDP", 9998, flows.End)); len(got) != 0 {
+		t.Errorf("a burst of one packet ended with a record: %+v", got)
 	}
 }
 
