@@ -42,10 +42,13 @@
 // an End record with the count when the window closes (only when more
 // than one packet came); the open bursts are bounded (4096).
 //
-// Losses: the sockets' receive buffers are large (4 MiB, forced past
-// rmem_max); when the kernel still drops events (ENOBUFS), Config.Lost
+// Losses: the conntrack socket's receive buffer is large (4 MiB, forced
+// past rmem_max; NFLOG's drops are rate-limited in the rules); when the
+// kernel still drops events (ENOBUFS), Config.Lost
 // is called with the source ("conntrack" or "nflog": the metric
-// podnet_flow_capture_lost_total) and the listener keeps going.
+// podnet_flow_capture_lost_total), once per conntrack event lost (the
+// socket's drop count, SO_MEMINFO) or per NFLOG overrun, and the
+// listener keeps going.
 //
 // The package must not write to the API, change any rule or table, or
 // switch a thread's namespace except through netns.Do when it opens its

@@ -43,6 +43,8 @@ var (
 type testNode struct {
 	ns   string
 	a, b testPod
+	// rcvbuf is the capture's Config.ReceiveBuffer.
+	rcvbuf int
 }
 
 func newTestNode(t *testing.T) *testNode {
@@ -224,9 +226,14 @@ func (n *testNode) flushConntrack(t *testing.T) {
 type sink struct {
 	mu   sync.Mutex
 	recs []flows.Record
+	// gate, when set, holds the first record back until it is closed.
+	gate chan struct{}
 }
 
 func (s *sink) add(r flows.Record) {
+	if s.gate != nil {
+		<-s.gate
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.recs = append(s.recs, r)
@@ -249,7 +256,7 @@ func (s *sink) matching(ok func(flows.Record) bool) []flows.Record {
 func (n *testNode) startCapture(t *testing.T, s *sink, lost func(string)) (*Service, string) {
 	t.Helper()
 	rec := filepath.Join(t.TempDir(), "sysctls.json")
-	svc := New(Config{NetNS: n.ns, Node: "node-1", Sink: s.add, Lost: lost, SysctlRecord: rec,
+	svc := New(Config{NetNS: n.ns, Node: "node-1", Sink: s.add, Lost: lost, SysctlRecord: rec, ReceiveBuffer: n.rcvbuf,
 		Resolver: fakePods{podA: {"x", "a", true}, podB: {"x", "b", true}},
 		Index:    fakeIndex{egressID: {egressRule}, ingressID: {ingressRule}, denyID: {denyRule}},
 	})

@@ -44,14 +44,19 @@ type Config struct {
 	// Sink receives every record, from one goroutine at a time; it must
 	// not block (the kernel drops the events that come meanwhile).
 	Sink func(flows.Record)
-	// Lost is called with SourceConntrack or SourceNFLOG each time the
-	// kernel dropped events of that source (nil: not counted).
+	// Lost is called with SourceConntrack for each conntrack event the
+	// kernel dropped (the socket's drop count), and with SourceNFLOG each
+	// time the NFLOG socket overran (the kernel does not say by how
+	// much); nil: not counted.
 	Lost func(source string)
 	// SysctlRecord is the file in which the original value of
 	// nf_conntrack_acct is recorded before it is first changed
 	// (internal/sysctlrecord); empty: not recorded.
 	SysctlRecord string
-	Logger       *slog.Logger
+	// ReceiveBuffer is the conntrack socket's receive buffer in bytes
+	// (default ReceiveBuffer).
+	ReceiveBuffer int
+	Logger        *slog.Logger
 }
 
 // Service captures flows until its context ends. Create it with New.
@@ -81,6 +86,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.ReceiveBuffer <= 0 {
+		cfg.ReceiveBuffer = ReceiveBuffer
 	}
 	return &Service{cfg: cfg, log: cfg.Logger.With("service", "flows"),
 		j:      joiner{node: cfg.Node, res: cfg.Resolver, index: cfg.Index},
@@ -150,7 +158,7 @@ func (s *Service) open() (ct *ctConn, lg *nflog.Conn, err error) {
 		write = sysctlrecord.Writer(s.cfg.SysctlRecord)
 	}
 	open := func() error {
-		if ct, err = listenConntrack(); err != nil {
+		if ct, err = listenConntrack(s.cfg.ReceiveBuffer); err != nil {
 			return err
 		}
 		if lg, err = nflog.Listen(s.cfg.Group); err != nil {
@@ -175,10 +183,9 @@ func (s *Service) open() (ct *ctConn, lg *nflog.Conn, err error) {
 // readConntrack turns the events into records until the socket closes.
 func (s *Service) readConntrack(c *ctConn) error {
 	for {
-		evs, err := c.receive()
-		if errors.Is(err, errLost) {
+		evs, lost, err := c.receive()
+		for range lost {
 			s.lost(SourceConntrack)
-			continue
 		}
 		if err != nil {
 			return fmt.Errorf("flowcap: conntrack events: %w", err)
