@@ -47,6 +47,23 @@ func listenConntrack(rcvbuf int) (*ctConn, error) {
 	return &ctConn{c: c}, nil
 }
 
+// loadConntrack makes the kernel load nf_conntrack_netlink, and with it
+// nf_conntrack, before nf_conntrack_acct is written: joining the event
+// groups only asks for the module without waiting (request_module_nowait),
+// while a request is held until the module is there. One request, in the
+// calling thread's namespace.
+func loadConntrack() error {
+	c, err := conntrack.Dial(nil)
+	if err != nil {
+		return fmt.Errorf("flowcap: open conntrack netlink socket: %w", err)
+	}
+	defer c.Close()
+	if _, err := c.StatsGlobal(); err != nil {
+		return fmt.Errorf("flowcap: conntrack (is nf_conntrack available?): %w", err)
+	}
+	return nil
+}
+
 // setReceiveBuffer forces the buffer's size past rmem_max
 // (SO_RCVBUFFORCE, root only), falling back to what rmem_max allows.
 func setReceiveBuffer(c *netlink.Conn, n int) error {

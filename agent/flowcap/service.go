@@ -149,9 +149,8 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 // open binds both sockets and sets nf_conntrack_acct in the node's
-// namespace. The conntrack socket first: joining its groups loads
-// nf_conntrack_netlink, and with it nf_conntrack, whose sysctls appear
-// only then.
+// namespace, once nf_conntrack, whose sysctls appear only then, is
+// surely loaded (loadConntrack).
 func (s *Service) open() (ct *ctConn, lg *nflog.Conn, err error) {
 	write := dataplane.WriteSysctls
 	if s.cfg.SysctlRecord != "" {
@@ -165,12 +164,16 @@ func (s *Service) open() (ct *ctConn, lg *nflog.Conn, err error) {
 			ct.close()
 			return fmt.Errorf("flowcap: %w", err)
 		}
-		if err = write([]dataplane.Sysctl{AcctSysctl}); err != nil {
+		if err = loadConntrack(); err == nil {
+			if err = write([]dataplane.Sysctl{AcctSysctl}); err != nil {
+				err = fmt.Errorf("flowcap: conntrack counters: %w", err)
+			}
+		}
+		if err != nil {
 			ct.close()
 			lg.Close()
-			return fmt.Errorf("flowcap: conntrack counters: %w", err)
 		}
-		return nil
+		return err
 	}
 	if s.cfg.NetNS != "" {
 		err = netns.Do(s.cfg.NetNS, open)
@@ -190,7 +193,7 @@ func (s *Service) readConntrack(c *ctConn) error {
 		if err != nil {
 			return fmt.Errorf("flowcap: conntrack events: %w", err)
 		}
-		now := time.Now()
+		now := time.Now().UTC()
 		for i := range evs {
 			s.conntrackEvent(now, &evs[i])
 		}
@@ -224,7 +227,7 @@ func (s *Service) readNFLOG(c *nflog.Conn) error {
 		if err != nil {
 			return fmt.Errorf("flowcap: NFLOG group %d: %w", s.cfg.Group, err)
 		}
-		now := time.Now()
+		now := time.Now().UTC()
 		for _, r := range recs {
 			rec, k, ok := s.j.drop(now, r)
 			if !ok {
