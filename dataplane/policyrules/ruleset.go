@@ -75,6 +75,7 @@ const (
 	ruleDeny                      // counter drop
 	ruleLog                       // limit name deny-log log group N prefix "...": the deny log, before ruleDeny
 	ruleGoto                      // goto target: the end of the Admin tier, on to the tail chain
+	ruleFlowLog                   // limit name flow-log log group N prefix "podnet-flow <id>": before ruleDeny
 )
 
 // verdict is what a matching ruleAllow or ruleNamed rule does.
@@ -85,6 +86,7 @@ const (
 	verdictDrop                  // counter drop: a ClusterNetworkPolicy Deny
 	verdictGoto                  // counter goto target: an Admin tier Pass
 	verdictLog                   // the deny log's record, before the same match's drop
+	verdictFlowLog               // the flow log's record, before the same match's drop
 )
 
 // rule is one rule of a pod chain. The remote address is the source for
@@ -108,6 +110,9 @@ type rule struct {
 	action  policy.Action
 	verdict verdict
 	target  string
+	// flowID is the rule's flow id (WithFlowLabels): the label a
+	// returning rule sets, the prefix a flow log rule writes; 0 without.
+	flowID uint64
 }
 
 // comment is the rule's user data: what Counters reads back, and what
@@ -120,13 +125,18 @@ func (r rule) comment(c *chain) string {
 		return fmt.Sprintf("deny %s %s", c.pod, c.dir)
 	case ruleLog:
 		return fmt.Sprintf("log %s %s", c.pod, c.dir)
+	case ruleFlowLog:
+		return fmt.Sprintf("flow %s %s", c.pod, c.dir)
 	case ruleGoto:
 		return fmt.Sprintf("tail %s %s", c.pod, c.dir)
 	}
 	if r.tier != 0 {
 		what := "cnp"
-		if r.verdict == verdictLog {
+		switch r.verdict {
+		case verdictLog:
 			what = "cnp-log"
+		case verdictFlowLog:
+			what = "cnp-flow"
 		}
 		return fmt.Sprintf("%s %s %s %s %s %d", what, r.tier, r.action, r.policy, c.dir, r.index)
 	}
@@ -137,12 +147,23 @@ func (r rule) comment(c *chain) string {
 // with the deny log's rule when denyLog. Pods of other nodes are left
 // out: their own nodes enforce their policy.
 func build(ir *policy.IR, node string, denyLog bool) *ruleset {
+	return buildWith(ir, node, buildOptions{denyLog: denyLog})
+}
+
+// buildOptions are what the Renderer's options add to the rules.
+type buildOptions struct {
+	denyLog bool
+	// flow: the flow labels and the flow log (WithFlowLabels).
+	flow bool
+}
+
+func buildWith(ir *policy.IR, node string, o buildOptions) *ruleset {
 	rs := &ruleset{
 		sets:   map[string]*set{},
 		chains: map[string]*chain{},
 		maps:   map[string]map[netip.Addr]string{mapIn4: {}, mapIn6: {}, mapOut4: {}, mapOut6: {}},
 	}
-	b := builder{ir: ir, rs: rs, denyLog: denyLog}
+	b := builder{ir: ir, rs: rs, denyLog: o.denyLog, flow: o.flow}
 	b.index()
 	// Both node sets exist always: the base chains refer to them.
 	node4 := rs.addrSet(setNode4, kindAddr4, "node "+node)
@@ -216,6 +237,7 @@ type builder struct {
 	ir      *policy.IR
 	rs      *ruleset
 	denyLog bool
+	flow    bool
 	peers   map[string]*policy.PeerSet
 	cidrs   map[string]*policy.CIDRSet
 	ports   map[string]*policy.PortSet
@@ -265,44 +287,64 @@ func (b *builder) chain(p *policy.PodRules, d Direction, dir *policy.Direction) 
 		passTo = tail.name
 	}
 	for _, r := range dir.Admin {
-		c.rules = append(c.rules, b.tierRules(r, passTo)...)
+		c.rules = append(c.rules, b.tierRules(r, passTo, d)...)
 	}
 	if tail != nil {
 		c.rules = append(c.rules, rule{kind: ruleGoto, target: tail.name})
 	}
 	if !dir.Isolated {
 		for _, r := range dir.Baseline {
-			rest.rules = append(rest.rules, b.tierRules(r, "")...)
+			rest.rules = append(rest.rules, b.tierRules(r, "", d)...)
 		}
 		return c, tail
 	}
 	for _, r := range dir.Rules {
-		rest.rules = append(rest.rules, b.rules(r)...)
+		rs := b.rules(r)
+		if b.flow {
+			id := ruleID(npRule(r.Policy, d, r.Index, "Allow"))
+			for i := range rs {
+				rs[i].flowID = id
+			}
+		}
+		rest.rules = append(rest.rules, rs...)
 	}
 	if b.denyLog {
 		rest.rules = append(rest.rules, rule{kind: ruleLog})
+	}
+	if b.flow {
+		rest.rules = append(rest.rules, rule{kind: ruleFlowLog, flowID: dropID(p.Pod, d, dir.IsolatedBy)})
 	}
 	rest.rules = append(rest.rules, rule{kind: ruleDeny})
 	return c, tail
 }
 
-// tierRules renders a ClusterNetworkPolicy rule: what it matches as an
-// allow rule's match, and its action as the verdict: Accept returns
-// (this side allows), Deny drops (after the deny log's record), Pass goes
-// to passTo (the Admin tier's tail) or, in the Baseline tier, returns:
-// the default allows.
-func (b *builder) tierRules(r *policy.TierRule, passTo string) []rule {
+// tierRules renders a ClusterNetworkPolicy rule of direction d: what it
+// matches as an allow rule's match, and its action as the verdict: Accept
+// returns (this side allows), Deny drops (after the deny log's and the
+// flow log's records), Pass goes to passTo (the Admin tier's tail) or, in
+// the Baseline tier, returns: the default allows. With the flow labels,
+// every rule that returns or logs carries the rule's id.
+func (b *builder) tierRules(r *policy.TierRule, passTo string, d Direction) []rule {
 	var out []rule
+	var id uint64
+	if b.flow && (r.Ref.Action != policy.Pass || passTo == "") {
+		id = ruleID(cnpRule(r.Ref, d))
+	}
 	for _, x := range b.rules(&r.Rule) {
-		x.tier, x.action = r.Ref.Tier, r.Ref.Action
+		x.tier, x.action, x.flowID = r.Ref.Tier, r.Ref.Action, id
 		switch r.Ref.Action {
 		case policy.Deny:
 			if b.denyLog {
 				l := x
-				l.verdict = verdictLog
+				l.verdict, l.flowID = verdictLog, 0
 				out = append(out, l)
 			}
-			x.verdict = verdictDrop
+			if b.flow {
+				l := x
+				l.verdict = verdictFlowLog
+				out = append(out, l)
+			}
+			x.verdict, x.flowID = verdictDrop, 0
 		case policy.Pass:
 			if passTo != "" {
 				x.verdict, x.target = verdictGoto, passTo
