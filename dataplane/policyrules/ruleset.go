@@ -69,24 +69,24 @@ type chain struct {
 type ruleKind uint8
 
 const (
-	ruleSelf  ruleKind = iota + 1 // the remote end is the pod itself: return
-	ruleAllow                     // remote in peer, protocol . port in ports: counter return
-	ruleNamed                     // destination . protocol . port in named: counter return
-	ruleDeny                      // counter drop
-	ruleLog                       // limit name deny-log log group N prefix "...": the deny log, before ruleDeny
-	ruleGoto                      // goto target: the end of the Admin tier, on to the tail chain
-	ruleFlowLog                   // limit name flow-log log group N prefix "podnet-flow <id>": before ruleDeny
+	ruleSelf    ruleKind = iota + 1 // the remote end is the pod itself: return
+	ruleAllow                       // remote in peer, protocol . port in ports: counter return
+	ruleNamed                       // destination . protocol . port in named: counter return
+	ruleDeny                        // counter drop
+	ruleLog                         // limit name deny-log log group N prefix "...": the deny log, before ruleDeny
+	ruleGoto                        // goto target: the end of the Admin tier, on to the tail chain
+	ruleFlowLog                     // limit name flow-log log group N prefix "podnet-flow <id>": before ruleDeny
 )
 
 // verdict is what a matching ruleAllow or ruleNamed rule does.
 type verdict uint8
 
 const (
-	verdictReturn verdict = iota // counter return: this side allows
-	verdictDrop                  // counter drop: a ClusterNetworkPolicy Deny
-	verdictGoto                  // counter goto target: an Admin tier Pass
-	verdictLog                   // the deny log's record, before the same match's drop
-	verdictFlowLog               // the flow log's record, before the same match's drop
+	verdictReturn  verdict = iota // counter return: this side allows
+	verdictDrop                   // counter drop: a ClusterNetworkPolicy Deny
+	verdictGoto                   // counter goto target: an Admin tier Pass
+	verdictLog                    // the deny log's record, before the same match's drop
+	verdictFlowLog                // the flow log's record, before the same match's drop
 )
 
 // rule is one rule of a pod chain. The remote address is the source for
