@@ -1,0 +1,236 @@
+package dataplane
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/nftables/expr"
+	"github.com/podnet/podnet/dataplane/nflog"
+	"github.com/podnet/podnet/dataplane/tag"
+	"github.com/podnet/podnet/netns"
+)
+
+// guardLog collects the NFLOG records of group FlowLogGroup.
+type guardLog struct {
+	mu   sync.Mutex
+	recs []nflog.Record
+}
+
+func (l *guardLog) from(src netip.Addr) []nflog.Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []nflog.Record
+	for _, r := range l.recs {
+		if r.Src == src {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func listenGuardLog(t *testing.T, path string) *guardLog {
+	t.Helper()
+	c, err := nflog.Listen(FlowLogGroup, nflog.WithNetNSFd(nsFd(t, path)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &guardLog{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			recs, err := c.Receive()
+			if errors.Is(err, nflog.ErrLost) {
+				continue
+			}
+			if err != nil {
+				return
+			}
+			l.mu.Lock()
+			l.recs = append(l.recs, recs...)
+			l.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { c.Close(); <-done })
+	return l
+}
+
+// TestGuardLogsDrops: a packet the source guard drops, for a forged
+// source address or a forged MAC, comes on NFLOG group FlowLogGroup with
+// the prefix GuardLogPrefix; a packet it accepts still gets through and
+// is not logged; the base chain keeps its number of rules (what an older
+// podnet's CHECK compares).
+func TestGuardLogsDrops(t *testing.T) {
+	host, ctr := newNS(t), newNS(t)
+	hh, ch := handleIn(t, host), handleIn(t, ctr)
+	name := HostVethName("ctr1", "eth0")
+	hmac, cmac := AttachmentMACs("ctr1", "eth0")
+	idx, err := CreateVeth(hh, Veth{HostName: name, HostMAC: hmac, PeerName: "eth0", PeerMAC: cmac, PeerNSFd: nsFd(t, ctr)})
+	must(t, err)
+	must(t, AddAddr(hh, idx, netip.MustParsePrefix("10.1.0.1/24")))
+	eth, err := LinkByName(ch, "eth0")
+	must(t, err)
+	own, forged := netip.MustParseAddr("10.1.0.5"), netip.MustParseAddr("10.1.0.99")
+	for _, p := range []string{"10.1.0.5/24", "10.1.0.99/24"} {
+		must(t, AddAddr(ch, eth.Attrs().Index, netip.MustParsePrefix(p)))
+	}
+	must(t, SetUp(ch, eth.Attrs().Index))
+	g := Guard{Owner: tag.Owner{Network: "n1", ContainerID: "ctr1", IfName: "eth0"}, HostIf: name, PodMAC: cmac, Addrs: []netip.Addr{own}}
+	must(t, netns.Do(host, func() error {
+		gs, err := NewGuards()
+		if err != nil {
+			return err
+		}
+		defer gs.Close()
+		if err := gs.Install(g); err != nil {
+			return err
+		}
+		if ok, err := gs.Current(g); !ok || err != nil {
+			t.Errorf("Current after Install = %v, %v", ok, err)
+		}
+		return nil
+	}))
+	log := listenGuardLog(t, host)
+	var srv *net.UDPConn
+	must(t, netns.Do(host, func() (err error) {
+		srv, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(10, 1, 0, 1), Port: 9999})
+		return err
+	}))
+	defer srv.Close()
+	send := func(src netip.Addr, msg string) {
+		t.Helper()
+		must(t, netns.Do(ctr, func() error {
+			c, err := net.DialUDP("udp", &net.UDPAddr{IP: src.AsSlice()}, &net.UDPAddr{IP: net.IPv4(10, 1, 0, 1), Port: 9999})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_, err = c.Write([]byte(msg))
+			return err
+		}))
+	}
+	received := func(wait time.Duration) string {
+		buf := make([]byte, 64)
+		must(t, srv.SetReadDeadline(time.Now().Add(wait)))
+		n, _, err := srv.ReadFromUDP(buf)
+		if err != nil {
+			return ""
+		}
+		return string(buf[:n])
+	}
+	send(own, "own")
+	if got := received(2 * time.Second); got != "own" {
+		t.Fatalf("the pod's own packet did not get through: %q", got)
+	}
+	send(forged, "forged")
+	if got := received(300 * time.Millisecond); got != "" {
+		t.Fatalf("a forged source got through: %q", got)
+	}
+	waitGuardRecord(t, log, forged, "a forged source")
+	if recs := log.from(own); len(recs) != 0 {
+		t.Errorf("an accepted packet was logged: %+v", recs)
+	}
+	// A forged MAC: the pod's own address from another MAC.
+	must(t, ch.LinkSetHardwareAddr(eth, net.HardwareAddr{2, 0, 0, 0, 0, 0x99}))
+	send(own, "mac")
+	if got := received(300 * time.Millisecond); got != "" {
+		t.Fatalf("a forged MAC got through: %q", got)
+	}
+	waitGuardRecord(t, log, own, "a forged MAC")
+}
+
+func waitGuardRecord(t *testing.T, log *guardLog, src netip.Addr, what string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, r := range log.from(src) {
+			if r.Prefix == GuardLogPrefix && r.DstPort == 9999 {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("no %s record of %s's packet dropped by the guard; records from it: %+v", GuardLogPrefix, what, log.from(src))
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGuardOlderTableKeepsItsRules: a guard table an older podnet wrote
+// (plain drops, no drop-log chain) is left as it is by Install, which
+// adds elements only while the table is there, and is Current: its
+// drops log nothing until the table is written again (after a reboot,
+// an uninstall, or its deletion), which the next Install then does.
+func TestGuardOlderTableKeepsItsRules(t *testing.T) {
+	host := newNS(t)
+	_, cmac := AttachmentMACs("ctr1", "eth0")
+	g := Guard{Owner: tag.Owner{Network: "n1", ContainerID: "ctr1", IfName: "eth0"}, HostIf: HostVethName("ctr1", "eth0"),
+		PodMAC: cmac, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.5")}}
+	g2 := g
+	g2.Owner.ContainerID, g2.HostIf = "ctr2", HostVethName("ctr2", "eth0")
+	must(t, netns.Do(host, func() error {
+		gs, err := NewGuards()
+		if err != nil {
+			return err
+		}
+		defer gs.Close()
+		must(t, gs.Install(g))
+		// The older podnet's rules: drops where this one goes to drop-log.
+		o := newGuardObjects(false)
+		gs.conn.FlushChain(o.chain)
+		for _, r := range o.rules() {
+			for i, e := range r.Exprs {
+				if v, ok := e.(*expr.Verdict); ok && v.Kind == expr.VerdictGoto {
+					r.Exprs[i] = &expr.Verdict{Kind: expr.VerdictDrop}
+				}
+			}
+			gs.conn.AddRule(r)
+		}
+		gs.conn.FlushChain(o.drop)
+		gs.conn.DelChain(o.drop)
+		gs.conn.DeleteObject(o.limit)
+		must(t, gs.conn.Flush())
+
+		must(t, gs.Install(g2))
+		if n := gotos(t, gs, o); n != 0 {
+			t.Errorf("Install rewrote an older table's rules (%d gotos)", n)
+		}
+		for _, x := range []Guard{g, g2} {
+			if ok, err := gs.Current(x); !ok || err != nil {
+				t.Errorf("an older table's guard of %s is not Current: %v", x.HostIf, err)
+			}
+		}
+		gs.conn.DelTable(o.table)
+		must(t, gs.conn.Flush())
+		must(t, gs.Install(g))
+		if n := gotos(t, gs, o); n != 2 {
+			t.Errorf("a table written again has %d gotos to %s, want 2 (the MAC drop, the final drop)", n, guardDropChainName)
+		}
+		gs.conn.DelTable(o.table)
+		return gs.conn.Flush()
+	}))
+}
+
+// gotos counts the base chain's rules that go to drop-log.
+func gotos(t *testing.T, gs *Guards, o *guardObjects) int {
+	t.Helper()
+	rules, err := gs.conn.GetRules(o.table, o.chain)
+	must(t, err)
+	n := 0
+	for _, r := range rules {
+		for _, e := range r.Exprs {
+			if v, ok := e.(*expr.Verdict); ok && v.Kind == expr.VerdictGoto && v.Chain == guardDropChainName {
+				n++
+			}
+		}
+	}
+	return n
+}
