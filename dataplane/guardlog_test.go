@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/podnet/podnet/dataplane/nflog"
 	"github.com/podnet/podnet/dataplane/tag"
 	"github.com/podnet/podnet/netns"
+	"github.com/vishvananda/netlink"
 )
 
 // guardLog collects the NFLOG records of group FlowLogGroup.
@@ -62,16 +64,29 @@ func listenGuardLog(t *testing.T, path string) *guardLog {
 // TestGuardLogsDrops: a packet the source guard drops, for a forged
 // source address or a forged MAC, comes on NFLOG group FlowLogGroup with
 // the prefix GuardLogPrefix; a packet it accepts still gets through and
-// is not logged; the base chain keeps its number of rules (what an older
-// podnet's CHECK compares).
+// is not logged. For a routed pod (inet table) and a bridge port (bridge
+// table).
 func TestGuardLogsDrops(t *testing.T) {
+	for _, bridged := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bridged=%v", bridged), func(t *testing.T) { testGuardLogsDrops(t, bridged) })
+	}
+}
+
+func testGuardLogsDrops(t *testing.T, bridged bool) {
 	host, ctr := newNS(t), newNS(t)
 	hh, ch := handleIn(t, host), handleIn(t, ctr)
 	name := HostVethName("ctr1", "eth0")
 	hmac, cmac := AttachmentMACs("ctr1", "eth0")
 	idx, err := CreateVeth(hh, Veth{HostName: name, HostMAC: hmac, PeerName: "eth0", PeerMAC: cmac, PeerNSFd: nsFd(t, ctr)})
 	must(t, err)
-	must(t, AddAddr(hh, idx, netip.MustParsePrefix("10.1.0.1/24")))
+	gw, gwMAC := idx, hmac
+	if bridged {
+		br, err := EnsureBridge(hh, Bridge{Name: "br0"})
+		must(t, err)
+		must(t, SetMaster(hh, idx, br.Index))
+		gw, gwMAC = br.Index, br.HardwareAddr
+	}
+	must(t, AddAddr(hh, gw, netip.MustParsePrefix("10.1.0.1/24")))
 	eth, err := LinkByName(ch, "eth0")
 	must(t, err)
 	own, forged := netip.MustParseAddr("10.1.0.5"), netip.MustParseAddr("10.1.0.99")
@@ -79,7 +94,7 @@ func TestGuardLogsDrops(t *testing.T) {
 		must(t, AddAddr(ch, eth.Attrs().Index, netip.MustParsePrefix(p)))
 	}
 	must(t, SetUp(ch, eth.Attrs().Index))
-	g := Guard{Owner: tag.Owner{Network: "n1", ContainerID: "ctr1", IfName: "eth0"}, HostIf: name, PodMAC: cmac, Addrs: []netip.Addr{own}}
+	g := Guard{Owner: tag.Owner{Network: "n1", ContainerID: "ctr1", IfName: "eth0"}, HostIf: name, PodMAC: cmac, Addrs: []netip.Addr{own}, Bridged: bridged}
 	must(t, netns.Do(host, func() error {
 		gs, err := NewGuards()
 		if err != nil {
@@ -136,6 +151,11 @@ func TestGuardLogsDrops(t *testing.T) {
 	}
 	// A forged MAC: the pod's own address from another MAC.
 	must(t, ch.LinkSetHardwareAddr(eth, net.HardwareAddr{2, 0, 0, 0, 0, 0x99}))
+	// The new MAC flushed the pod's neighbours, and its ARP from that
+	// MAC is dropped too (a bridge port's guard sees it): a static
+	// neighbour lets the datagram go.
+	must(t, ch.NeighSet(&netlink.Neigh{LinkIndex: eth.Attrs().Index, State: netlink.NUD_PERMANENT,
+		IP: net.IPv4(10, 1, 0, 1), HardwareAddr: gwMAC}))
 	send(own, "mac")
 	if got := received(300 * time.Millisecond); got != "" {
 		t.Fatalf("a forged MAC got through: %q", got)
