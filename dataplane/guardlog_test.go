@@ -234,6 +234,16 @@ func TestGuardOlderTableKeepsItsRules(t *testing.T) {
 		if n := gotos(t, gs, o); n != 2 {
 			t.Errorf("a table written again has %d gotos to %s, want 2 (the MAC drop, the final drop)", n, guardDropChainName)
 		}
+		// Declaring over a table of this version (racing ADDs, a set gone)
+		// leaves one copy of every rule.
+		for range 2 {
+			must(t, gs.addBatch(newGuardObjects(false), nil, true))
+		}
+		drops, err := gs.conn.GetRules(o.table, o.drop)
+		must(t, err)
+		if n := gotos(t, gs, o); n != 2 || len(drops) != 2 {
+			t.Errorf("declared again: %d gotos, %d rules in %s, want 2 and 2", n, len(drops), guardDropChainName)
+		}
 		gs.conn.DelTable(o.table)
 		return gs.conn.Flush()
 	}))
