@@ -330,18 +330,6 @@ func (o *guardObjects) rules() []*nftables.Rule {
 			&expr.Lookup{SourceRegister: regIfname, SetName: set, Invert: invert},
 		}
 	}
-	l4 := func(op expr.CmpOp, p byte) []expr.Any {
-		return []expr.Any{
-			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-			&expr.Cmp{Op: op, Register: 1, Data: []byte{p}},
-		}
-	}
-	icmp6Type := func(t byte) []expr.Any {
-		return []expr.Any{
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{t}},
-		}
-	}
 	net := expr.PayloadBaseNetworkHeader
 
 	rule([]expr.Any{
@@ -376,6 +364,22 @@ func (o *guardObjects) rules() []*nftables.Rule {
 	}
 	rule(logDrop)
 	return rules
+}
+
+// l4 matches the transport protocol: meta l4proto op p.
+func l4(op expr.CmpOp, p byte) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: op, Register: 1, Data: []byte{p}},
+	}
+}
+
+// icmp6Type matches an ICMPv6 type.
+func icmp6Type(t byte) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{t}},
+	}
 }
 
 // dropRules are drop-log's rules: log (within the limit), then drop.

@@ -72,77 +72,92 @@ func TestGuardLogsDrops(t *testing.T) {
 	}
 }
 
-func testGuardLogsDrops(t *testing.T, bridged bool) {
-	host, ctr := newNS(t), newNS(t)
-	hh, ch := handleIn(t, host), handleIn(t, ctr)
+// guardedPod is a pod behind a guarded host veth (a bridge port when
+// bridged) with a second, unguarded address, and a UDP server on the
+// host's 10.1.0.1:9999.
+type guardedPod struct {
+	host, ctr string
+	ch        *netlink.Handle
+	eth       netlink.Link
+	gwMAC     net.HardwareAddr
+	srv       *net.UDPConn
+}
+
+func newGuardedPod(t *testing.T, bridged bool, own netip.Addr) *guardedPod {
+	gp := &guardedPod{host: newNS(t), ctr: newNS(t)}
+	hh := handleIn(t, gp.host)
+	gp.ch = handleIn(t, gp.ctr)
 	name := HostVethName("ctr1", "eth0")
 	hmac, cmac := AttachmentMACs("ctr1", "eth0")
-	idx, err := CreateVeth(hh, Veth{HostName: name, HostMAC: hmac, PeerName: "eth0", PeerMAC: cmac, PeerNSFd: nsFd(t, ctr)})
+	idx, err := CreateVeth(hh, Veth{HostName: name, HostMAC: hmac, PeerName: "eth0", PeerMAC: cmac, PeerNSFd: nsFd(t, gp.ctr)})
 	must(t, err)
-	gw, gwMAC := idx, hmac
+	gw := idx
+	gp.gwMAC = hmac
 	if bridged {
 		br, err := EnsureBridge(hh, Bridge{Name: "br0"})
 		must(t, err)
 		must(t, SetMaster(hh, idx, br.Index))
-		gw, gwMAC = br.Index, br.HardwareAddr
+		gw, gp.gwMAC = br.Index, br.HardwareAddr
 	}
 	must(t, AddAddr(hh, gw, netip.MustParsePrefix("10.1.0.1/24")))
-	eth, err := LinkByName(ch, "eth0")
+	gp.eth, err = LinkByName(gp.ch, "eth0")
 	must(t, err)
-	own, forged := netip.MustParseAddr("10.1.0.5"), netip.MustParseAddr("10.1.0.99")
-	for _, p := range []string{"10.1.0.5/24", "10.1.0.99/24"} {
-		must(t, AddAddr(ch, eth.Attrs().Index, netip.MustParsePrefix(p)))
+	for _, p := range []string{own.String() + "/24", "10.1.0.99/24"} {
+		must(t, AddAddr(gp.ch, gp.eth.Attrs().Index, netip.MustParsePrefix(p)))
 	}
-	must(t, SetUp(ch, eth.Attrs().Index))
+	must(t, SetUp(gp.ch, gp.eth.Attrs().Index))
 	g := Guard{Owner: tag.Owner{Network: "n1", ContainerID: "ctr1", IfName: "eth0"}, HostIf: name, PodMAC: cmac, Addrs: []netip.Addr{own}, Bridged: bridged}
-	must(t, netns.Do(host, func() error {
+	must(t, netns.Do(gp.host, func() error {
 		gs, err := NewGuards()
 		if err != nil {
 			return err
 		}
 		defer gs.Close()
-		if err := gs.Install(g); err != nil {
-			return err
-		}
-		if ok, err := gs.Current(g); !ok || err != nil {
-			t.Errorf("Current after Install = %v, %v", ok, err)
-		}
-		return nil
+		return gs.Install(g)
 	}))
-	log := listenGuardLog(t, host)
-	var srv *net.UDPConn
-	must(t, netns.Do(host, func() (err error) {
-		srv, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(10, 1, 0, 1), Port: 9999})
+	must(t, netns.Do(gp.host, func() (err error) {
+		gp.srv, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(10, 1, 0, 1), Port: 9999})
 		return err
 	}))
-	defer srv.Close()
-	send := func(src netip.Addr, msg string) {
-		t.Helper()
-		must(t, netns.Do(ctr, func() error {
-			c, err := net.DialUDP("udp", &net.UDPAddr{IP: src.AsSlice()}, &net.UDPAddr{IP: net.IPv4(10, 1, 0, 1), Port: 9999})
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			_, err = c.Write([]byte(msg))
-			return err
-		}))
-	}
-	received := func(wait time.Duration) string {
-		buf := make([]byte, 64)
-		must(t, srv.SetReadDeadline(time.Now().Add(wait)))
-		n, _, err := srv.ReadFromUDP(buf)
+	t.Cleanup(func() { gp.srv.Close() })
+	return gp
+}
+
+// send sends msg from src in the pod to the host's server.
+func (gp *guardedPod) send(t *testing.T, src netip.Addr, msg string) {
+	t.Helper()
+	must(t, netns.Do(gp.ctr, func() error {
+		c, err := net.DialUDP("udp", &net.UDPAddr{IP: src.AsSlice()}, &net.UDPAddr{IP: net.IPv4(10, 1, 0, 1), Port: 9999})
 		if err != nil {
-			return ""
+			return err
 		}
-		return string(buf[:n])
+		defer c.Close()
+		_, err = c.Write([]byte(msg))
+		return err
+	}))
+}
+
+// received is what the server got within wait, "" for nothing.
+func (gp *guardedPod) received(t *testing.T, wait time.Duration) string {
+	buf := make([]byte, 64)
+	must(t, gp.srv.SetReadDeadline(time.Now().Add(wait)))
+	n, _, err := gp.srv.ReadFromUDP(buf)
+	if err != nil {
+		return ""
 	}
-	send(own, "own")
-	if got := received(2 * time.Second); got != "own" {
+	return string(buf[:n])
+}
+
+func testGuardLogsDrops(t *testing.T, bridged bool) {
+	own, forged := netip.MustParseAddr("10.1.0.5"), netip.MustParseAddr("10.1.0.99")
+	gp := newGuardedPod(t, bridged, own)
+	log := listenGuardLog(t, gp.host)
+	gp.send(t, own, "own")
+	if got := gp.received(t, 2*time.Second); got != "own" {
 		t.Fatalf("the pod's own packet did not get through: %q", got)
 	}
-	send(forged, "forged")
-	if got := received(300 * time.Millisecond); got != "" {
+	gp.send(t, forged, "forged")
+	if got := gp.received(t, 300*time.Millisecond); got != "" {
 		t.Fatalf("a forged source got through: %q", got)
 	}
 	waitGuardRecord(t, log, forged, "a forged source")
@@ -150,14 +165,14 @@ func testGuardLogsDrops(t *testing.T, bridged bool) {
 		t.Errorf("an accepted packet was logged: %+v", recs)
 	}
 	// A forged MAC: the pod's own address from another MAC.
-	must(t, ch.LinkSetHardwareAddr(eth, net.HardwareAddr{2, 0, 0, 0, 0, 0x99}))
+	must(t, gp.ch.LinkSetHardwareAddr(gp.eth, net.HardwareAddr{2, 0, 0, 0, 0, 0x99}))
 	// The new MAC flushed the pod's neighbours, and its ARP from that
 	// MAC is dropped too (a bridge port's guard sees it): a static
 	// neighbour lets the datagram go.
-	must(t, ch.NeighSet(&netlink.Neigh{LinkIndex: eth.Attrs().Index, State: netlink.NUD_PERMANENT,
-		IP: net.IPv4(10, 1, 0, 1), HardwareAddr: gwMAC}))
-	send(own, "mac")
-	if got := received(300 * time.Millisecond); got != "" {
+	must(t, gp.ch.NeighSet(&netlink.Neigh{LinkIndex: gp.eth.Attrs().Index, State: netlink.NUD_PERMANENT,
+		IP: net.IPv4(10, 1, 0, 1), HardwareAddr: gp.gwMAC}))
+	gp.send(t, own, "mac")
+	if got := gp.received(t, 300*time.Millisecond); got != "" {
 		t.Fatalf("a forged MAC got through: %q", got)
 	}
 	waitGuardRecord(t, log, own, "a forged MAC")

@@ -85,19 +85,37 @@ func TestFlowLabels(t *testing.T) {
 	cluster := func(name string, tier policy.Tier, d Direction, action string) flows.Rule {
 		return flows.Rule{Kind: kindCluster, Tier: tier.String(), Name: name, Direction: d.String(), Action: action}
 	}
-	dump := dumpConntrack(t, tp.node)
-	for _, w := range []struct {
-		src, dst        netip.Addr
-		proto           uint8
-		port            uint16
-		egress, ingress *flows.Rule
-	}{
+	checkLabels(t, dumpConntrack(t, tp.node), index, []labelCase{
 		{a.v4, b.v4, 6, 81, nil, ptr(np("x/db", Ingress, 0))},
 		{c.v4, a.v4, 6, 80, ptr(np("y/client", Egress, 0)), ptr(cluster("base", policy.BaselineTier, Ingress, "Allow"))},
 		{d.v4, a.v4, 6, 81, nil, ptr(cluster("ops", policy.AdminTier, Ingress, "Allow"))},
 		{c.v4, n2IP4, 17, 53, ptr(np("y/client", Egress, 2)), nil},
 		{c.v6, n2IP6, 17, 53, ptr(np("y/client", Egress, 2)), nil},
-	} {
+	})
+	checkDropLogs(t, flowLog, denyLog, index, []dropCase{
+		{d.v4, externalIP4, 8080, []flows.Rule{cluster("guard", policy.AdminTier, Egress, "Deny")}},
+		{d.v4, b.v4, 80, []flows.Rule{npRule("x/db", Ingress, -1, "Deny"), npRule("x/deny-db", Ingress, -1, "Deny")}},
+		{c.v4, n2IP4, 80, []flows.Rule{npRule("y/client", Egress, -1, "Deny")}},
+	})
+	for _, rec := range flowLog.all() {
+		if rec.Src == a.v4 || rec.Dst == a.v4 {
+			t.Errorf("a flow log record of an allowed connection: %+v", rec)
+		}
+	}
+}
+
+// labelCase is an accepted connection and the rules its label must name
+// on each side (nil: none).
+type labelCase struct {
+	src, dst        netip.Addr
+	proto           uint8
+	port            uint16
+	egress, ingress *flows.Rule
+}
+
+func checkLabels(t *testing.T, dump []conntrack.Flow, index map[uint64][]flows.Rule, cases []labelCase) {
+	t.Helper()
+	for _, w := range cases {
 		f, ok := findFlow(dump, w.src, w.dst, w.proto, w.port)
 		if !ok {
 			t.Errorf("no conntrack entry of %s -> %s %d/%d", w.src, w.dst, w.proto, w.port)
@@ -111,16 +129,20 @@ func TestFlowLabels(t *testing.T) {
 		checkSide(t, "egress", eg, w.egress, index)
 		checkSide(t, "ingress", in, w.ingress, index)
 	}
-	// The drops, on both logs.
-	for _, w := range []struct {
-		src, dst netip.Addr
-		port     uint16
-		rules    []flows.Rule
-	}{
-		{d.v4, externalIP4, 8080, []flows.Rule{cluster("guard", policy.AdminTier, Egress, "Deny")}},
-		{d.v4, b.v4, 80, []flows.Rule{npRule("x/db", Ingress, -1, "Deny"), npRule("x/deny-db", Ingress, -1, "Deny")}},
-		{c.v4, n2IP4, 80, []flows.Rule{npRule("y/client", Egress, -1, "Deny")}},
-	} {
+}
+
+// dropCase is a denied packet and the rules its flow log prefix names.
+type dropCase struct {
+	src, dst netip.Addr
+	port     uint16
+	rules    []flows.Rule
+}
+
+// checkDropLogs finds each drop on the flow log, with its rules, and on
+// the deny log beside it.
+func checkDropLogs(t *testing.T, flowLog, denyLog *logReader, index map[uint64][]flows.Rule, cases []dropCase) {
+	t.Helper()
+	for _, w := range cases {
 		recs := waitRecords(flowLog, w.src, w.dst, w.port)
 		if len(recs) == 0 {
 			t.Errorf("no flow log record of %s -> %s:%d; records %+v", w.src, w.dst, w.port, flowLog.all())
@@ -132,11 +154,6 @@ func TestFlowLabels(t *testing.T) {
 		}
 		if len(waitRecords(denyLog, w.src, w.dst, w.port)) == 0 {
 			t.Errorf("the deny log has no record of %s -> %s:%d beside the flow log", w.src, w.dst, w.port)
-		}
-	}
-	for _, rec := range flowLog.all() {
-		if rec.Src == a.v4 || rec.Dst == a.v4 {
-			t.Errorf("a flow log record of an allowed connection: %+v", rec)
 		}
 	}
 }
