@@ -1,40 +1,31 @@
 package flowcap
 
 import (
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/podnet/podnet/dataplane"
 	"github.com/podnet/podnet/dataplane/nflog"
+	"github.com/podnet/podnet/dataplane/policyrules"
 	"github.com/podnet/podnet/flows"
 )
 
-// The NFLOG prefixes of the drops flows are made of: a pod chain's drop
-// ("podnet-flow " and the rule id in 16 lowercase hex digits), and the
-// source guard's ("podnet-guard").
-const (
-	PolicyPrefix = "podnet-flow "
-	GuardPrefix  = "podnet-guard"
-)
+// GuardPrefix is the source guard's NFLOG prefix (dataplane's).
+const GuardPrefix = dataplane.GuardLogPrefix
 
 // DefaultGroup is the NFLOG group the drops are logged to.
-const DefaultGroup = 7371
+const DefaultGroup = dataplane.FlowLogGroup
 
-// parsePrefix reads a drop's prefix: its verdict and, for a policy drop,
-// the rule id. ok is false for a prefix of another writer.
+// parsePrefix reads a drop's prefix: its verdict and, for a policy drop
+// ("podnet-flow <id>", policyrules.FlowPrefix), the rule id. ok is false
+// for a prefix of another writer.
 func parsePrefix(p string) (v flows.Verdict, id uint64, ok bool) {
 	if p == GuardPrefix {
 		return flows.DroppedGuard, 0, true
 	}
-	hex, found := strings.CutPrefix(p, PolicyPrefix)
-	if !found || len(hex) != 16 {
-		return "", 0, false
+	if id, ok := policyrules.ParseFlowPrefix(p); ok {
+		return flows.DroppedPolicy, id, true
 	}
-	id, err := strconv.ParseUint(hex, 16, 64)
-	if err != nil {
-		return "", 0, false
-	}
-	return flows.DroppedPolicy, id, true
+	return "", 0, false
 }
 
 // drop makes the Start record of one dropped packet and the key of its

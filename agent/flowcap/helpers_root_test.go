@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/podnet/podnet/dataplane/policyrules"
 	"github.com/podnet/podnet/flows"
 	"github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/netns"
@@ -142,7 +143,7 @@ func (n *testNode) addTestTable(t *testing.T) {
 				&expr.Immediate{Register: 1, Data: b[:]},
 				&expr.Ct{Key: expr.CtKeyLABELS, Register: 1, SourceRegister: true})})
 		}
-		for port, prefix := range map[uint16]string{9999: PolicyPrefix + "00000000000000ab", 9998: GuardPrefix} {
+		for port, prefix := range map[uint16]string{9999: policyrules.FlowPrefix(0xab), 9998: GuardPrefix} {
 			c.AddRule(&nftables.Rule{Table: tb, Chain: ch, Exprs: append(ipv4Pair(podA, podB),
 				&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
 				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},

@@ -1,7 +1,6 @@
 package flowcap
 
 import (
-	"encoding/binary"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/ti-mo/conntrack"
 
+	"github.com/podnet/podnet/dataplane/policyrules"
 	"github.com/podnet/podnet/flows"
 )
 
@@ -38,15 +38,11 @@ type Labels struct {
 	Egress, Ingress uint64
 }
 
-// LabelBytes is the label's 16 bytes in the layout ctnetlink reports
-// them and an nft "ct label set" immediate writes them: the kernel's
-// array of native-endian longs, label bit n being bit n%8 of byte n/8 on
-// a little-endian machine.
+// LabelBytes is the label's 16 bytes as an nft "ct label set" writes
+// them and ctnetlink reports them (policyrules.FlowLabel, the one
+// definition of the layout: the renderer's).
 func (l Labels) LabelBytes() [16]byte {
-	var b [16]byte
-	binary.NativeEndian.PutUint64(b[0:8], l.Egress)
-	binary.NativeEndian.PutUint64(b[8:16], l.Ingress)
-	return b
+	return [16]byte(policyrules.FlowLabel(l.Egress, l.Ingress))
 }
 
 // ParseLabels reads ctnetlink's CTA_LABELS; anything but 16 bytes (no
@@ -55,7 +51,11 @@ func ParseLabels(b []byte) Labels {
 	if len(b) != 16 {
 		return Labels{}
 	}
-	return Labels{Egress: binary.NativeEndian.Uint64(b[0:8]), Ingress: binary.NativeEndian.Uint64(b[8:16])}
+	e, i, err := policyrules.ParseFlowLabel(b)
+	if err != nil {
+		return Labels{}
+	}
+	return Labels{Egress: e, Ingress: i}
 }
 
 // joiner makes flow records of conntrack events. It is pure: what it
