@@ -1,0 +1,360 @@
+// podnet ui: the flow table and the map over /api/flows (NDJSON, the
+// agents' own format). A filter change starts over: the records the
+// agents hold (list), then the new ones as they come (follow=true).
+"use strict";
+
+const FILTERS = ["namespace", "pod", "verdict", "protocol", "port"];
+const VERDICTS = ["forwarded", "dropped-policy", "dropped-guard"];
+const MAX_ROWS = 1000;
+const LIST_LIMIT = 500;
+const MAX_OUTSIDE = 16; // outside addresses drawn one by one; the rest share a node
+const SVGNS = "http://www.w3.org/2000/svg";
+
+const $ = (sel) => document.querySelector(sel);
+const form = $("#filters");
+const tbody = $("#flows tbody");
+
+let run = null; // the current list-then-follow: {abort, seen}
+let model = newModel();
+let renderPending = false;
+
+// ---- fetching ----
+
+function filterQuery() {
+  const q = new URLSearchParams();
+  for (const name of FILTERS) {
+    const v = form.elements[name].value.trim();
+    if (v) q.set(name, v);
+  }
+  return q;
+}
+
+function setStatus(state, text) {
+  const s = $("#status");
+  s.dataset.state = state;
+  s.querySelector("span").textContent = text;
+}
+
+async function start() {
+  if (run) run.abort.abort();
+  const q = filterQuery();
+  history.replaceState(null, "", q.toString() ? "?" + q : location.pathname);
+  const abort = new AbortController();
+  run = { abort, seen: new Set() };
+  const mine = run;
+  tbody.replaceChildren();
+  model = newModel();
+  scheduleRender();
+  setStatus("connecting", "loading…");
+  try {
+    const list = new URLSearchParams(q);
+    list.set("limit", LIST_LIMIT);
+    const resp = await fetch("/api/flows?" + list, { signal: abort.signal });
+    if (!resp.ok) throw new Error((await resp.text()).trim() || resp.statusText);
+    await readLines(resp, (rec) => add(mine, rec, false));
+    const follow = new URLSearchParams(q);
+    follow.set("follow", "true");
+    const live = await fetch("/api/flows?" + follow, { signal: abort.signal });
+    if (!live.ok) throw new Error((await live.text()).trim() || live.statusText);
+    setStatus("live", "live · " + sourceLabel);
+    await readLines(live, (rec) => add(mine, rec, true));
+    throw new Error("the flow stream ended");
+  } catch (err) {
+    if (abort.signal.aborted) return;
+    setStatus("error", err.message + " · retrying in 5 s");
+    setTimeout(() => { if (run === mine) start(); }, 5000);
+  }
+}
+
+// readLines calls fn with each NDJSON record of resp's body; a line
+// {"error": ...} is the server saying the stream failed.
+async function readLines(resp, fn) {
+  const reader = resp.body.getReader();
+  const dec = new TextDecoder();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += dec.decode(value, { stream: true });
+    let nl;
+    while ((nl = buf.indexOf("\n")) >= 0) {
+      const line = buf.slice(0, nl).trim();
+      buf = buf.slice(nl + 1);
+      if (!line) continue;
+      const obj = JSON.parse(line);
+      if (obj.error !== undefined) throw new Error(obj.error);
+      fn(obj);
+    }
+  }
+}
+
+// add shows one record once: the list and the follow stream may both
+// carry it (an agent's seq is unique per node).
+function add(r, rec, live) {
+  if (run !== r) return;
+  const key = rec.node + "/" + rec.seq;
+  if (r.seen.has(key)) return;
+  r.seen.add(key);
+  tbody.prepend(row(rec, live));
+  while (tbody.rows.length > MAX_ROWS) tbody.lastElementChild.remove();
+  $("#count").textContent = tbody.rows.length;
+  addToModel(rec);
+  scheduleRender();
+}
+
+// ---- the table ----
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function hostPort(ep) {
+  const ip = ep.ip.includes(":") ? "[" + ep.ip + "]" : ep.ip;
+  return ep.port ? ip + ":" + ep.port : ep.ip;
+}
+
+function endpointCell(ep) {
+  const td = el("td", "ep");
+  if (ep.pod) {
+    td.append(el("b", "", ep.namespace + "/" + ep.pod), el("small", "", hostPort(ep)));
+  } else {
+    td.append(el("span", "", hostPort(ep)));
+  }
+  return td;
+}
+
+function ruleText(r) {
+  const idx = r.index < 0 ? "isolates" : r.direction + "[" + r.index + "]";
+  const name = r.kind === "NetworkPolicy"
+    ? "NetworkPolicy " + r.namespace + "/" + r.name
+    : (r.tier ? r.tier + " " : "") + "ClusterNetworkPolicy " + r.name;
+  return name + " · " + (r.index < 0 ? r.direction + " " : "") + idx + " · " + r.action;
+}
+
+function human(n) {
+  const units = ["B", "kB", "MB", "GB", "TB"];
+  let i = 0;
+  while (n >= 1000 && i < units.length - 1) { n /= 1000; i++; }
+  return (i ? n.toFixed(1) : n) + " " + units[i];
+}
+
+function row(rec, live) {
+  const tr = el("tr", live ? "new" : "");
+  tr.dataset.verdict = rec.verdict;
+  tr.dataset.seq = rec.seq;
+  const time = el("td", "time", (rec.time || "").slice(11, 23) + " ");
+  time.append(el("small", "", rec.event));
+  const verdict = el("td", "verdict-cell");
+  verdict.append(el("span", "verdict " + rec.verdict, rec.verdict));
+  const rules = el("td", "rules");
+  if (rec.rules && rec.rules.length) {
+    for (const r of rec.rules) rules.append(el("div", "", ruleText(r)));
+  } else {
+    rules.append(el("small", "", "no policy"));
+  }
+  let counts = "–";
+  if (rec.packets) counts = rec.packets + " pkt" + (rec.packets === 1 ? "" : "s");
+  if (rec.bytes) counts += " / " + human(rec.bytes);
+  tr.append(time, el("td", "node", rec.node), verdict, el("td", "proto", rec.protocol),
+    endpointCell(rec.src), endpointCell(rec.dst), rules, el("td", "counts", counts));
+  return tr;
+}
+
+// ---- the map model ----
+
+function newModel() {
+  return { nodes: new Map(), edges: new Map(), outside: 0, verdicts: {} };
+}
+
+// nodeOf names an endpoint's node on the map: its pod, or the outside
+// address (a shared node past MAX_OUTSIDE of them).
+function nodeOf(ep) {
+  if (ep.pod) {
+    const id = "pod:" + ep.namespace + "/" + ep.pod;
+    if (!model.nodes.has(id)) model.nodes.set(id, { id, group: ep.namespace, label: ep.pod });
+    return id;
+  }
+  let id = "ip:" + ep.ip;
+  if (!model.nodes.has(id)) {
+    if (model.outside >= MAX_OUTSIDE) {
+      id = "ip:other";
+      if (!model.nodes.has(id)) model.nodes.set(id, { id, group: "", label: "other addresses", outside: true });
+      return id;
+    }
+    model.outside++;
+    model.nodes.set(id, { id, group: "", label: ep.ip, outside: true });
+  }
+  return id;
+}
+
+function addToModel(rec) {
+  const src = nodeOf(rec.src), dst = nodeOf(rec.dst);
+  const key = src + "|" + dst + "|" + rec.verdict;
+  let e = model.edges.get(key);
+  if (!e) {
+    e = { src, dst, verdict: rec.verdict, count: 0 };
+    model.edges.set(key, e);
+  }
+  if (rec.event !== "end" || e.count === 0) {
+    e.count++;
+    model.verdicts[rec.verdict] = (model.verdicts[rec.verdict] || 0) + 1;
+  }
+}
+
+function scheduleRender() {
+  if (renderPending) return;
+  renderPending = true;
+  setTimeout(() => { renderPending = false; render(); }, 60);
+}
+
+// ---- the map drawing ----
+
+function svg(tag, attrs, text) {
+  const e = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+const CELL_W = 118, CELL_H = 52, PAD = 14, HEAD = 22, GAP = 26;
+
+// layout places the groups (namespaces sorted, outside last) on shelves
+// as wide as the map, each group a grid of its nodes.
+function layout(width) {
+  const groups = new Map();
+  for (const n of model.nodes.values()) {
+    if (!groups.has(n.group)) groups.set(n.group, []);
+    groups.get(n.group).push(n);
+  }
+  const names = [...groups.keys()].sort((a, b) => (a === "") - (b === "") || a.localeCompare(b));
+  const boxes = names.map((name) => {
+    const nodes = groups.get(name).sort((a, b) => a.label.localeCompare(b.label));
+    const cols = Math.max(1, Math.ceil(Math.sqrt(nodes.length * 1.5)));
+    const rows = Math.ceil(nodes.length / cols);
+    return { name, nodes, cols, w: cols * CELL_W + 2 * PAD, h: rows * CELL_H + HEAD + 2 * PAD - 10 };
+  });
+  const shelves = [];
+  let shelf = null;
+  for (const b of boxes) {
+    if (!shelf || shelf.w + GAP + b.w > width - 2 * GAP) {
+      shelf = { boxes: [], w: -GAP, h: 0 };
+      shelves.push(shelf);
+    }
+    shelf.boxes.push(b);
+    shelf.w += GAP + b.w;
+    shelf.h = Math.max(shelf.h, b.h);
+  }
+  let y = GAP, contentW = 0;
+  for (const s of shelves) {
+    let x = Math.max(GAP, (width - s.w) / 2);
+    for (const b of s.boxes) {
+      b.x = x; b.y = y;
+      b.nodes.forEach((n, i) => {
+        n.x = x + PAD + (i % b.cols) * CELL_W + CELL_W / 2;
+        n.y = y + HEAD + PAD + Math.floor(i / b.cols) * CELL_H + 8;
+      });
+      x += b.w + GAP;
+    }
+    contentW = Math.max(contentW, x);
+    y += s.h + GAP;
+  }
+  return { boxes, w: contentW, h: y };
+}
+
+function render() {
+  const map = $("#map");
+  const W = map.clientWidth || 1200, H = map.clientHeight || 360;
+  for (const v of VERDICTS) {
+    document.querySelector('#legend em[data-verdict="' + v + '"]').textContent = model.verdicts[v] || 0;
+  }
+  map.replaceChildren(defs());
+  if (model.nodes.size === 0) {
+    map.setAttribute("viewBox", "0 0 " + W + " " + H);
+    map.append(svg("text", { x: W / 2, y: H / 2, class: "empty" }, "no flows yet"));
+    return;
+  }
+  const lay = layout(W);
+  map.setAttribute("viewBox", "0 0 " + Math.max(W, lay.w) + " " + Math.max(H, lay.h));
+  const groups = svg("g", { class: "groups" });
+  for (const b of lay.boxes) {
+    const g = svg("g", { class: "group" + (b.name ? "" : " outside"), "data-name": b.name || "outside" });
+    g.append(svg("rect", { x: b.x, y: b.y, width: b.w, height: b.h }),
+      svg("text", { x: b.x + 10, y: b.y + 16 }, b.name ? "namespace " + b.name : "outside the pod network"));
+    groups.append(g);
+  }
+  map.append(groups, drawEdges(), drawNodes());
+}
+
+function defs() {
+  const d = svg("defs");
+  for (const v of VERDICTS) {
+    const m = svg("marker", { id: "arrow-" + v, viewBox: "0 0 10 10", refX: 9, refY: 5,
+      markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" });
+    const p = svg("path", { d: "M0,0 L10,5 L0,10 z" });
+    p.style.fill = "var(--" + v + ")";
+    m.append(p);
+    d.append(m);
+  }
+  return d;
+}
+
+// drawEdges draws each (source, destination, verdict) as a curve bent to
+// its right, so that both directions and each verdict of a pair show.
+function drawEdges() {
+  const g = svg("g", { class: "edges" });
+  for (const e of model.edges.values()) {
+    const a = model.nodes.get(e.src), b = model.nodes.get(e.dst);
+    if (a === b) continue;
+    const dx = b.x - a.x, dy = b.y - a.y, len = Math.hypot(dx, dy) || 1;
+    const bend = 14 + 12 * VERDICTS.indexOf(e.verdict);
+    const cx = (a.x + b.x) / 2 + (-dy / len) * bend, cy = (a.y + b.y) / 2 + (dx / len) * bend;
+    const ex = b.x - (b.x - cx) / Math.hypot(b.x - cx, b.y - cy) * 13;
+    const ey = b.y - (b.y - cy) / Math.hypot(b.x - cx, b.y - cy) * 13;
+    const path = svg("path", {
+      d: `M${a.x},${a.y} Q${cx},${cy} ${ex},${ey}`,
+      class: "edge " + e.verdict, "marker-end": "url(#arrow-" + e.verdict + ")",
+      "data-src": e.src.replace(/^(pod|ip):/, ""), "data-dst": e.dst.replace(/^(pod|ip):/, ""),
+      "data-verdict": e.verdict, "data-count": e.count,
+    });
+    path.style.strokeWidth = Math.min(6, 1.5 + Math.log2(e.count)) + "px";
+    path.append(svg("title", {}, `${a.label} → ${b.label}: ${e.verdict}, ${e.count} flow${e.count === 1 ? "" : "s"}`));
+    g.append(path);
+  }
+  return g;
+}
+
+function drawNodes() {
+  const g = svg("g", { class: "nodes" });
+  for (const n of model.nodes.values()) {
+    const node = svg("g", { class: "node" + (n.outside ? " outside" : ""), "data-id": n.id.replace(/^(pod|ip):/, "") });
+    node.append(n.outside
+      ? svg("rect", { x: n.x - 8, y: n.y - 8, width: 16, height: 16, rx: 3 })
+      : svg("circle", { cx: n.x, cy: n.y, r: 9 }));
+    const label = n.label.length > 17 ? n.label.slice(0, 16) + "…" : n.label;
+    node.append(svg("text", { x: n.x, y: n.y + 24 }, label), svg("title", {}, n.id.replace(/^(pod|ip):/, "")));
+    g.append(node);
+  }
+  return g;
+}
+
+// ---- start ----
+
+let sourceLabel = "";
+
+form.addEventListener("submit", (ev) => { ev.preventDefault(); start(); });
+form.addEventListener("reset", () => setTimeout(start, 0));
+window.addEventListener("resize", scheduleRender);
+
+(async () => {
+  const params = new URLSearchParams(location.search);
+  for (const name of FILTERS) if (params.has(name)) form.elements[name].value = params.get(name);
+  try {
+    sourceLabel = (await (await fetch("/api/info")).json()).source;
+  } catch (err) {
+    sourceLabel = "";
+  }
+  start();
+})();
