@@ -145,7 +145,8 @@ function row(rec, live) {
   const tr = el("tr", live ? "new" : "");
   tr.dataset.verdict = rec.verdict;
   tr.dataset.seq = rec.seq;
-  const time = el("td", "time", (rec.time || "").slice(11, 23) + " ");
+  const t = new Date(rec.time);
+  const time = el("td", "time", (isNaN(t) ? String(rec.time) : t.toISOString().slice(11, 23)) + " ");
   time.append(el("small", "", rec.event));
   const verdict = el("td", "verdict-cell");
   verdict.append(el("span", "verdict " + rec.verdict, rec.verdict));
@@ -219,10 +220,11 @@ function svg(tag, attrs, text) {
   return e;
 }
 
-const CELL_W = 118, CELL_H = 52, PAD = 14, HEAD = 22, GAP = 26;
+const PAD = 16, HEAD = 32, GAP = 26, LABEL = 26, SPACING = 96;
 
 // layout places the groups (namespaces sorted, outside last) on shelves
-// as wide as the map, each group a grid of its nodes.
+// as wide as the map; a group's nodes sit on a ring, so that an edge
+// between two of them is a chord, not a line over a third.
 function layout(width) {
   const groups = new Map();
   for (const n of model.nodes.values()) {
@@ -232,9 +234,8 @@ function layout(width) {
   const names = [...groups.keys()].sort((a, b) => (a === "") - (b === "") || a.localeCompare(b));
   const boxes = names.map((name) => {
     const nodes = groups.get(name).sort((a, b) => a.label.localeCompare(b.label));
-    const cols = Math.max(1, Math.ceil(Math.sqrt(nodes.length * 1.5)));
-    const rows = Math.ceil(nodes.length / cols);
-    return { name, nodes, cols, w: cols * CELL_W + 2 * PAD, h: rows * CELL_H + HEAD + 2 * PAD - 10 };
+    const r = nodes.length < 2 ? 0 : Math.max(40, (nodes.length * SPACING) / (2 * Math.PI));
+    return { name, nodes, r, w: Math.max(2 * r + SPACING + 2 * PAD, 190), h: 2 * r + HEAD + LABEL + 2 * PAD };
   });
   const shelves = [];
   let shelf = null;
@@ -247,14 +248,17 @@ function layout(width) {
     shelf.w += GAP + b.w;
     shelf.h = Math.max(shelf.h, b.h);
   }
-  let y = GAP, contentW = 0;
+  let y = GAP / 2, contentW = 0;
   for (const s of shelves) {
     let x = Math.max(GAP, (width - s.w) / 2);
     for (const b of s.boxes) {
-      b.x = x; b.y = y;
+      b.x = x; b.y = y; b.h = s.h;
+      const cx = x + b.w / 2, cy = y + HEAD + (s.h - HEAD - LABEL) / 2;
       b.nodes.forEach((n, i) => {
-        n.x = x + PAD + (i % b.cols) * CELL_W + CELL_W / 2;
-        n.y = y + HEAD + PAD + Math.floor(i / b.cols) * CELL_H + 8;
+        const a = -Math.PI / 2 + (2 * Math.PI * i) / b.nodes.length;
+        n.x = cx + b.r * Math.cos(a);
+        n.y = cy + b.r * Math.sin(a);
+        n.above = b.nodes.length > 2 && Math.sin(a) < -0.5; // its label clear of the ring's chords
       });
       x += b.w + GAP;
     }
@@ -277,7 +281,7 @@ function render() {
     return;
   }
   const lay = layout(W);
-  map.setAttribute("viewBox", "0 0 " + Math.max(W, lay.w) + " " + Math.max(H, lay.h));
+  map.setAttribute("viewBox", viewBox(lay.boxes, W, H));
   const groups = svg("g", { class: "groups" });
   for (const b of lay.boxes) {
     const g = svg("g", { class: "group" + (b.name ? "" : " outside"), "data-name": b.name || "outside" });
@@ -286,6 +290,18 @@ function render() {
     groups.append(g);
   }
   map.append(groups, drawEdges(), drawNodes());
+}
+
+// viewBox frames the groups: a small map is drawn larger (up to
+// MAX_ZOOM), a large one smaller, centred either way (the SVG's default
+// preserveAspectRatio).
+function viewBox(boxes, W, H) {
+  const MAX_ZOOM = 1.35, M = 12;
+  const x0 = Math.min(...boxes.map((b) => b.x)) - M, y0 = Math.min(...boxes.map((b) => b.y)) - M;
+  const x1 = Math.max(...boxes.map((b) => b.x + b.w)) + M, y1 = Math.max(...boxes.map((b) => b.y + b.h)) + M;
+  const zoom = Math.max(Math.min(W / (x1 - x0), H / (y1 - y0), MAX_ZOOM), 0.1);
+  const w = W / zoom, h = H / zoom;
+  return [(x0 + x1 - w) / 2, (y0 + y1 - h) / 2, w, h].join(" ");
 }
 
 function defs() {
@@ -334,7 +350,7 @@ function drawNodes() {
       ? svg("rect", { x: n.x - 8, y: n.y - 8, width: 16, height: 16, rx: 3 })
       : svg("circle", { cx: n.x, cy: n.y, r: 9 }));
     const label = n.label.length > 17 ? n.label.slice(0, 16) + "…" : n.label;
-    node.append(svg("text", { x: n.x, y: n.y + 24 }, label), svg("title", {}, n.id.replace(/^(pod|ip):/, "")));
+    node.append(svg("text", { x: n.x, y: n.above ? n.y - 15 : n.y + 24 }, label), svg("title", {}, n.id.replace(/^(pod|ip):/, "")));
     g.append(node);
   }
   return g;
