@@ -116,7 +116,7 @@ func TestAgentSourceListMergesByTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := src.List(context.Background(), url.Values{"limit": {"3"}, "namespace": {"shop"}, "bogus": {"x"}})
+	got, err := src.List(context.Background(), url.Values{"limit": {"3"}, "namespace": {"shop", "billing"}, "bogus": {"x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestAgentSourceListMergesByTime(t *testing.T) {
 		t.Errorf("List with limit 3 gave seqs %v, want the newest three [2 3 4]", seqs)
 	}
 	q := <-qb
-	if q.Get("namespace") != "shop" || q.Get("limit") != "3" || q.Has("bogus") {
+	if fmt.Sprint(q["namespace"]) != "[shop billing]" || q.Get("limit") != "3" || q.Has("bogus") {
 		t.Errorf("agent asked with %v, want namespace and limit passed on and nothing else", q)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io/fs"
 	"net/http"
-	"net/url"
 
 	"github.com/podnet/podnet/flows"
 )
@@ -63,18 +62,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// query keeps the flows API's parameters of a request.
-func query(r *http.Request) url.Values {
-	in := r.URL.Query()
-	q := url.Values{}
-	for _, k := range QueryParams {
-		if v := in.Get(k); v != "" {
-			q.Set(k, v)
-		}
-	}
-	return q
-}
-
 // flows answers as the agents do: NDJSON, one record a line. With
 // follow=true the answer stays open and each new record is flushed as it
 // comes; a stream that fails ends with one line {"error": "..."}, so the
@@ -82,7 +69,7 @@ func query(r *http.Request) url.Values {
 func (h *Handler) flows(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
-	q := query(r)
+	q := keep(r.URL.Query())
 	enc := json.NewEncoder(w)
 	if r.URL.Query().Get("follow") != "true" {
 		recs, err := h.src.List(r.Context(), q)

@@ -35,6 +35,20 @@ type Source interface {
 // Source's choice of method.
 var QueryParams = []string{"namespace", "pod", "verdict", "protocol", "port", "node", "policy", "limit"}
 
+// keep returns the flows API's parameters of query, each with all its
+// values (the API takes a parameter repeated or comma-separated).
+func keep(query url.Values) url.Values {
+	q := url.Values{}
+	for _, k := range QueryParams {
+		for _, v := range query[k] {
+			if v != "" {
+				q.Add(k, v)
+			}
+		}
+	}
+	return q
+}
+
 // maxLine bounds one NDJSON line an agent sends (a record with many
 // rules is a few KiB).
 const maxLine = 1 << 20
@@ -150,12 +164,7 @@ func (s *AgentSource) Follow(ctx context.Context, query url.Values, fn func(flow
 
 // stream reads one agent's NDJSON answer into fn.
 func (s *AgentSource) stream(ctx context.Context, baseURL string, query url.Values, follow bool, fn func(flows.Record) error) error {
-	q := url.Values{}
-	for _, k := range QueryParams {
-		if v := query.Get(k); v != "" {
-			q.Set(k, v)
-		}
-	}
+	q := keep(query)
 	if follow {
 		q.Set("follow", "true")
 		q.Del("limit")
