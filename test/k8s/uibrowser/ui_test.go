@@ -15,6 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/podnet/podnet/flows"
 	"github.com/podnet/podnet/flowui"
 	"github.com/podnet/podnet/internal/testutil"
 )
@@ -112,6 +113,7 @@ func TestUI(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = waitShown(t, ctx, "the dropped-policy filter", `document.querySelectorAll("#flows tbody tr").length === 2 &&
+		document.querySelectorAll("#map .edge").length === 2 &&
 		document.querySelector("#status").dataset.state === "live" && location.search === "?verdict=dropped-policy"`)
 	for _, v := range got.Verdicts {
 		if v != "dropped-policy" {
@@ -122,6 +124,17 @@ func TestUI(t *testing.T) {
 	if !agent.asked("verdict", "dropped-policy") {
 		t.Error("the agent was never asked with verdict=dropped-policy")
 	}
+
+	// The filtered page follows too: a drop streamed now is its third row.
+	drop := liveFlow()
+	drop.Verdict, drop.Rules, drop.Seq = flows.DroppedPolicy, []flows.Rule{isolateLedg}, 101
+	drop.Dst = port(ledger, 9000)
+	if n := agent.push(drop); n != 1 {
+		t.Fatalf("the streamed drop went to %d followers, want the page's one", n)
+	}
+	got = waitShown(t, ctx, "the streamed drop", `document.querySelectorAll("#flows tbody tr").length === 3 &&
+		document.querySelectorAll("#map .edge").length === 3`)
+	checkMap(t, got, map[string]int{"dropped-policy": 3})
 }
 
 // waitShown waits until the page satisfies cond, then reads what it
