@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/podnet/podnet/flows"
+	"github.com/podnet/podnet/internal/testutil"
 )
 
 // testAgent serves GET /flows as an agent does, over a fixed set of
@@ -94,6 +95,22 @@ func (a *testAgent) push(rec flows.Record) int {
 		}
 	}
 	return n
+}
+
+// waitFollower waits until the one follower left is the page's current
+// stream, whose query has verdict (the UI's stream reaches the agent a
+// moment after the page shows it live; the one of a filter before ends a
+// moment after).
+func (a *testAgent) waitFollower(t *testing.T, verdict string) {
+	t.Helper()
+	testutil.Eventually(t, "the page's one follow stream, verdict="+verdict, 10*time.Second, func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for _, q := range a.followers {
+			return len(a.followers) == 1 && q.Get("verdict") == verdict
+		}
+		return false
+	})
 }
 
 // asked says whether some request carried the parameter name=value.

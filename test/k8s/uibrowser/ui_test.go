@@ -96,6 +96,7 @@ func TestUI(t *testing.T) {
 
 	// A record the agent streams after the page loaded shows without a
 	// reload: a row on top, a new pod and its edge on the map.
+	agent.waitFollower(t, "")
 	if n := agent.push(liveFlow()); n != 1 {
 		t.Fatalf("the live record went to %d followers, want the page's one", n)
 	}
@@ -129,6 +130,7 @@ func TestUI(t *testing.T) {
 	drop := liveFlow()
 	drop.Verdict, drop.Rules, drop.Seq = flows.DroppedPolicy, []flows.Rule{isolateLedg}, 101
 	drop.Dst = port(ledger, 9000)
+	agent.waitFollower(t, "dropped-policy")
 	if n := agent.push(drop); n != 1 {
 		t.Fatalf("the streamed drop went to %d followers, want the page's one", n)
 	}
