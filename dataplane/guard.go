@@ -80,12 +80,18 @@ func (gs *Guards) addBatch(o *guardObjects, elems map[string][]nftables.SetEleme
 			return err
 		}
 		gs.conn.AddChain(o.chain)
+		gs.conn.AddChain(o.drop)
+		gs.conn.AddObj(o.limit)
 		for _, name := range guardSetOrder {
 			if err := gs.conn.AddSet(o.sets[name], nil); err != nil {
 				return err
 			}
 		}
 		gs.conn.FlushChain(o.chain)
+		gs.conn.FlushChain(o.drop)
+		for _, r := range o.dropRules() {
+			gs.conn.AddRule(r)
+		}
 		for _, r := range o.rules() {
 			gs.conn.AddRule(r)
 		}

@@ -42,6 +42,20 @@ const guardPriority = -500
 // guardChainName is the base chain of each guard table.
 const guardChainName = "prerouting"
 
+// guardDropChainName is the chain the base chain's MAC drop and final
+// drop go to: it logs the packet to NFLOG group FlowLogGroup with the
+// prefix GuardLogPrefix (at most guardLogRate a second, the table's
+// limit object guardLimitName), then drops it. A goto, not a log rule
+// before each drop: the base chain keeps its number of rules, which is
+// what an older podnet's CHECK compares (Current), and a packet the
+// guard accepts meets nothing new.
+const (
+	guardDropChainName = "drop-log"
+	guardLimitName     = "guard-log"
+	guardLogRate       = 100
+	guardLogBurst      = 100
+)
+
 // Guard is what one pod interface may send: frames from its own MAC,
 // IPv4 and IPv6 from its own addresses (and Allowed), neighbour
 // advertisements for its own IPv6 addresses only, no router
@@ -82,6 +96,9 @@ var (
 type guardObjects struct {
 	table *nftables.Table
 	chain *nftables.Chain
+	// drop is the regular chain that logs and drops.
+	drop  *nftables.Chain
+	limit *nftables.NamedObj
 	sets  map[string]*nftables.Set
 	// found is the table's layout version as Install read it.
 	found uint32
@@ -108,6 +125,9 @@ func newGuardObjects(bridged bool) *guardObjects {
 			Priority: nftables.ChainPriorityRef(guardPriority),
 			Policy:   &policy,
 		},
+		drop: &nftables.Chain{Name: guardDropChainName, Table: t},
+		limit: &nftables.NamedObj{Table: t, Name: guardLimitName, Type: nftables.ObjTypeLimit,
+			Obj: &expr.Limit{Type: expr.LimitTypePkts, Rate: guardLogRate, Unit: expr.LimitTimeSecond, Burst: guardLogBurst}},
 		sets: map[string]*nftables.Set{},
 	}
 	set := func(name string, key nftables.SetDatatype, interval bool) {
@@ -261,7 +281,7 @@ const (
 // rules are the base chain's rules, in order:
 //
 //	iifname != @pods accept
-//	iifname . ether saddr != @macs drop
+//	iifname . ether saddr != @macs goto drop-log
 //	meta protocol ip iifname . ip saddr @src4 accept
 //	meta protocol ip iifname . ip saddr @wide4 accept
 //	meta protocol ip6 meta l4proto != ipv6-icmp iifname . ip6 saddr @src6 accept
@@ -274,6 +294,11 @@ const (
 //	(bridge) meta protocol arp iifname . arp saddr ether @macs iifname . arp saddr ip @src4 accept
 //	(bridge) meta protocol arp iifname . arp saddr ether @macs iifname . arp saddr ip @wide4 accept
 //	(bridge) meta protocol arp iifname . arp saddr ether @macs arp saddr ip 0.0.0.0 accept
+//	goto drop-log
+//
+// and drop-log's (dropRules):
+//
+//	limit name guard-log log prefix "podnet-guard" group 7371
 //	drop
 //
 // Another interface's traffic takes the first rule; a pod's IPv4 or
@@ -289,6 +314,7 @@ func (o *guardObjects) rules() []*nftables.Rule {
 		rules = append(rules, r)
 	}
 	drop := []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}}
+	logDrop := []expr.Any{&expr.Verdict{Kind: expr.VerdictGoto, Chain: guardDropChainName}}
 	accept := []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}}
 	proto := func(ethertype uint16) []expr.Any {
 		return []expr.Any{
@@ -304,25 +330,13 @@ func (o *guardObjects) rules() []*nftables.Rule {
 			&expr.Lookup{SourceRegister: regIfname, SetName: set, Invert: invert},
 		}
 	}
-	l4 := func(op expr.CmpOp, p byte) []expr.Any {
-		return []expr.Any{
-			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-			&expr.Cmp{Op: op, Register: 1, Data: []byte{p}},
-		}
-	}
-	icmp6Type := func(t byte) []expr.Any {
-		return []expr.Any{
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{t}},
-		}
-	}
 	net := expr.PayloadBaseNetworkHeader
 
 	rule([]expr.Any{
 		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: regIfname},
 		&expr.Lookup{SourceRegister: regIfname, SetName: guardSetPods, Invert: true},
 	}, accept)
-	rule(keyed(guardSetMACs, expr.PayloadBaseLLHeader, offEtherSrc, 6, true), drop)
+	rule(keyed(guardSetMACs, expr.PayloadBaseLLHeader, offEtherSrc, 6, true), logDrop)
 	for _, set := range []string{guardSetSrc4, guardSetWide4} {
 		rule(proto(unix.ETH_P_IP), keyed(set, net, offIPv4Src, 4, false), accept)
 	}
@@ -348,6 +362,33 @@ func (o *guardObjects) rules() []*nftables.Rule {
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0, 0, 0, 0}},
 		}, accept)
 	}
-	rule(drop)
+	rule(logDrop)
 	return rules
+}
+
+// l4 matches the transport protocol: meta l4proto op p.
+func l4(op expr.CmpOp, p byte) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: op, Register: 1, Data: []byte{p}},
+	}
+}
+
+// icmp6Type matches an ICMPv6 type.
+func icmp6Type(t byte) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{t}},
+	}
+}
+
+// dropRules are drop-log's rules: log (within the limit), then drop.
+func (o *guardObjects) dropRules() []*nftables.Rule {
+	return []*nftables.Rule{
+		{Table: o.table, Chain: o.drop, Exprs: []expr.Any{
+			&expr.Objref{Type: unix.NFT_OBJECT_LIMIT, Name: guardLimitName},
+			&expr.Log{Key: 1<<unix.NFTA_LOG_GROUP | 1<<unix.NFTA_LOG_PREFIX, Group: FlowLogGroup, Data: []byte(GuardLogPrefix)},
+		}},
+		{Table: o.table, Chain: o.drop, Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}}},
+	}
 }

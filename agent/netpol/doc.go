@@ -66,6 +66,13 @@
 // limit, and the service reads the group (dataplane/nflog) in the node's
 // namespace and writes one Info line per denied packet.
 //
+// The flow capture's questions (resolve.go, agent/flowcap): ResolveAddr
+// names the pod that holds an address, and whether it runs on this node,
+// from the Pod cache (indexed by address) and the addresses Admit was
+// told; FlowRules names the rules behind a rule id through
+// Config.FlowIndex (policyrules.FlowIndex), which the service calls with
+// each IR it is about to apply. Neither waits on an apply.
+//
 // The service writes nothing to the API. It never switches a thread's
 // namespace except through netns.Do when it opens its sockets, and it
 // leaves the table in place when it stops, so that pods stay protected

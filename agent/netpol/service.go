@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/podnet/podnet/dataplane/policyrules"
+	"github.com/podnet/podnet/flows"
 	"github.com/podnet/podnet/policy"
 )
 
@@ -65,6 +66,10 @@ type Config struct {
 	// what it drops to this NFLOG group under the node's rate limit,
 	// and the service writes one Info line per record to Logger.
 	DenyLog *policyrules.DenyLog
+	// FlowIndex, when set, is called with every IR the service is about
+	// to apply, and its answer serves FlowRules (policyrules.FlowIndex:
+	// the flow capture's rule ids).
+	FlowIndex func(ir *policy.IR, node string) map[uint64][]flows.Rule
 }
 
 // renderer is what the service needs of policyrules.Renderer.
@@ -111,6 +116,8 @@ type Service struct {
 	reqGen atomic.Uint64
 	// summary is the last apply's, for Status: lock-free, never waiting.
 	summary atomic.Pointer[Summary]
+	// flowIndex serves FlowRules, lock-free (resolve.go).
+	flowIndex atomic.Pointer[flowIndex]
 
 	rmu sync.Mutex
 	r   renderer // nil while Run is not running
@@ -275,8 +282,11 @@ func (s *Service) informers() ([]cache.SharedIndexInformer, error) {
 	var out []cache.SharedIndexInformer
 	for _, sp := range specs {
 		idx := cache.Indexers{}
-		if sp.name == "NetworkPolicies" {
+		switch sp.name {
+		case "NetworkPolicies":
 			idx[cache.NamespaceIndex] = cache.MetaNamespaceIndexFunc // Admit's question
+		case "Pods":
+			idx[podIPIndex] = podIPIndexFunc // ResolveAddr's
 		}
 		inf := cache.NewSharedIndexInformer(sp.lw, sp.obj, 0, idx)
 		if err := s.handle(inf, sp.name, sp.transform, sp.same); err != nil {
@@ -404,6 +414,7 @@ func (s *Service) reconcile(full bool, localIPs func() ([]netip.Addr, error)) er
 	ir := policy.Compile(snap, policy.Options{Node: s.cfg.Node})
 	compiled := time.Now()
 	s.m.compile.Observe(compiled.Sub(start).Seconds())
+	s.publishFlowIndex(ir)
 	op := "apply"
 	s.rmu.Lock()
 	var st policyrules.Stats
@@ -472,29 +483,4 @@ func sameNode(a, b any) bool {
 	x, ok1 := a.(*nodeObj)
 	y, ok2 := b.(*nodeObj)
 	return ok1 && ok2 && slices.Equal(x.IPs, y.IPs) && maps.Equal(x.Labels, y.Labels)
-}
-
-// notifier wakes every waiter at once.
-type notifier struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-// wait returns a channel closed at the next broadcast.
-func (n *notifier) wait() <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.ch == nil {
-		n.ch = make(chan struct{})
-	}
-	return n.ch
-}
-
-func (n *notifier) broadcast() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.ch != nil {
-		close(n.ch)
-		n.ch = nil
-	}
 }

@@ -1,6 +1,8 @@
 // Package nflog receives the packets an nftables "log group N" statement
 // sends to userspace (NFLOG, nfnetlink_log), and reads their headers:
-// the rule's prefix, the addresses, the protocol and the ports.
+// the rule's prefix, the addresses, the protocol and the ports, of the
+// inet families' packets and, by their EtherType, of a bridge family's
+// (IPv4, IPv6, and ARP's sender and target).
 //
 // NFLOG, not "log" to the kernel's ring buffer: the kernel writes the
 // latter only from the initial network namespace unless

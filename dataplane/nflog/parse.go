@@ -30,6 +30,10 @@ type Record struct {
 	Prefix string
 	// Hook is the netfilter hook the packet was logged at (NF_INET_*).
 	Hook uint8
+	// EtherType is the packet's link-layer protocol (0x0800, 0x86dd;
+	// 0x0806 for ARP, which a bridge family's rule may log: then Src
+	// and Dst are the sender's and the target's IPv4 addresses).
+	EtherType uint16
 	// InDev and OutDev are the interface indexes, 0 when none.
 	InDev, OutDev uint32
 	Src, Dst      netip.Addr
@@ -65,6 +69,7 @@ func parsePacket(data []byte) (Record, error) {
 		switch typ {
 		case attrPacketHdr:
 			if len(v) >= 3 {
+				r.EtherType = binary.BigEndian.Uint16(v[0:2])
 				r.Hook = v[2]
 			}
 		case attrInDev:
@@ -90,16 +95,34 @@ func parsePacket(data []byte) (Record, error) {
 
 func align4(n int) int { return (n + 3) &^ 3 }
 
-// Address families of nfgenmsg (NFPROTO_IPV4, NFPROTO_IPV6).
+// Address families of nfgenmsg (NFPROTO_IPV4, NFPROTO_IPV6,
+// NFPROTO_BRIDGE), and the EtherTypes a bridge family's packet is read
+// by.
 const (
-	familyIPv4 = 2
-	familyIPv6 = 10
+	familyIPv4   = 2
+	familyIPv6   = 10
+	familyBridge = 7
+	etherIPv4    = 0x0800
+	etherIPv6    = 0x86dd
+	etherARP     = 0x0806
 )
 
 // parseNetwork reads the network and transport headers of p, a packet of
 // family. A packet copied short of its transport header keeps what could
 // be read.
 func (r *Record) parseNetwork(family uint8, p []byte) error {
+	if family == familyBridge {
+		// A bridge family's rule sees every frame: the EtherType says
+		// what the payload (from the network header on) is.
+		switch r.EtherType {
+		case etherIPv4:
+			family = familyIPv4
+		case etherIPv6:
+			family = familyIPv6
+		case etherARP:
+			return r.parseARP(p)
+		}
+	}
 	var rest []byte
 	switch family {
 	case familyIPv4:
@@ -166,4 +189,15 @@ func skipExtensions(next uint8, b []byte) (uint8, []byte) {
 			return next, b
 		}
 	}
+}
+
+// parseARP reads an ARP packet for IPv4 over Ethernet: Src is the
+// sender's protocol address, Dst the target's; Protocol stays 0.
+func (r *Record) parseARP(p []byte) error {
+	if len(p) < 28 || p[4] != 6 || p[5] != 4 {
+		return fmt.Errorf("nflog: not an ARP packet for IPv4 over Ethernet (%d bytes)", len(p))
+	}
+	r.Src = netip.AddrFrom4([4]byte(p[14:18]))
+	r.Dst = netip.AddrFrom4([4]byte(p[24:28]))
+	return nil
 }

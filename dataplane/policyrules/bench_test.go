@@ -76,13 +76,13 @@ func benchSnapshot() *policy.Snapshot {
 	return s
 }
 
-func benchRenderer(b *testing.B) *Renderer {
+func benchRenderer(b *testing.B, opts ...Option) *Renderer {
 	testutil.RequireRoot(b)
 	_, path := testutil.NewNodeNetNS(b)
 	f, err := os.Open(path)
 	must(b, err)
 	b.Cleanup(func() { f.Close() })
-	r, err := New("node7", WithNetNSFd(int(f.Fd())))
+	r, err := New("node7", append([]Option{WithNetNSFd(int(f.Fd()))}, opts...)...)
 	must(b, err)
 	b.Cleanup(func() { r.Close() })
 	return r
@@ -102,10 +102,16 @@ func reportSize(b *testing.B, ir *policy.IR) {
 // BenchmarkApplyFull programs a node's whole table from scratch (a
 // resync: one batch that replaces the table):
 // go test ./dataplane/policyrules -run '^$' -bench Apply -benchmem
-func BenchmarkApplyFull(b *testing.B) {
+func BenchmarkApplyFull(b *testing.B) { benchApplyFull(b) }
+
+// BenchmarkApplyFullFlowLabels is BenchmarkApplyFull with the flow
+// labels and the flow log (WithFlowLabels).
+func BenchmarkApplyFullFlowLabels(b *testing.B) { benchApplyFull(b, WithFlowLabels(FlowLog{})) }
+
+func benchApplyFull(b *testing.B, opts ...Option) {
 	s := benchSnapshot()
 	ir := policy.Compile(s, policy.Options{Node: "node7"})
-	r := benchRenderer(b)
+	r := benchRenderer(b, opts...)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := r.Resync(ir); err != nil {
@@ -120,7 +126,13 @@ func BenchmarkApplyFull(b *testing.B) {
 // it leaves one policy's selection for another's, so its two chains are
 // rewritten, and joins the peers "team2's web pods" that the node's
 // app2 and app7 pods take in, two elements): the incremental path.
-func BenchmarkApplyOnePod(b *testing.B) {
+func BenchmarkApplyOnePod(b *testing.B) { benchApplyOnePod(b) }
+
+// BenchmarkApplyOnePodFlowLabels is BenchmarkApplyOnePod with the flow
+// labels and the flow log.
+func BenchmarkApplyOnePodFlowLabels(b *testing.B) { benchApplyOnePod(b, WithFlowLabels(FlowLog{})) }
+
+func benchApplyOnePod(b *testing.B, opts ...Option) {
 	s := benchSnapshot()
 	irA := policy.Compile(s, policy.Options{Node: "node7"})
 	team2 := map[string]bool{}
@@ -135,7 +147,7 @@ func BenchmarkApplyOnePod(b *testing.B) {
 	}
 	s.Pods[i].Labels = map[string]string{"app": "app2", "tier": "web"}
 	irB := policy.Compile(s, policy.Options{Node: "node7"})
-	r := benchRenderer(b)
+	r := benchRenderer(b, opts...)
 	if _, err := r.Apply(irA); err != nil {
 		b.Fatal(err)
 	}

@@ -159,3 +159,10 @@ func clusterString(p *policy.ClusterPolicy) string {
 	}
 	return fmt.Sprintf("%s %s %d subject %s in %s out %s", p.Name, p.Tier, p.Priority, sub, rules(p.Ingress), rules(p.Egress))
 }
+
+// TestKernelMatchesDecideClusterFlowLabels: the same with the flow labels
+// and the flow log beside the deny log, which label accepted connections
+// and log before each drop, and must not change a verdict.
+func TestKernelMatchesDecideClusterFlowLabels(t *testing.T) {
+	checkKernelMatchesDecide(t, randomClusterWithTiers, WithFlowLabels(FlowLog{}), WithDenyLog(DenyLog{Group: 7370, Rate: 10, Burst: 20}))
+}

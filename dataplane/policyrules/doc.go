@@ -7,8 +7,9 @@
 //
 // Everything is decided in the kernel, per packet, by set and map
 // lookups; nothing goes to userspace, except, with the opt-in deny log
-// (WithDenyLog, denylog.go), a rate-limited NFLOG record of a packet a
-// pod chain is about to drop. The ruleset is its own table,
+// (WithDenyLog, denylog.go) or the flow log (WithFlowLabels,
+// flowlabels.go), a rate-limited NFLOG record of a packet a pod chain is
+// about to drop. The ruleset is its own table,
 // inet podnet-policy (TableName), owned whole by this package:
 //
 //	chain forward (filter hook forward priority 0)   pod <-> anything routed through the node
@@ -51,6 +52,16 @@
 // comment is "cnp <tier> <action> <policy> <direction> <index>", which
 // Counters reads into Counters.Cluster: what each Accept let through,
 // each Deny dropped and each Pass sent on to the next tier.
+//
+// With WithFlowLabels, every rule that accepts (a NetworkPolicy rule's
+// "counter return", a tier's Accept, a Baseline Pass) first sets the
+// connection's conntrack label to its rule's id ("ct label set", the
+// egress side's id in the low 64 bits, the ingress side's in the high
+// ones: the kernel ORs them together), and every drop is preceded by a
+// rule "limit name flow-log log group 7371 prefix podnet-flow <id>" (the
+// tier rule's comment "cnp-flow ...", the final drop's "flow <pod>
+// <direction>"). Ids are hashes of the rules' identities; FlowIndex
+// names them.
 //
 // Semantics match policy.Decide, the oracle (the differential root test
 // checks it with real packets), with these choices:

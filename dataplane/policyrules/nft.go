@@ -40,6 +40,8 @@ type batch struct {
 	ids    map[string]uint32
 	// denyLog is the log ruleLog writes to.
 	denyLog *DenyLog
+	// flowLog is the log ruleFlowLog writes to.
+	flowLog *FlowLog
 }
 
 func newBatch(conn *nftables.Conn) *batch {
@@ -271,6 +273,8 @@ func (b *batch) exprs(r rule, c *chain) []expr.Any {
 		return []expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop}}
 	case ruleLog:
 		return b.denyLog.exprs(c.pod, c.dir)
+	case ruleFlowLog:
+		return b.flowLog.logExprs(r.flowID)
 	case ruleGoto:
 		return []expr.Any{&expr.Verdict{Kind: expr.VerdictGoto, Chain: r.target}}
 	case ruleNamed:
@@ -302,6 +306,11 @@ func (b *batch) exprs(r rule, c *chain) []expr.Any {
 		return append(e, &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictGoto, Chain: r.target})
 	case verdictLog:
 		return append(e, b.denyLog.exprs(c.pod, c.dir)...)
+	case verdictFlowLog:
+		return append(e, b.flowLog.logExprs(r.flowID)...)
+	}
+	if r.flowID != 0 {
+		e = append(e, labelExprs(r.flowID, c.dir)...)
 	}
 	return append(e, &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictReturn})
 }
@@ -367,6 +376,9 @@ func (b *batch) queueBase() error {
 	b.conn.AddTable(b.table)
 	if b.denyLog != nil {
 		b.conn.AddObj(b.denyLog.limit(b.table))
+	}
+	if b.flowLog != nil {
+		b.conn.AddObj(b.flowLog.limit(b.table))
 	}
 	for _, m := range []string{mapIn4, mapIn6, mapOut4, mapOut6} {
 		if err := b.conn.AddSet(b.nftMap(m), nil); err != nil {

@@ -22,6 +22,8 @@ type Renderer struct {
 	node string
 	// denyLog, when set, is the deny log every pod chain writes to.
 	denyLog *DenyLog
+	// flowLog, when set, is the flow log and labels' (WithFlowLabels).
+	flowLog *FlowLog
 	// cur is what the last successful commit programmed; nil when
 	// unknown.
 	cur *ruleset
@@ -33,6 +35,7 @@ type Option func(*options)
 type options struct {
 	netnsFd int
 	denyLog *DenyLog
+	flowLog *FlowLog
 }
 
 // WithNetNSFd makes the Renderer act in the network namespace of fd
@@ -66,7 +69,7 @@ func New(node string, opts ...Option) (*Renderer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open nftables netlink socket: %w", err)
 	}
-	return &Renderer{conn: c, node: node, denyLog: o.denyLog}, nil
+	return &Renderer{conn: c, node: node, denyLog: o.denyLog, flowLog: o.flowLog}, nil
 }
 
 // bigBuffers raises the socket's buffers past the system's maximum (as
@@ -99,7 +102,7 @@ func (r *Renderer) Close() error { return r.conn.CloseLasting() }
 // stays so until the next change or Resync; the agent's service should
 // Resync now and then.
 func (r *Renderer) Apply(ir *policy.IR) (Stats, error) {
-	want := build(ir, r.node, r.denyLog != nil)
+	want := r.build(ir)
 	if r.cur == nil {
 		return r.resync(want)
 	}
@@ -107,8 +110,7 @@ func (r *Renderer) Apply(ir *policy.IR) (Stats, error) {
 	if p.empty() {
 		return Stats{}, nil
 	}
-	b := newBatch(r.conn)
-	b.denyLog = r.denyLog
+	b := r.newBatch()
 	err := b.queue(p)
 	if err == nil {
 		err = r.conn.Flush()
@@ -129,13 +131,22 @@ func (r *Renderer) Apply(ir *policy.IR) (Stats, error) {
 // Resync replaces the table with the ruleset of ir in one batch, whatever
 // is there: stale chains, sets and elements go, counters start at zero.
 func (r *Renderer) Resync(ir *policy.IR) (Stats, error) {
-	return r.resync(build(ir, r.node, r.denyLog != nil))
+	return r.resync(r.build(ir))
+}
+
+func (r *Renderer) build(ir *policy.IR) *ruleset {
+	return buildWith(ir, r.node, buildOptions{denyLog: r.denyLog != nil, flow: r.flowLog != nil})
+}
+
+func (r *Renderer) newBatch() *batch {
+	b := newBatch(r.conn)
+	b.denyLog, b.flowLog = r.denyLog, r.flowLog
+	return b
 }
 
 func (r *Renderer) resync(want *ruleset) (Stats, error) {
 	r.cur = nil
-	b := newBatch(r.conn)
-	b.denyLog = r.denyLog
+	b := r.newBatch()
 	// A table a newer podnet wrote is not this one's to replace.
 	if _, err := nftlayout.Check(r.conn, b.table, Layout); err != nil {
 		return Stats{}, err

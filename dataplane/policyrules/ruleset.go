@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"net/netip"
-	"slices"
 
 	"github.com/podnet/podnet/policy"
 )
@@ -70,22 +69,24 @@ type chain struct {
 type ruleKind uint8
 
 const (
-	ruleSelf  ruleKind = iota + 1 // the remote end is the pod itself: return
-	ruleAllow                     // remote in peer, protocol . port in ports: counter return
-	ruleNamed                     // destination . protocol . port in named: counter return
-	ruleDeny                      // counter drop
-	ruleLog                       // limit name deny-log log group N prefix "...": the deny log, before ruleDeny
-	ruleGoto                      // goto target: the end of the Admin tier, on to the tail chain
+	ruleSelf    ruleKind = iota + 1 // the remote end is the pod itself: return
+	ruleAllow                       // remote in peer, protocol . port in ports: counter return
+	ruleNamed                       // destination . protocol . port in named: counter return
+	ruleDeny                        // counter drop
+	ruleLog                         // limit name deny-log log group N prefix "...": the deny log, before ruleDeny
+	ruleGoto                        // goto target: the end of the Admin tier, on to the tail chain
+	ruleFlowLog                     // limit name flow-log log group N prefix "podnet-flow <id>": before ruleDeny
 )
 
 // verdict is what a matching ruleAllow or ruleNamed rule does.
 type verdict uint8
 
 const (
-	verdictReturn verdict = iota // counter return: this side allows
-	verdictDrop                  // counter drop: a ClusterNetworkPolicy Deny
-	verdictGoto                  // counter goto target: an Admin tier Pass
-	verdictLog                   // the deny log's record, before the same match's drop
+	verdictReturn  verdict = iota // counter return: this side allows
+	verdictDrop                   // counter drop: a ClusterNetworkPolicy Deny
+	verdictGoto                   // counter goto target: an Admin tier Pass
+	verdictLog                    // the deny log's record, before the same match's drop
+	verdictFlowLog                // the flow log's record, before the same match's drop
 )
 
 // rule is one rule of a pod chain. The remote address is the source for
@@ -109,6 +110,9 @@ type rule struct {
 	action  policy.Action
 	verdict verdict
 	target  string
+	// flowID is the rule's flow id (WithFlowLabels): the label a
+	// returning rule sets, the prefix a flow log rule writes; 0 without.
+	flowID uint64
 }
 
 // comment is the rule's user data: what Counters reads back, and what
@@ -121,13 +125,18 @@ func (r rule) comment(c *chain) string {
 		return fmt.Sprintf("deny %s %s", c.pod, c.dir)
 	case ruleLog:
 		return fmt.Sprintf("log %s %s", c.pod, c.dir)
+	case ruleFlowLog:
+		return fmt.Sprintf("flow %s %s", c.pod, c.dir)
 	case ruleGoto:
 		return fmt.Sprintf("tail %s %s", c.pod, c.dir)
 	}
 	if r.tier != 0 {
 		what := "cnp"
-		if r.verdict == verdictLog {
+		switch r.verdict {
+		case verdictLog:
 			what = "cnp-log"
+		case verdictFlowLog:
+			what = "cnp-flow"
 		}
 		return fmt.Sprintf("%s %s %s %s %s %d", what, r.tier, r.action, r.policy, c.dir, r.index)
 	}
@@ -138,12 +147,23 @@ func (r rule) comment(c *chain) string {
 // with the deny log's rule when denyLog. Pods of other nodes are left
 // out: their own nodes enforce their policy.
 func build(ir *policy.IR, node string, denyLog bool) *ruleset {
+	return buildWith(ir, node, buildOptions{denyLog: denyLog})
+}
+
+// buildOptions are what the Renderer's options add to the rules.
+type buildOptions struct {
+	denyLog bool
+	// flow: the flow labels and the flow log (WithFlowLabels).
+	flow bool
+}
+
+func buildWith(ir *policy.IR, node string, o buildOptions) *ruleset {
 	rs := &ruleset{
 		sets:   map[string]*set{},
 		chains: map[string]*chain{},
 		maps:   map[string]map[netip.Addr]string{mapIn4: {}, mapIn6: {}, mapOut4: {}, mapOut6: {}},
 	}
-	b := builder{ir: ir, rs: rs, denyLog: denyLog}
+	b := builder{ir: ir, rs: rs, denyLog: o.denyLog, flow: o.flow}
 	b.index()
 	// Both node sets exist always: the base chains refer to them.
 	node4 := rs.addrSet(setNode4, kindAddr4, "node "+node)
@@ -217,6 +237,7 @@ type builder struct {
 	ir      *policy.IR
 	rs      *ruleset
 	denyLog bool
+	flow    bool
 	peers   map[string]*policy.PeerSet
 	cidrs   map[string]*policy.CIDRSet
 	ports   map[string]*policy.PortSet
@@ -266,44 +287,64 @@ func (b *builder) chain(p *policy.PodRules, d Direction, dir *policy.Direction) 
 		passTo = tail.name
 	}
 	for _, r := range dir.Admin {
-		c.rules = append(c.rules, b.tierRules(r, passTo)...)
+		c.rules = append(c.rules, b.tierRules(r, passTo, d)...)
 	}
 	if tail != nil {
 		c.rules = append(c.rules, rule{kind: ruleGoto, target: tail.name})
 	}
 	if !dir.Isolated {
 		for _, r := range dir.Baseline {
-			rest.rules = append(rest.rules, b.tierRules(r, "")...)
+			rest.rules = append(rest.rules, b.tierRules(r, "", d)...)
 		}
 		return c, tail
 	}
 	for _, r := range dir.Rules {
-		rest.rules = append(rest.rules, b.rules(r)...)
+		rs := b.rules(r)
+		if b.flow {
+			id := ruleID(npRule(r.Policy, d, r.Index, "Allow"))
+			for i := range rs {
+				rs[i].flowID = id
+			}
+		}
+		rest.rules = append(rest.rules, rs...)
 	}
 	if b.denyLog {
 		rest.rules = append(rest.rules, rule{kind: ruleLog})
+	}
+	if b.flow {
+		rest.rules = append(rest.rules, rule{kind: ruleFlowLog, flowID: dropID(p.Pod, d, dir.IsolatedBy)})
 	}
 	rest.rules = append(rest.rules, rule{kind: ruleDeny})
 	return c, tail
 }
 
-// tierRules renders a ClusterNetworkPolicy rule: what it matches as an
-// allow rule's match, and its action as the verdict: Accept returns
-// (this side allows), Deny drops (after the deny log's record), Pass goes
-// to passTo (the Admin tier's tail) or, in the Baseline tier, returns:
-// the default allows.
-func (b *builder) tierRules(r *policy.TierRule, passTo string) []rule {
+// tierRules renders a ClusterNetworkPolicy rule of direction d: what it
+// matches as an allow rule's match, and its action as the verdict: Accept
+// returns (this side allows), Deny drops (after the deny log's and the
+// flow log's records), Pass goes to passTo (the Admin tier's tail) or, in
+// the Baseline tier, returns: the default allows. With the flow labels,
+// every rule that returns or logs carries the rule's id.
+func (b *builder) tierRules(r *policy.TierRule, passTo string, d Direction) []rule {
 	var out []rule
+	var id uint64
+	if b.flow && (r.Ref.Action != policy.Pass || passTo == "") {
+		id = ruleID(cnpRule(r.Ref, d))
+	}
 	for _, x := range b.rules(&r.Rule) {
-		x.tier, x.action = r.Ref.Tier, r.Ref.Action
+		x.tier, x.action, x.flowID = r.Ref.Tier, r.Ref.Action, id
 		switch r.Ref.Action {
 		case policy.Deny:
 			if b.denyLog {
 				l := x
-				l.verdict = verdictLog
+				l.verdict, l.flowID = verdictLog, 0
 				out = append(out, l)
 			}
-			x.verdict = verdictDrop
+			if b.flow {
+				l := x
+				l.verdict = verdictFlowLog
+				out = append(out, l)
+			}
+			x.verdict, x.flowID = verdictDrop, 0
 		case policy.Pass:
 			if passTo != "" {
 				x.verdict, x.target = verdictGoto, passTo
@@ -359,142 +400,4 @@ func (b *builder) rules(r *policy.Rule) []rule {
 		}
 	}
 	return out
-}
-
-// sharedSet returns the name of the set of prefix and key (its comment
-// what, then key), making it with the elements fill gives the first time
-// a rule refers to it: every rule that refers to the same key shares the
-// one set.
-func (b *builder) sharedSet(prefix string, kind setKind, what, key string, fill func() []element) string {
-	name := hashName(prefix, key)
-	if _, ok := b.rs.sets[name]; !ok {
-		b.rs.addrSet(name, kind, what+key).elems = fill()
-	}
-	return name
-}
-
-func (b *builder) peerSet(key string, fam uint8) string {
-	kind, prefix := kindAddr4, "peer4"
-	if fam == 6 {
-		kind, prefix = kindAddr6, "peer6"
-	}
-	return b.sharedSet(prefix, kind, "peers ", key, func() (out []element) {
-		if ps := b.peers[key]; ps != nil {
-			addrs := ps.V4
-			if fam == 6 {
-				addrs = ps.V6
-			}
-			for _, a := range addrs {
-				out = append(out, element{addr: a.Unmap()})
-			}
-		}
-		return out
-	})
-}
-
-// cidrSet returns the name of the family's set of ipBlock key, or "" if
-// the block has no addresses of that family (its key fixes its content,
-// so the rules of a block never change with the cluster).
-func (b *builder) cidrSet(key string, fam uint8) string {
-	cs := b.cidrs[key]
-	if cs == nil {
-		return ""
-	}
-	kind, prefix, ps := kindCIDR4, "cidr4", cs.V4
-	if fam == 6 {
-		kind, prefix, ps = kindCIDR6, "cidr6", cs.V6
-	}
-	if len(ps) == 0 {
-		return ""
-	}
-	name := hashName(prefix, key)
-	if _, ok := b.rs.sets[name]; !ok {
-		s := b.rs.addrSet(name, kind, "ipBlock "+key)
-		for _, p := range ps {
-			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-unmapBits(p)).Masked()
-			end, _ := afterLast(p)
-			s.elems = append(s.elems, element{addr: p.Addr(), end: end})
-		}
-	}
-	return name
-}
-
-func unmapBits(p netip.Prefix) int {
-	if p.Addr().Is4In6() {
-		return 96
-	}
-	return 0
-}
-
-func (b *builder) portSet(key string) string {
-	return b.sharedSet("ports", kindPorts, "ports ", key, func() (out []element) {
-		if ps := b.ports[key]; ps != nil {
-			for _, r := range ps.Ranges {
-				out = append(out, element{proto: r.Protocol, first: r.First, last: r.Last})
-			}
-		}
-		return out
-	})
-}
-
-func (b *builder) namedSet(key string, fam uint8) string {
-	kind, prefix := kindNamed4, "named4"
-	if fam == 6 {
-		kind, prefix = kindNamed6, "named6"
-	}
-	return b.sharedSet(prefix, kind, "named port ", key, func() (out []element) {
-		if ns := b.named[key]; ns != nil {
-			elems := ns.V4
-			if fam == 6 {
-				elems = ns.V6
-			}
-			for _, e := range elems {
-				out = append(out, element{addr: e.Addr.Unmap(), proto: e.Protocol, first: e.Port, last: e.Port})
-			}
-		}
-		return out
-	})
-}
-
-// canonical sorts the elements, drops duplicates and merges intervals
-// that overlap or touch: the kernel refuses overlapping intervals, and
-// a diff needs one spelling of each set.
-func (s *set) canonical() {
-	slices.SortFunc(s.elems, compareElements)
-	s.elems = slices.Compact(s.elems)
-	switch s.kind {
-	case kindCIDR4, kindCIDR6:
-		out := s.elems[:0]
-		for _, e := range s.elems {
-			if n := len(out); n > 0 && (!out[n-1].end.IsValid() || e.addr.Compare(out[n-1].end) <= 0) {
-				if out[n-1].end.IsValid() && (!e.end.IsValid() || e.end.Compare(out[n-1].end) > 0) {
-					out[n-1].end = e.end
-				}
-				continue
-			}
-			out = append(out, e)
-		}
-		s.elems = out
-	case kindPorts:
-		out := s.elems[:0]
-		for _, e := range s.elems {
-			if n := len(out); n > 0 && out[n-1].proto == e.proto && uint32(e.first) <= uint32(out[n-1].last)+1 {
-				out[n-1].last = max(out[n-1].last, e.last)
-				continue
-			}
-			out = append(out, e)
-		}
-		s.elems = out
-	}
-}
-
-// afterLast is the first address after p, if there is one.
-func afterLast(p netip.Prefix) (netip.Addr, bool) {
-	b := p.Masked().Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 0x80 >> (i % 8)
-	}
-	last, _ := netip.AddrFromSlice(b)
-	next := last.Next()
-	return next, next.IsValid()
 }
