@@ -206,7 +206,7 @@ func TestHandlerFollow(t *testing.T) {
 	ui := httptest.NewServer(New(src, "test"))
 	defer ui.Close()
 	resp := get(t, ui.URL+"/api/flows?follow=true&pod=shop/web-1&limit=9")
-	if q := <-queries; q.Get("follow") != "true" || q.Get("pod") != "shop/web-1" || q.Has("limit") {
+	if q := <-queries; q.Get("follow") != "true" || q.Get("pod") != "shop/web-1" || q.Get("limit") != "9" {
 		t.Errorf("agent followed with %v", q)
 	}
 	sc := bufio.NewScanner(resp.Body)
@@ -223,6 +223,18 @@ func TestHandlerFollow(t *testing.T) {
 	close(live) // the agent ends its stream: the page is told why
 	if !sc.Scan() || !strings.Contains(sc.Text(), `"error"`) || !strings.Contains(sc.Text(), "follow stream ended") {
 		t.Errorf("after the agent's end: %q, want an error line", sc.Text())
+	}
+}
+
+func TestHandlerFollowRefused(t *testing.T) {
+	agent, _ := fakeAgent(t, nil, nil)
+	src, _ := NewAgentSource([]string{agent.URL})
+	ui := httptest.NewServer(New(src, "test"))
+	defer ui.Close()
+	body, _ := io.ReadAll(get(t, ui.URL+"/api/flows?follow=true&verdict=bogus").Body)
+	var line followError
+	if err := json.Unmarshal(body, &line); err != nil || line.Status != 400 || !strings.Contains(line.Error, `verdict "bogus"`) {
+		t.Errorf("follow with a refused query: %q (%v), want an error line with status 400 and the agent's message", body, err)
 	}
 }
 

@@ -62,10 +62,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// flows answers as the agents do: NDJSON, one record a line. With
-// follow=true the answer stays open and each new record is flushed as it
-// comes; a stream that fails ends with one line {"error": "..."}, so the
-// page can tell a failure from a quiet network.
+// flows answers as the agents do: NDJSON, one record a line, the newest
+// limit records; with follow=true the answer then stays open and each new
+// record is flushed as it comes. A follow that fails ends with one line
+// {"error": "...", "status": 400 when the agents refused the query}, so
+// the page can tell a failure from a quiet network, and a query to fix
+// from an agent to wait for.
 func (h *Handler) flows(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
@@ -75,8 +77,7 @@ func (h *Handler) flows(w http.ResponseWriter, r *http.Request) {
 		recs, err := h.src.List(r.Context(), q)
 		if err != nil {
 			status := http.StatusBadGateway
-			var ae *AgentError
-			if errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
+			if refused(err) != 0 {
 				status = http.StatusBadRequest
 			}
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -105,6 +106,21 @@ func (h *Handler) flows(w http.ResponseWriter, r *http.Request) {
 		return nil
 	})
 	if err != nil && r.Context().Err() == nil {
-		_ = enc.Encode(map[string]string{"error": err.Error()})
+		_ = enc.Encode(followError{Error: err.Error(), Status: refused(err)})
 	}
+}
+
+// followError is a follow stream's last line when it fails.
+type followError struct {
+	Error  string `json:"error"`
+	Status int    `json:"status,omitempty"`
+}
+
+// refused is 400 when the agents refused the query, else 0.
+func refused(err error) int {
+	var ae *AgentError
+	if errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
+		return http.StatusBadRequest
+	}
+	return 0
 }

@@ -24,9 +24,11 @@ type Source interface {
 	// List returns the records the agents hold that match query, oldest
 	// first.
 	List(ctx context.Context, query url.Values) ([]flows.Record, error)
-	// Follow calls fn with each new record matching query until ctx ends
-	// (then it returns nil), a stream fails, or fn returns an error.
-	// fn is never called concurrently.
+	// Follow calls fn with the records the agents hold that match query
+	// (the newest limit of each agent's, oldest first), then with each
+	// new one as it comes, until ctx ends (then it returns nil), a
+	// stream fails, or fn returns an error. fn is never called
+	// concurrently; records of different agents interleave.
 	Follow(ctx context.Context, query url.Values, fn func(flows.Record) error) error
 }
 
@@ -167,7 +169,6 @@ func (s *AgentSource) stream(ctx context.Context, baseURL string, query url.Valu
 	q := keep(query)
 	if follow {
 		q.Set("follow", "true")
-		q.Del("limit")
 	}
 	u := strings.TrimRight(baseURL, "/") + "/flows"
 	if len(q) > 0 {

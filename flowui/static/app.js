@@ -1,6 +1,6 @@
 // podnet ui: the flow table and the map over /api/flows (NDJSON, the
-// agents' own format). A filter change starts over: the records the
-// agents hold (list), then the new ones as they come (follow=true).
+// agents' own format). A filter change starts over: one follow=true
+// stream gives the records the agents hold, then the new ones.
 "use strict";
 
 const FILTERS = ["namespace", "pod", "verdict", "protocol", "port"];
@@ -35,34 +35,35 @@ function setStatus(state, text) {
   s.querySelector("span").textContent = text;
 }
 
+// start (re)opens the one stream of the page: with follow=true the
+// agents send the newest LIST_LIMIT records they hold, then each new one.
 async function start() {
   if (run) run.abort.abort();
   const q = filterQuery();
   history.replaceState(null, "", q.toString() ? "?" + q : location.pathname);
   const abort = new AbortController();
-  run = { abort, seen: new Set() };
+  run = { abort, seen: new Set(), opened: 0 };
   const mine = run;
   tbody.replaceChildren();
+  $("#count").textContent = 0;
   model = newModel();
   scheduleRender();
-  setStatus("connecting", "loading…");
+  setStatus("connecting", "connecting…");
+  let retry = true;
   try {
-    const list = new URLSearchParams(q);
-    list.set("limit", LIST_LIMIT);
-    const resp = await fetch("/api/flows?" + list, { signal: abort.signal });
+    q.set("limit", LIST_LIMIT);
+    q.set("follow", "true");
+    const resp = await fetch("/api/flows?" + q, { signal: abort.signal });
     if (!resp.ok) throw new Error((await resp.text()).trim() || resp.statusText);
-    await readLines(resp, (rec) => add(mine, rec, false));
-    const follow = new URLSearchParams(q);
-    follow.set("follow", "true");
-    const live = await fetch("/api/flows?" + follow, { signal: abort.signal });
-    if (!live.ok) throw new Error((await live.text()).trim() || live.statusText);
+    mine.opened = Date.now();
     setStatus("live", "live · " + sourceLabel);
-    await readLines(live, (rec) => add(mine, rec, true));
+    await readLines(resp, (rec) => add(mine, rec));
     throw new Error("the flow stream ended");
   } catch (err) {
     if (abort.signal.aborted) return;
-    setStatus("error", err.message + " · retrying in 5 s");
-    setTimeout(() => { if (run === mine) start(); }, 5000);
+    retry = err.status !== 400; // a refused filter waits for the user
+    setStatus("error", err.message + (retry ? " · retrying in 5 s" : ""));
+    if (retry) setTimeout(() => { if (run === mine) start(); }, 5000);
   }
 }
 
@@ -82,20 +83,25 @@ async function readLines(resp, fn) {
       buf = buf.slice(nl + 1);
       if (!line) continue;
       const obj = JSON.parse(line);
-      if (obj.error !== undefined) throw new Error(obj.error);
+      if (obj.error !== undefined) throw Object.assign(new Error(obj.error), { status: obj.status });
       fn(obj);
     }
   }
 }
 
-// add shows one record once: the list and the follow stream may both
-// carry it (an agent's seq is unique per node).
-function add(r, rec, live) {
+// add shows one record once (an agent's seq is unique per node), its
+// row placed by time: several agents' records interleave. A record that
+// comes after the first second, past the agents' snapshot, is
+// highlighted.
+function add(r, rec) {
   if (run !== r) return;
   const key = rec.node + "/" + rec.seq;
   if (r.seen.has(key)) return;
   r.seen.add(key);
-  tbody.prepend(row(rec, live));
+  const tr = row(rec, Date.now() - r.opened > 1000);
+  let next = tbody.firstElementChild;
+  while (next && Number(next.dataset.t) > Number(tr.dataset.t)) next = next.nextElementSibling;
+  tbody.insertBefore(tr, next);
   while (tbody.rows.length > MAX_ROWS) tbody.lastElementChild.remove();
   $("#count").textContent = tbody.rows.length;
   addToModel(rec);
@@ -146,6 +152,7 @@ function row(rec, live) {
   tr.dataset.verdict = rec.verdict;
   tr.dataset.seq = rec.seq;
   const t = new Date(rec.time);
+  tr.dataset.t = isNaN(t) ? 0 : t.getTime();
   const time = el("td", "time", (isNaN(t) ? String(rec.time) : t.toISOString().slice(11, 23)) + " ");
   time.append(el("small", "", rec.event));
   const verdict = el("td", "verdict-cell");

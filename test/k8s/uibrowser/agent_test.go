@@ -15,10 +15,10 @@ import (
 	"github.com/podnet/podnet/internal/testutil"
 )
 
-// testAgent serves GET /flows as an agent does, over a fixed set of
-// records: the filters the page sends (namespace, pod, verdict,
-// protocol, port), limit, and follow=true, which streams each record
-// push gives it to every follower whose filter it matches.
+// testAgent serves GET /flows as an agent does (flows/flowapi), over a
+// fixed set of records: the filters the page sends (namespace, pod,
+// verdict, protocol, port), limit, and follow=true: the snapshot, then
+// each record push gives it, to every follower whose filter it matches.
 type testAgent struct {
 	srv     *httptest.Server
 	records []flows.Record
@@ -46,30 +46,26 @@ func (a *testAgent) serve(w http.ResponseWriter, r *http.Request) {
 	a.mu.Unlock()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	enc := json.NewEncoder(w)
-	if q.Get("follow") != "true" {
-		var out []flows.Record
-		for _, rec := range a.records {
-			if matches(rec, q) {
-				out = append(out, rec)
-			}
-		}
-		if n, err := strconv.Atoi(q.Get("limit")); err == nil && n < len(out) {
-			out = out[len(out)-n:]
-		}
-		for _, rec := range out {
-			_ = enc.Encode(rec)
-		}
+	follow := q.Get("follow") == "true"
+	ch := make(chan flows.Record, 16)
+	if follow {
+		// Subscribed before the snapshot, as the agent does: no record
+		// falls between them.
+		a.mu.Lock()
+		a.followers[ch] = q
+		a.mu.Unlock()
+		defer func() {
+			a.mu.Lock()
+			delete(a.followers, ch)
+			a.mu.Unlock()
+		}()
+	}
+	for _, rec := range a.snapshot(q) {
+		_ = enc.Encode(rec)
+	}
+	if !follow {
 		return
 	}
-	ch := make(chan flows.Record, 16)
-	a.mu.Lock()
-	a.followers[ch] = q
-	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		delete(a.followers, ch)
-		a.mu.Unlock()
-	}()
 	w.(http.Flusher).Flush()
 	for {
 		select {
@@ -80,6 +76,21 @@ func (a *testAgent) serve(w http.ResponseWriter, r *http.Request) {
 			w.(http.Flusher).Flush()
 		}
 	}
+}
+
+// snapshot is the newest limit of the known records q's filter selects,
+// oldest first.
+func (a *testAgent) snapshot(q url.Values) []flows.Record {
+	var out []flows.Record
+	for _, rec := range a.records {
+		if matches(rec, q) {
+			out = append(out, rec)
+		}
+	}
+	if n, err := strconv.Atoi(q.Get("limit")); err == nil && n < len(out) {
+		out = out[len(out)-n:]
+	}
+	return out
 }
 
 // push streams rec to the followers whose filter it matches, and
@@ -188,6 +199,17 @@ func knownFlows() []flows.Record {
 		recs[i].Seq = uint64(i + 1)
 	}
 	return recs
+}
+
+// onNode keeps the records of node.
+func onNode(recs []flows.Record, node string) []flows.Record {
+	var out []flows.Record
+	for _, r := range recs {
+		if r.Node == node {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // liveFlow is the record streamed after the page has loaded: a pod the

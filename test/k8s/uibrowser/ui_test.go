@@ -35,6 +35,7 @@ type shown struct {
 	Verdicts []string `json:"verdicts"`
 	Rules    []string `json:"rules"`
 	Sources  []string `json:"sources"`
+	Times    []int64  `json:"times"`
 	Groups   []string `json:"groups"`
 	Nodes    []string `json:"nodes"`
 	Edges    []edge   `json:"edges"`
@@ -56,6 +57,7 @@ const showJS = `(() => {
     verdicts: rows.map(r => r.querySelector(".verdict-cell").textContent.trim()),
     rules: rows.map(r => r.querySelector(".rules").textContent.trim()),
     sources: rows.map(r => r.querySelectorAll(".ep")[0].textContent.trim()),
+    times: rows.map(r => Number(r.dataset.t)),
     groups: all("#map .group", g => g.dataset.name),
     nodes: all("#map .node", n => n.dataset.id),
     edges: all("#map .edge", e => ({src: e.dataset.src, dst: e.dataset.dst, verdict: e.dataset.verdict,
@@ -65,14 +67,16 @@ const showJS = `(() => {
 
 func TestUI(t *testing.T) {
 	chromium := ensureChromium(t)
-	agent := newTestAgent(t, knownFlows())
-	src, err := flowui.NewAgentSource([]string{agent.srv.URL})
+	// Two agents, one a node: the page merges their records by time.
+	node1 := newTestAgent(t, onNode(knownFlows(), "node-1"))
+	agent := newTestAgent(t, onNode(knownFlows(), "node-2")) // the one that streams
+	src, err := flowui.NewAgentSource([]string{node1.srv.URL, agent.srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// On 127.0.0.1; closed after the browser ends (cleanups run last
 	// first), or Close would wait for the page's follow stream.
-	ui := httptest.NewServer(flowui.New(src, "agent "+agent.srv.URL))
+	ui := httptest.NewServer(flowui.New(src, "2 agents"))
 	t.Cleanup(ui.Close)
 	ctx := browser(t, chromium)
 
@@ -122,8 +126,8 @@ func TestUI(t *testing.T) {
 		}
 	}
 	checkMap(t, got, map[string]int{"dropped-policy": 2})
-	if !agent.asked("verdict", "dropped-policy") {
-		t.Error("the agent was never asked with verdict=dropped-policy")
+	if !agent.asked("verdict", "dropped-policy") || !node1.asked("verdict", "dropped-policy") {
+		t.Error("the agents were not asked with verdict=dropped-policy")
 	}
 
 	// The filtered page follows too: a drop streamed now is its third row.
@@ -162,6 +166,11 @@ func checkTable(t *testing.T, got shown) {
 	}
 	if fmt.Sprint(count) != "map[dropped-guard:2 dropped-policy:2 forwarded:5]" {
 		t.Errorf("table verdicts %v, want 5 forwarded, 2 dropped-policy, 2 dropped-guard", count)
+	}
+	for i := 1; i < len(got.Times); i++ {
+		if got.Times[i] > got.Times[i-1] {
+			t.Errorf("row %d is newer than row %d: the two agents' records are not merged by time (%v)", i, i-1, got.Times)
+		}
 	}
 	// Newest first: the ICMP guard drop, then web-2 to db-0 with both
 	// sides' rules.
