@@ -70,7 +70,9 @@ func TestServeMetricsEndsFollowers(t *testing.T) {
 	}
 	c := &flowapi.Client{URL: "http://" + ao.metricsAddr, Timeout: 5 * time.Second}
 	done := make(chan error, 1)
-	go func() { done <- c.Follow(context.Background(), flows.Filter{}, func(flows.Record) error { return nil }) }()
+	go func() {
+		done <- c.Follow(context.Background(), flows.Filter{}, func(flows.Record) error { return nil })
+	}()
 	for deadline := time.Now().Add(5 * time.Second); ring.Stats().Subscribers == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("no follower")
