@@ -48,6 +48,6 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newConnectivityCommand())
 	opts := &globalOptions{}
 	opts.register(root)
-	root.AddCommand(newNetCommand(opts), newPodCommand(opts), newRunCommand(opts), newStatusCommand(opts), newDiagCommand(), newBenchCommand(opts), newInstallCommand(opts), newIPAMCommand(opts), newAgentCommand(opts), newPolicyCommand(opts), newUninstallCommand(), newWireGuardCommand(), newUICommand())
+	root.AddCommand(newNetCommand(opts), newPodCommand(opts), newRunCommand(opts), newStatusCommand(opts), newDiagCommand(), newBenchCommand(opts), newInstallCommand(opts), newIPAMCommand(opts), newAgentCommand(opts), newPolicyCommand(opts), newFlowsCommand(), newUICommand(), newUninstallCommand(), newWireGuardCommand())
 	return root
 }
