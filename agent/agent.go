@@ -15,6 +15,7 @@ import (
 
 	"github.com/podnet/podnet/agent/clusterstate"
 	"github.com/podnet/podnet/agent/cniinstall"
+	"github.com/podnet/podnet/agent/flowcap"
 	"github.com/podnet/podnet/agent/ipamgc"
 	"github.com/podnet/podnet/agent/kubeblocks"
 	"github.com/podnet/podnet/agent/netpol"
@@ -66,15 +67,16 @@ type Agent struct {
 	reg  *prometheus.Registry
 	view *clusterstate.View
 
-	src    source
-	kube   *kubeapi.Source     // src, with the Kubernetes datastore
-	blocks *kubeblocks.Service // with block IPAM on the API
-	routes *route.Service
-	wg     *wireguard.Service // with Config.Encryption wireguard
-	policy *netpol.Service    // with Config.NetworkPolicy
-	admit  *netpol.Admission
-	gc     *ipamgc.Metrics
-	flows  *flowSink // with Config.Flows
+	src     source
+	kube    *kubeapi.Source     // src, with the Kubernetes datastore
+	blocks  *kubeblocks.Service // with block IPAM on the API
+	routes  *route.Service
+	wg      *wireguard.Service // with Config.Encryption wireguard
+	policy  *netpol.Service    // with Config.NetworkPolicy
+	admit   *netpol.Admission
+	gc      *ipamgc.Metrics
+	flows   *flowSink        // with Config.Flows
+	capture *flowcap.Service // with Config.Flows
 	// registered is set while the node is registered (the source's).
 	registered atomic.Bool
 
@@ -123,8 +125,12 @@ func New(cfg Config) (*Agent, error) {
 		if err != nil {
 			return nil, err
 		}
-		a.policy = netpol.New(netpol.Config{Node: cfg.Node, NetNS: cfg.NetNS, SysctlRecord: cfg.SysctlRecord, Sources: src, ResyncInterval: cfg.ResyncInterval,
-			DenyLog: cfg.PolicyDenyLog, Registry: reg, Logger: log})
+		pc := netpol.Config{Node: cfg.Node, NetNS: cfg.NetNS, SysctlRecord: cfg.SysctlRecord, Sources: src, ResyncInterval: cfg.ResyncInterval,
+			DenyLog: cfg.PolicyDenyLog, Registry: reg, Logger: log}
+		if cfg.Flows != nil {
+			pc.FlowLog, pc.FlowIndex = &policyrules.FlowLog{}, policyrules.FlowIndex
+		}
+		a.policy = netpol.New(pc)
 		if a.cfg.PolicySocket == "" {
 			a.cfg.PolicySocket = admitsock.DefaultSocket
 		}
@@ -133,6 +139,7 @@ func New(cfg Config) (*Agent, error) {
 	a.gc = ipamgc.NewMetrics(reg)
 	if cfg.Flows != nil {
 		a.flows = newFlowSink(cfg.Flows, cfg.Node, reg)
+		a.capture = a.newFlowCapture()
 	}
 	registerConfigValid(reg, true)
 	return a, nil
@@ -257,6 +264,10 @@ func (a *Agent) plan(registered chan struct{}) []service {
 		svcs = append(svcs, service{name: "network-policy", run: a.policy.Run, ready: a.policy.Ready, first: a.policy.FirstApplied()},
 			service{name: "policy-socket", run: a.admit.Run, ready: a.admit.Ready, first: a.admit.ReadyC()})
 		after = append(after, a.policy.FirstApplied(), a.admit.ReadyC())
+	}
+	if a.capture != nil {
+		// Flows gate nothing: a pod starts whether or not it is watched.
+		svcs = append(svcs, service{name: "flows", run: a.capture.Run, ready: a.capture.Ready, first: a.capture.ReadyC()})
 	}
 	if cfg.Install != nil {
 		sc := cniinstall.ServiceConfig{Node: cfg.Node, Mode: string(cfg.Mode), PodMTU: a.routes.PodMTU(), After: after, Logger: a.log}

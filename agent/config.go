@@ -93,7 +93,8 @@ type Config struct {
 	WireGuardKeyFile string
 	// Flows, when set, is the ring of the node's flow records (issue 32):
 	// the agent serves it at /flows (flowapi) and counts what enters it
-	// through FlowSink in the flow metrics. Nil: flows are off.
+	// through FlowSink in the flow metrics, and captures them
+	// (agent/flowcap); it needs NetworkPolicy. Nil: flows are off.
 	Flows *flows.Ring
 	// Registry receives the agent's metrics; nil makes a new one with the
 	// Go and process collectors.
@@ -192,6 +193,11 @@ func (cfg *Config) complete() error {
 	}
 	if cfg.PolicyDenyLog != nil && !cfg.NetworkPolicy {
 		return errors.New("agent: the policy deny log goes with network policy (--network-policy)")
+	}
+	if cfg.Flows != nil && !cfg.NetworkPolicy {
+		// The policy service names the pods behind addresses and the
+		// rules behind the conntrack labels and drop prefixes.
+		return errors.New("agent: flows (--flows) go with network policy (--network-policy)")
 	}
 	if cfg.Kube != nil && cfg.Kube.Blocks != nil && cfg.Kube.Blocks.Socket != "" && cfg.Store == nil {
 		return errors.New("agent: an IPAM socket without block IPAM's store to serve (kubeblocks.OpenStore)")

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"github.com/podnet/podnet/agent/flowcap"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -128,4 +129,13 @@ func (a *Agent) flowsHandler() http.Handler {
 
 func flowsUnavailable(msg string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, msg, http.StatusNotFound) })
+}
+
+// newFlowCapture is the flows service (agent/flowcap) of an agent with
+// flows on: its records go to FlowSink, its pods and rules come from the
+// policy service (Config.complete makes flows need it).
+func (a *Agent) newFlowCapture() *flowcap.Service {
+	lost := a.FlowLost()
+	return flowcap.New(flowcap.Config{NetNS: a.cfg.NetNS, Node: a.cfg.Node, Index: a.policy, Resolver: a.policy,
+		Sink: a.FlowSink(), Lost: func(source string) { lost(source, 1) }, SysctlRecord: a.cfg.SysctlRecord, Logger: a.log})
 }

@@ -18,7 +18,7 @@ import (
 // before; without, /flows says how to turn them on and no flow metric
 // exists.
 func TestFlowsOnAndOff(t *testing.T) {
-	on, err := New(Config{Node: "node-1", Kube: &KubeConfig{REST: &rest.Config{Host: "https://192.0.2.1"}}, Flows: flows.NewRing(16)})
+	on, err := New(Config{Node: "node-1", Kube: &KubeConfig{REST: &rest.Config{Host: "https://192.0.2.1"}}, NetworkPolicy: true, Flows: flows.NewRing(16)})
 	if err != nil {
 		t.Fatal(err)
 	}

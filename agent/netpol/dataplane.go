@@ -28,6 +28,9 @@ func (s *Service) openNetNS() (renderer, func() ([]netip.Addr, error), func(), e
 		if s.cfg.DenyLog != nil {
 			opts = append(opts, policyrules.WithDenyLog(*s.cfg.DenyLog))
 		}
+		if s.cfg.FlowLog != nil {
+			opts = append(opts, policyrules.WithFlowLabels(*s.cfg.FlowLog))
+		}
 		if r, err = policyrules.New(s.cfg.Node, opts...); err != nil {
 			return err
 		}

@@ -66,6 +66,10 @@ type Config struct {
 	// what it drops to this NFLOG group under the node's rate limit,
 	// and the service writes one Info line per record to Logger.
 	DenyLog *policyrules.DenyLog
+	// FlowLog, when set, writes the flows' side of the table
+	// (policyrules.WithFlowLabels: conntrack labels of the accepting
+	// rules, drops logged for agent/flowcap).
+	FlowLog *policyrules.FlowLog
 	// FlowIndex, when set, is called with every IR the service is about
 	// to apply, and its answer serves FlowRules (policyrules.FlowIndex:
 	// the flow capture's rule ids).
