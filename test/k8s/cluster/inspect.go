@@ -124,14 +124,19 @@ func (n *Node) Exec(ctx context.Context, namespace, pod, container string, timeo
 	return out, nil
 }
 
+// PodnetCommand is the command Podnet runs, for a caller that streams
+// its output (podnet flows --follow) or ends it itself.
+func (n *Node) PodnetCommand(ctx context.Context, args ...string) *exec.Cmd {
+	bin := filepath.Join(n.c.Dir, "podnet-bin", "podnet")
+	return exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + n.NetNS, "--", bin}, args...)...)
+}
+
 // Podnet runs podnet's CLI (the binary of the image the cluster runs) in
 // the node's network namespace, as a user on the node would, and returns
 // its combined output. It sees the machine's files, not the node's own
 // (a bbolt store is named by its HostPath, as IPAMStoreSpec does).
 func (n *Node) Podnet(ctx context.Context, args ...string) ([]byte, error) {
-	bin := filepath.Join(n.c.Dir, "podnet-bin", "podnet")
-	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + n.NetNS, "--", bin}, args...)...)
-	out, err := cmd.CombinedOutput()
+	out, err := n.PodnetCommand(ctx, args...).CombinedOutput()
 	if err != nil {
 		return out, fmt.Errorf("podnet %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
