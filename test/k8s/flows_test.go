@@ -291,11 +291,12 @@ func (w *flowWorld) script(t *testing.T) []flowCase {
 	return append(cases, w.forged(t))
 }
 
-// forged sends UDP from fl-c1's eth0 with a source no pod holds, as raw
-// frames: the guard on fl-c1's node drops them and records it.
+// forged sends UDP from fl-c1's eth0 to fl-c2 (on the other node, a pod
+// no policy isolates) with a source no pod holds, as raw frames: the
+// guard on fl-c1's node drops them and records it.
 func (w *flowWorld) forged(t *testing.T) flowCase {
 	t.Helper()
-	c1, s1 := w.pods["fl-c1"], w.pods["fl-s1"]
+	c1, c2 := w.pods["fl-c1"], w.pods["fl-c2"]
 	forged := netip.MustParseAddr("198.18.200.9")
 	var mac net.HardwareAddr
 	if err := c1.ns.Do(func() error {
@@ -307,11 +308,11 @@ func (w *flowWorld) forged(t *testing.T) flowCase {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	got := testutil.UDPArrivals(t, c1.ns.Path(), s1.ns.Path(), mac, dataplane.RoutedHostMAC, s1.ip, []netip.Addr{c1.ip, forged}, 3)
+	got := testutil.UDPArrivals(t, c1.ns.Path(), c2.ns.Path(), mac, dataplane.RoutedHostMAC, c2.ip, []netip.Addr{c1.ip, forged}, 3)
 	if got[c1.ip] == 0 || got[forged] != 0 {
 		t.Fatalf("raw frames from fl-c1: arrived by source %v: want fl-c1's own, never %s", got, forged)
 	}
-	return flowCase{name: "UDP forged source, dropped by the guard", dst: "fl-s1", srcIP: forged, protocol: "UDP",
+	return flowCase{name: "UDP forged source, dropped by the guard", dst: "fl-c2", srcIP: forged, protocol: "UDP",
 		verdict: flows.DroppedGuard, node: c1.node}
 }
 
@@ -379,7 +380,7 @@ func (w *flowWorld) match(fc flowCase, recs []flows.Record) (flows.Record, strin
 			why = "verdict " + string(r.Verdict)
 		case fc.rule != nil && !slices.ContainsFunc(r.Rules, func(x flows.Rule) bool { return x == *fc.rule }):
 			why = fmt.Sprintf("rules %+v", r.Rules)
-		case r.Dst.PodKey() != "default/"+fc.dst || r.Dst.Port != flowServerPort:
+		case r.Dst.PodKey() != "default/"+fc.dst || (fc.src != "" && r.Dst.Port != flowServerPort):
 			why = fmt.Sprintf("destination %+v", r.Dst)
 		case fc.src != "" && r.Src.PodKey() != "default/"+fc.src:
 			why = fmt.Sprintf("source %+v", r.Src)
