@@ -121,6 +121,7 @@ setting and why (podnet_agent_config_valid 0).`,
 	f.IntVar(&ao.wgPort, "wireguard-port", wireguard.DefaultPort, "with --encryption wireguard: the UDP port podnet.wg listens on, on the underlay")
 	f.StringVar(&ao.wgKeyFile, "wireguard-key-file", wireguard.DefaultKeyFile, "with --encryption wireguard: the node's private key (mode 0600; generated when missing)")
 	f.DurationVar(&ao.leaseTTL, "lease-ttl", 10*time.Second, "TTL of the node registration's etcd lease")
+	registerValues(cmd, "mode", string(route.ModeHostGW), string(route.ModeVXLAN), string(route.ModeAuto))
 	return cmd
 }
 

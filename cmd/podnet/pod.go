@@ -245,12 +245,3 @@ func (po *podOptions) runtimeConf(netns string) (*cni.RuntimeConf, error) {
 	}
 	return conf, nil
 }
-
-func printJSON(cmd *cobra.Command, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(cmd.OutOrStdout(), string(b))
-	return err
-}
