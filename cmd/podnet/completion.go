@@ -126,7 +126,7 @@ var flagValues = map[string][]string{
 // network of the conf dir. Flags that already have a completion keep it.
 func registerFlagValues(cmd *cobra.Command, opts *globalOptions) {
 	for name, values := range flagValues {
-		if cmd.Flags().Lookup(name) != nil {
+		if cmd.Flags().Lookup(name) != nil || cmd.PersistentFlags().Lookup(name) != nil {
 			registerValues(cmd, name, values...)
 		}
 	}
