@@ -74,6 +74,7 @@ type Agent struct {
 	policy *netpol.Service    // with Config.NetworkPolicy
 	admit  *netpol.Admission
 	gc     *ipamgc.Metrics
+	flows  *flowSink // with Config.Flows
 	// registered is set while the node is registered (the source's).
 	registered atomic.Bool
 
@@ -95,19 +96,7 @@ func New(cfg Config) (*Agent, error) {
 	log := cfg.Logger.With("node", cfg.Node)
 	reg := newRegistry(cfg.Registry)
 	a := &Agent{cfg: cfg, log: log, reg: reg, view: clusterstate.NewView(cfg.Prefix), ready: make(chan struct{})}
-	restarts := prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: "podnet", Subsystem: "agent", Name: "watch_restarts_total",
-		Help: "Times the store watch (the Node list or watch, with the Kubernetes datastore) broke and the agent listed and resynced.",
-	})
-	reg.MustRegister(restarts, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: "podnet", Subsystem: "agent", Name: "node_registered",
-		Help: "1 while the node is registered: its record in the store under a live lease, or its Node annotated.",
-	}, func() float64 {
-		if a.registered.Load() {
-			return 1
-		}
-		return 0
-	}))
+	restarts := a.registerMetrics()
 	var err error
 	if cfg.Kube != nil {
 		a.kube, err = kubeapi.New(kubeapi.Config{Node: cfg.Node, REST: cfg.Kube.REST, Blocks: cfg.Kube.Blocks != nil, Prefix: cfg.Prefix,
@@ -142,8 +131,30 @@ func New(cfg Config) (*Agent, error) {
 		a.admit = a.policy.Admission(netpol.AdmissionConfig{Socket: a.cfg.PolicySocket})
 	}
 	a.gc = ipamgc.NewMetrics(reg)
+	if cfg.Flows != nil {
+		a.flows = newFlowSink(cfg.Flows, cfg.Node, reg)
+	}
 	registerConfigValid(reg, true)
 	return a, nil
+}
+
+// registerMetrics registers the agent's own metrics and returns the
+// counter of watch restarts, which the source counts in.
+func (a *Agent) registerMetrics() prometheus.Counter {
+	restarts := prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "podnet", Subsystem: "agent", Name: "watch_restarts_total",
+		Help: "Times the store watch (the Node list or watch, with the Kubernetes datastore) broke and the agent listed and resynced.",
+	})
+	a.reg.MustRegister(restarts, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "podnet", Subsystem: "agent", Name: "node_registered",
+		Help: "1 while the node is registered: its record in the store under a live lease, or its Node annotated.",
+	}, func() float64 {
+		if a.registered.Load() {
+			return 1
+		}
+		return 0
+	}))
+	return restarts
 }
 
 func validNodeName(n string) error {

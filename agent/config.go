@@ -15,6 +15,7 @@ import (
 	"github.com/podnet/podnet/agent/source/kubeapi"
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/dataplane/policyrules"
+	"github.com/podnet/podnet/flows"
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipamcni"
 )
@@ -90,6 +91,10 @@ type Config struct {
 	// wireguard.DefaultKeyFile by default).
 	WireGuardPort    int
 	WireGuardKeyFile string
+	// Flows, when set, is the ring of the node's flow records (issue 32):
+	// the agent serves it at /flows (flowapi) and counts what enters it
+	// through FlowSink in the flow metrics. Nil: flows are off.
+	Flows *flows.Ring
 	// Registry receives the agent's metrics; nil makes a new one with the
 	// Go and process collectors.
 	Registry *prometheus.Registry

@@ -40,7 +40,7 @@ func NewDegraded(errs []error, reg *prometheus.Registry, log *slog.Logger) *Degr
 	return &Degraded{errs: errs, reg: reg, log: log}
 }
 
-// Handler serves /metrics, /healthz, /readyz and /status (see
+// Handler serves /metrics, /healthz, /readyz, /status and /flows (see
 // Agent.Handler).
 func (d *Degraded) Handler() http.Handler {
 	readiness := func() []status { return []status{{"config", errors.Join(d.errs...)}} }
@@ -49,7 +49,7 @@ func (d *Degraded) Handler() http.Handler {
 		doc.Version, doc.Revision = agentstatus.Build()
 		doc.Services, doc.Ready = services(readiness())
 		return doc
-	})
+	}, flowsUnavailable("flows are off: the agent is degraded (see /readyz)"))
 }
 
 // Run logs the reasons once and waits for ctx to end.

@@ -9,9 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/podnet/podnet/agent/agentstatus"
+	"github.com/podnet/podnet/flows/flowapi"
 )
 
-// Handler serves /metrics, /healthz, /readyz and /status.
+// Handler serves /metrics, /healthz, /readyz, /status and /flows.
 //
 // /healthz answers 200 while the process runs: an etcd outage must not
 // make every node's liveness probe restart its agent (a service that
@@ -24,10 +25,16 @@ import (
 // `podnet status`): the same readiness, and what the agent is and knows;
 // like /readyz it asks each service's readiness, and reads summaries
 // that take no lock, so it never waits for a rebuild either.
-func (a *Agent) Handler() http.Handler { return handler(a.reg, a.readiness, a.status) }
+//
+// /flows is the node's flow records (flowapi, with Config.Flows); without
+// them it answers 404 saying how to turn them on.
+func (a *Agent) Handler() http.Handler {
+	return handler(a.reg, a.readiness, a.status, a.flowsHandler())
+}
 
-func handler(reg *prometheus.Registry, readiness func() []status, doc func() agentstatus.Document) http.Handler {
+func handler(reg *prometheus.Registry, readiness func() []status, doc func() agentstatus.Document, flowsH http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle(flowapi.Path, flowsH)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")

@@ -20,7 +20,7 @@ import (
 func TestHealthzAsksNoService(t *testing.T) {
 	hang := make(chan struct{})
 	defer close(hang)
-	srv := httptest.NewServer(handler(prometheus.NewRegistry(), func() []status { <-hang; return nil }, func() agentstatus.Document { <-hang; return agentstatus.Document{} }))
+	srv := httptest.NewServer(handler(prometheus.NewRegistry(), func() []status { <-hang; return nil }, func() agentstatus.Document { <-hang; return agentstatus.Document{} }, flowsUnavailable(flowsOff)))
 	defer srv.Close()
 	c := &http.Client{Timeout: time.Second}
 	resp, err := c.Get(srv.URL + "/healthz")

@@ -55,6 +55,7 @@ type agentOptions struct {
 	wgPort                int
 	denyLogCfg            policyrules.DenyLog
 	policySocket          string
+	flows                 flowsOptions
 }
 
 func newAgentCommand(opts *globalOptions) *cobra.Command {
@@ -79,7 +80,8 @@ node-local bbolt --store, and excludes --cluster-cidr from masquerade; it is
 written once the Node has podCIDRs, and again if they change.
 
 On SIGTERM it exits leaving routes in place: pods keep working while it
-restarts. It serves /metrics, /healthz and /readyz on --metrics-addr.
+restarts. It serves /metrics, /healthz, /readyz and /status on --metrics-addr,
+and with --flows the node's flow records at /flows (podnet flows).
 
 A --mode, --cluster-cidr or --network-config it cannot use (the ConfigMap's
 routing_mode, cluster_cidr and conflist in deploy/kubernetes) does not end it:
@@ -121,6 +123,7 @@ setting and why (podnet_agent_config_valid 0).`,
 	f.IntVar(&ao.wgPort, "wireguard-port", wireguard.DefaultPort, "with --encryption wireguard: the UDP port podnet.wg listens on, on the underlay")
 	f.StringVar(&ao.wgKeyFile, "wireguard-key-file", wireguard.DefaultKeyFile, "with --encryption wireguard: the node's private key (mode 0600; generated when missing)")
 	f.DurationVar(&ao.leaseTTL, "lease-ttl", 10*time.Second, "TTL of the node registration's etcd lease")
+	ao.flows.register(f)
 	registerValues(cmd, "mode", string(route.ModeHostGW), string(route.ModeVXLAN), string(route.ModeAuto))
 	return cmd
 }
@@ -222,6 +225,9 @@ func (ao *agentOptions) config(opts *globalOptions) (agent.Config, error) {
 		LeaseTTL: ao.leaseTTL, GCInterval: ao.gcInterval, GCGrace: ao.gcGrace, BlockGrace: ao.blockGrace, CacheDir: opts.cacheDir, ReleaseDir: ao.releaseDir, SysctlRecord: ao.sysctlRecord,
 		Logger: slog.Default(), NetworkPolicy: ao.networkPolicy, PolicySocket: ao.policySocket,
 		Encryption: ao.encryption, WireGuardPort: ao.wgPort, WireGuardKeyFile: ao.wgKeyFile,
+	}
+	if err := ao.flows.config(&cfg); err != nil {
+		return agent.Config{}, err
 	}
 	if ao.encryption == agent.EncryptionWireGuard && (ao.wgPort < 1 || ao.wgPort > 65535) {
 		return agent.Config{}, fmt.Errorf("--wireguard-port %d: want 1 to 65535", ao.wgPort)

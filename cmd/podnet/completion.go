@@ -110,8 +110,8 @@ func maxArgs(n int, f cobra.CompletionFunc) cobra.CompletionFunc {
 // words differ between commands (--mode) is registered where it is
 // defined instead.
 var flagValues = map[string][]string{
-	"verdict":    {string(flows.Forwarded), string(flows.DroppedPolicy), string(flows.DroppedGuard)},
-	"protocol":   {"TCP", "UDP", "SCTP"},
+	"verdict":    {string(flows.Forwarded), string(flows.DroppedPolicy), string(flows.DroppedGuard), "dropped"},
+	"output":     {outputText, outputJSON}, // where a command did not register its own
 	"log-level":  {"debug", "info", "warn", "error"},
 	"loopback":   {"in-process", "plugin"},
 	"datastore":  {"etcd", "kubernetes"},
@@ -119,6 +119,13 @@ var flagValues = map[string][]string{
 	"encryption": {"none", "wireguard"},
 	"kind":       {"http", "udp", "tcp", "dns"},
 	"expect":     {"reach", "blocked"},
+}
+
+// commandFlagValues are the words of flags whose words differ between
+// commands, by command path.
+var commandFlagValues = map[string]map[string][]string{
+	"podnet policy explain": {"protocol": {"TCP", "UDP", "SCTP"}},
+	"podnet flows":          {"protocol": {"tcp", "udp", "sctp", "icmp", "icmpv6"}},
 }
 
 // registerFlagValues walks the command tree and registers the completion
@@ -129,6 +136,9 @@ func registerFlagValues(cmd *cobra.Command, opts *globalOptions) {
 		if cmd.Flags().Lookup(name) != nil || cmd.PersistentFlags().Lookup(name) != nil {
 			registerValues(cmd, name, values...)
 		}
+	}
+	for name, values := range commandFlagValues[cmd.CommandPath()] {
+		registerValues(cmd, name, values...)
 	}
 	if cmd.Flags().Lookup("network") != nil && cmd.Name() != "install" {
 		_ = cmd.RegisterFlagCompletionFunc("network", completeNetworks(opts))

@@ -48,7 +48,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newConnectivityCommand())
 	opts := &globalOptions{}
 	opts.register(root)
-	root.AddCommand(newNetCommand(opts), newPodCommand(opts), newRunCommand(opts), newStatusCommand(opts), newDiagCommand(), newBenchCommand(opts), newInstallCommand(opts), newIPAMCommand(opts), newAgentCommand(opts), newPolicyCommand(opts), newUninstallCommand(), newWireGuardCommand())
+	root.AddCommand(newNetCommand(opts), newPodCommand(opts), newRunCommand(opts), newStatusCommand(opts), newDiagCommand(), newBenchCommand(opts), newInstallCommand(opts), newIPAMCommand(opts), newAgentCommand(opts), newPolicyCommand(opts), newFlowsCommand(), newUninstallCommand(), newWireGuardCommand())
 	registerFlagValues(root, opts)
 	return root
 }

