@@ -13,8 +13,8 @@ import (
 // Output formats. A command that prints a table today offers table and
 // json, one that prints lines text and json; json is one indented
 // document per invocation, of a struct type with json tags (the shapes
-// are in docs/cli.md), so that a script's jq keeps working across
-// releases.
+// are in docs/install-single-node.md, "Scripting and shell
+// completion"), so that a script's jq keeps working across releases.
 const (
 	outputText  = "text"
 	outputTable = "table"
