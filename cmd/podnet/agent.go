@@ -280,13 +280,17 @@ func (ao *agentOptions) serveMetrics(h http.Handler) (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %w", err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// Requests' contexts end at stop: a /flows follower's stream never
+	// goes idle, and Shutdown would wait for it.
+	base, endRequests := context.WithCancel(context.Background())
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return base }}
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			slog.Error("metrics server", "err", err)
 		}
 	}()
 	return func() {
+		endRequests()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)

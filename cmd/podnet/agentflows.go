@@ -12,7 +12,7 @@ import (
 const (
 	defaultFlowsRingSize = 8192
 	// maxFlowsRingSize bounds the ring, whose slots are allocated at
-	// start: about 480 MiB at most (flows.Ring's doc comment).
+	// start: about 464 MiB at most (flows.Ring's doc comment).
 	maxFlowsRingSize = 1 << 20
 )
 

@@ -1,8 +1,14 @@
 package main
 
 import (
+	"context"
+	"net"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/podnet/podnet/flows"
+	"github.com/podnet/podnet/flows/flowapi"
 )
 
 func TestAgentFlowsFlags(t *testing.T) {
@@ -44,5 +50,42 @@ func TestAgentFlowsFlags(t *testing.T) {
 		case cfg.Flows != nil && cfg.Flows.Capacity() != tc.ringSize:
 			t.Errorf("%+v: ring of %d", tc.fo, cfg.Flows.Capacity())
 		}
+	}
+}
+
+// TestServeMetricsEndsFollowers: stopping the agent's server ends a
+// /flows follower's stream at once, not after Shutdown's timeout.
+func TestServeMetricsEndsFollowers(t *testing.T) {
+	ring := flows.NewRing(16)
+	ao := &agentOptions{metricsAddr: "127.0.0.1:0"}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ao.metricsAddr = l.Addr().String()
+	l.Close()
+	stop, err := ao.serveMetrics(flowapi.Handler(ring, "n1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &flowapi.Client{URL: "http://" + ao.metricsAddr, Timeout: 5 * time.Second}
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Follow(context.Background(), flows.Filter{}, func(flows.Record) error { return nil })
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ring.Stats().Subscribers == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no follower")
+		}
+	}
+	start := time.Now()
+	stop()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("stop took %v with a follower", d)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Error("the follower's stream did not end")
 	}
 }

@@ -214,6 +214,19 @@ func (p *flowPrinter) failed(src string, err error) {
 	fmt.Fprintf(p.errOut, "podnet flows: %s: %v\n", src, err)
 }
 
+// report writes each agent's error and returns how many answered.
+func (p *flowPrinter) report(srcs []flowSource, errs []error) int {
+	answered := 0
+	for i, err := range errs {
+		if err != nil {
+			p.failed(srcs[i].name, err)
+		} else {
+			answered++
+		}
+	}
+	return answered
+}
+
 // listFlows prints the newest limit records of every agent, merged by
 // time; it returns how many agents answered.
 func listFlows(ctx context.Context, srcs []flowSource, f flows.Filter, limit int, p *flowPrinter) int {
@@ -228,14 +241,7 @@ func listFlows(ctx context.Context, srcs []flowSource, f flows.Filter, limit int
 		wg.Go(func() { lists[i], errs[i] = s.client.List(ctx, f, max(limit, 1)) })
 	}
 	wg.Wait()
-	answered := 0
-	for i, err := range errs {
-		if err != nil {
-			p.failed(srcs[i].name, err)
-		} else {
-			answered++
-		}
-	}
+	answered := p.report(srcs, errs)
 	if limit == 0 {
 		return answered
 	}

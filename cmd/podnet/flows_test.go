@@ -11,6 +11,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
 	"github.com/podnet/podnet/flows"
 	"github.com/podnet/podnet/flows/flowapi"
 )
@@ -166,5 +171,27 @@ func TestFlowsCommandFollow(t *testing.T) {
 	if len(lines) != 6 || !strings.Contains(lines[0], "05:30:00.123 node-1") || !strings.Contains(lines[3], "05:30:01.623 node-2") ||
 		!strings.Contains(lines[4], "dropped-policy") || !strings.Contains(lines[5], "dropped-policy") {
 		t.Errorf("follow:\n%s", out)
+	}
+}
+
+// TestFlowsPodSource: a running agent pod is read through its proxy on
+// the API server, at its port named metrics; one not running is named
+// with its phase.
+func TestFlowsPodSource(t *testing.T) {
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: "https://192.0.2.1:6443"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &flowsCommandOptions{port: 9603, timeout: time.Second}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "podnet-abcde", Namespace: "kube-system"},
+		Spec:   corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "agent", Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9700}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	s := o.podSource(cs, http.DefaultClient, p)
+	if s.err != nil || s.name != "node-1" || s.client.URL != "https://192.0.2.1:6443/api/v1/namespaces/kube-system/pods/podnet-abcde:9700/proxy" {
+		t.Errorf("running: %+v %v", s, s.client)
+	}
+	p.Status.Phase = corev1.PodPending
+	if s := o.podSource(cs, http.DefaultClient, p); s.err == nil || s.err.Error() != "agent pod podnet-abcde is pending" {
+		t.Errorf("pending: %v", s.err)
 	}
 }

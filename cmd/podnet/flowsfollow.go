@@ -28,14 +28,7 @@ func followFlows(ctx context.Context, srcs []flowSource, q flowapi.Query, p *flo
 		wg.Go(func() { streams[i], snaps[i], errs[i] = openFollow(ctx, s.client, q) })
 	}
 	wg.Wait()
-	answered := 0
-	for i, err := range errs {
-		if err != nil {
-			p.failed(srcs[i].name, err)
-		} else {
-			answered++
-		}
-	}
+	answered := p.report(srcs, errs)
 	for _, r := range mergeFlows(snaps, 0) {
 		if p.record(r) != nil {
 			return answered
