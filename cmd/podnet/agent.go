@@ -124,6 +124,7 @@ setting and why (podnet_agent_config_valid 0).`,
 	f.StringVar(&ao.wgKeyFile, "wireguard-key-file", wireguard.DefaultKeyFile, "with --encryption wireguard: the node's private key (mode 0600; generated when missing)")
 	f.DurationVar(&ao.leaseTTL, "lease-ttl", 10*time.Second, "TTL of the node registration's etcd lease")
 	ao.flows.register(f)
+	registerValues(cmd, "mode", string(route.ModeHostGW), string(route.ModeVXLAN), string(route.ModeAuto))
 	return cmd
 }
 

@@ -21,6 +21,7 @@ type benchOptions struct {
 	compareBin     string
 	noPorts        bool
 	policy         string
+	output         string
 }
 
 func newBenchCommand(opts *globalOptions) *cobra.Command {
@@ -65,6 +66,8 @@ their latencies.`,
 	f.StringVar(&bo.compareBin, "compare-bin", "", "directory with the reference plugins to compare against")
 	f.BoolVar(&bo.noPorts, "no-ports", false, "map no host ports")
 	f.StringVar(&bo.policy, "policy", "", "also measure podnet with the node's policy service: selected or unselected")
+	addOutputFlag(cmd, &bo.output, outputTable, outputJSON)
+	registerValues(cmd, "policy", policySelected, policyUnselected)
 	return cmd
 }
 
@@ -106,6 +109,9 @@ func (bo *benchOptions) run(cmd *cobra.Command, opts *globalOptions) error {
 	results, err := bo.measure(cmd, chains)
 	if err != nil {
 		return err
+	}
+	if bo.output == outputJSON {
+		return writeJSON(cmd.OutOrStdout(), bo.jsonReport(opts, chains, results))
 	}
 	bo.report(cmd.OutOrStdout(), opts, chains, results)
 	return nil

@@ -44,7 +44,7 @@ func (o *clusterStatusOptions) register(cmd *cobra.Command) {
 	f.StringVar(&o.selector, "selector", "app.kubernetes.io/name=podnet", "label selector of the agent pods")
 	f.IntVar(&o.port, "agent-port", 9603, "the agents' metrics port, where they serve /status, when the pod names no port 'metrics'")
 	f.DurationVar(&o.timeout, "agent-timeout", 5*time.Second, "how long to wait for each agent's /status")
-	f.StringVarP(&o.output, "output", "o", "text", "text or json")
+	addOutputFlag(cmd, &o.output, outputText, outputJSON)
 }
 
 // wantCluster is whether the command reports the cluster: asked for
@@ -59,9 +59,6 @@ func (o *clusterStatusOptions) wantCluster() bool {
 // runCluster reads the cluster, judges it and writes the report; a
 // problem makes it exit 1, an error reading the cluster 2 (printed).
 func (o *clusterStatusOptions) runCluster(cmd *cobra.Command) error {
-	if o.output != "text" && o.output != "json" {
-		return fmt.Errorf("-o %q: want text or json", o.output)
-	}
 	rc, err := kubeRESTConfig(o.kubeconfig, true)
 	if err != nil {
 		return err

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -40,14 +40,11 @@ func newConnectivityTestCommand(kubeconfig *string) *cobra.Command {
 	f.DurationVar(&opt.CheckTimeout, "check-timeout", time.Minute, "deadline of one check (its pod's start, the probe, its end)")
 	f.DurationVar(&opt.RetryFor, "retry-for", 15*time.Second, "a probe retries until its expected outcome for this long")
 	f.DurationVar(&timeout, "timeout", 10*time.Minute, "deadline of the whole run (the namespace is deleted after it)")
-	f.StringVarP(&output, "output", "o", "table", "table or json")
+	addOutputFlag(cmd, &output, outputTable, outputJSON)
 	return cmd
 }
 
 func runConnectivityTest(cmd *cobra.Command, kubeconfig string, opt connectivity.Options, output string, timeout time.Duration) error {
-	if output != "table" && output != "json" {
-		return fmt.Errorf("-o %q: want table or json", output)
-	}
 	if opt.Image == "" {
 		return fmt.Errorf("--image: empty")
 	}
@@ -76,10 +73,8 @@ func runConnectivityTest(cmd *cobra.Command, kubeconfig string, opt connectivity
 	if rep == nil {
 		return runErr
 	}
-	if output == "json" {
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
-		err = enc.Encode(rep)
+	if output == outputJSON {
+		err = writeJSON(cmd.OutOrStdout(), rep)
 	} else {
 		err = rep.WriteText(cmd.OutOrStdout())
 	}
@@ -119,15 +114,22 @@ func newConnectivityCleanupCommand(kubeconfig *string) *cobra.Command {
 					return err
 				}
 			}
-			if output == "json" {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string][]string{"deleted": names})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "deleted %d namespaces %v\n", len(names), names)
-			return nil
+			return writeOutput(cmd.OutOrStdout(), output, cleanupReport{Deleted: append([]string{}, names...)})
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	addOutputFlag(cmd, &output, outputText, outputJSON)
 	return cmd
+}
+
+// cleanupReport is `connectivity cleanup -o json`: the namespaces
+// deleted.
+type cleanupReport struct {
+	Deleted []string `json:"deleted"`
+}
+
+func (r cleanupReport) writeText(w io.Writer) error {
+	_, err := fmt.Fprintf(w, "deleted %d namespaces %v\n", len(r.Deleted), r.Deleted)
+	return err
 }
 
 const connectivityTestLong = `Create a namespace podnet-connectivity-<random> (label

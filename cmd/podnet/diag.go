@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,7 @@ func newDiagCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "diag", Short: "Connectivity diagnostics to run inside pods"}
 	serve := newDiagServeCommand()
 	var timeout, retryFor time.Duration
+	var output string
 	get := &cobra.Command{
 		Use:   "get URL",
 		Short: "Fetch a URL over HTTP and print the body",
@@ -30,7 +32,15 @@ func newDiagCommand() *cobra.Command {
 			// rules, a route) retries until --retry-for has passed.
 			deadline := time.Now().Add(retryFor)
 			for {
-				err := fetch(cmd.OutOrStdout(), args[0], timeout)
+				var body bytes.Buffer
+				w := io.Writer(&body)
+				if output == outputText {
+					w = cmd.OutOrStdout()
+				}
+				err := fetch(w, args[0], timeout)
+				if err == nil && output == outputJSON {
+					return writeJSON(cmd.OutOrStdout(), getReport{URL: args[0], Body: body.String()})
+				}
 				if err == nil || !time.Now().Before(deadline) {
 					return err
 				}
@@ -41,8 +51,16 @@ func newDiagCommand() *cobra.Command {
 	}
 	get.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "give up on one attempt after this long")
 	get.Flags().DurationVar(&retryFor, "retry-for", 0, "retry a failed fetch until this long has passed")
+	addOutputFlag(get, &output, outputText, outputJSON)
 	cmd.AddCommand(serve, get, newDiagProbeCommand())
 	return cmd
+}
+
+// getReport is `diag get -o json`: the URL and the body of its 200
+// answer (anything else is an error).
+type getReport struct {
+	URL  string `json:"url"`
+	Body string `json:"body"`
 }
 
 // fetch GETs url and copies a 200 answer's body to w.

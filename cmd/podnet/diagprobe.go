@@ -38,6 +38,7 @@ func serveUDP(pc net.PacketConn) {
 func newDiagProbeCommand() *cobra.Command {
 	var (
 		kind, expect      string
+		output            string
 		timeout, retryFor time.Duration
 	)
 	cmd := &cobra.Command{
@@ -83,6 +84,9 @@ half second until the outcome is --expect (reach or blocked).`,
 	f.StringVar(&expect, "expect", "reach", "reach or blocked: the outcome that ends the retries")
 	f.DurationVar(&timeout, "timeout", 2*time.Second, "give up on one attempt after this long")
 	f.DurationVar(&retryFor, "retry-for", 0, "retry until the expected outcome for this long")
+	// Always JSON (one line, connectivity.ProbeResult): -o json is
+	// accepted so that every command a script calls takes it.
+	addOutputFlag(cmd, &output, outputJSON)
 	return cmd
 }
 

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -15,6 +17,7 @@ func newInstallCommand(opts *globalOptions) *cobra.Command {
 	var n install.Network
 	var srcDir string
 	var noConfig bool
+	var output string
 	cmd := &cobra.Command{
 		Use:   "install",
 		Short: "Install podnet's plugins into the bin dir and its network config into the conf dir",
@@ -34,45 +37,11 @@ on ICMP "fragmentation needed" to find the path's limit. --mtu 0 leaves it
 to the kernel (1500).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if srcDir == "" {
-				var err error
-				if srcDir, err = defaultPluginDir(); err != nil {
-					return err
-				}
-			}
-			var conf []byte
-			if !noConfig {
-				mtu, note, err := installMTU(cmd.Flags().Changed("mtu"), n.MTU, defaultRouteMTU)
-				if err != nil {
-					return err
-				}
-				if note != "" {
-					fmt.Fprintln(cmd.OutOrStdout(), note)
-				}
-				n.MTU = mtu
-				// Built before anything is copied: a bad flag changes nothing.
-				if conf, err = install.ConfList(n); err != nil {
-					return err
-				}
-			}
-			dst := opts.binDirs[0]
-			if err := install.Plugins(srcDir, dst, install.PluginNames); err != nil {
+			rep, err := runInstall(opts, n, srcDir, noConfig, cmd.Flags().Changed("mtu"))
+			if rep.BinDir == "" {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "installed %v into %s\n", install.PluginNames, dst)
-			if noConfig {
-				return nil
-			}
-			name := n.Name
-			if name == "" {
-				name = install.DefaultNetworkName
-			}
-			path := filepath.Join(opts.confDir, install.ConfFileName(name))
-			if err := install.WriteFile(path, conf, 0o644); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", path)
-			return nil
+			return errors.Join(writeOutput(cmd.OutOrStdout(), output, rep), err)
 		},
 	}
 	f := cmd.Flags()
@@ -85,7 +54,74 @@ to the kernel (1500).`,
 	f.StringVar(&srcDir, "src-dir", "", "where the plugin binaries are (default: cni/ beside the podnet binary)")
 	f.BoolVar(&noConfig, "no-config", false, "install the plugins only")
 	f.BoolVar(&n.PortmapPlugin, "portmap-plugin", false, "publish host ports with podnet-portmap chained after podnet (one more exec per pod)")
+	addOutputFlag(cmd, &output, outputText, outputJSON)
+	registerValues(cmd, "mode", "routed", "bridge")
 	return cmd
+}
+
+// installReport is `install -o json`: the plugins installed where, and
+// the config written (none with --no-config) with its pod MTU.
+type installReport struct {
+	Plugins []string `json:"plugins"`
+	BinDir  string   `json:"binDir"`
+	// Config is the file written, empty with --no-config.
+	Config string `json:"config,omitempty"`
+	MTU    int    `json:"mtu,omitempty"`
+	// MTUNote says where the MTU came from when --mtu did not give it.
+	MTUNote string `json:"mtuNote,omitempty"`
+}
+
+func (r installReport) writeText(w io.Writer) error {
+	if r.MTUNote != "" {
+		fmt.Fprintln(w, r.MTUNote)
+	}
+	fmt.Fprintf(w, "installed %v into %s\n", r.Plugins, r.BinDir)
+	if r.Config != "" {
+		fmt.Fprintf(w, "wrote %s\n", r.Config)
+	}
+	return nil
+}
+
+// runInstall installs the plugins and, unless noConfig, writes n's
+// config. A report without BinDir means nothing was installed.
+func runInstall(opts *globalOptions, n install.Network, srcDir string, noConfig, mtuSet bool) (installReport, error) {
+	var rep installReport
+	if srcDir == "" {
+		var err error
+		if srcDir, err = defaultPluginDir(); err != nil {
+			return rep, err
+		}
+	}
+	var conf []byte
+	if !noConfig {
+		mtu, note, err := installMTU(mtuSet, n.MTU, defaultRouteMTU)
+		if err != nil {
+			return rep, err
+		}
+		rep.MTUNote, rep.MTU, n.MTU = note, mtu, mtu
+		// Built before anything is copied: a bad flag changes nothing.
+		if conf, err = install.ConfList(n); err != nil {
+			return rep, err
+		}
+	}
+	dst := opts.binDirs[0]
+	if err := install.Plugins(srcDir, dst, install.PluginNames); err != nil {
+		return rep, err
+	}
+	rep.Plugins, rep.BinDir = install.PluginNames, dst
+	if noConfig {
+		return rep, nil
+	}
+	name := n.Name
+	if name == "" {
+		name = install.DefaultNetworkName
+	}
+	path := filepath.Join(opts.confDir, install.ConfFileName(name))
+	if err := install.WriteFile(path, conf, 0o644); err != nil {
+		return rep, err
+	}
+	rep.Config = path
+	return rep, nil
 }
 
 // installMTU is the pod MTU `podnet install` writes and what to tell the

@@ -8,14 +8,12 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/podnet/podnet/agent/clusterstate"
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipam/store/kube"
@@ -117,15 +115,15 @@ func (o *ipamOptions) showCommand() *cobra.Command {
 				if blocks {
 					sum.Blocks = bs
 				}
-				if output == "json" {
-					return printJSON(cmd, sum)
+				if output == outputJSON {
+					return writeJSON(cmd.OutOrStdout(), sum)
 				}
 				return printSummary(cmd.OutOrStdout(), sum, blocks)
 			})
 		},
 	}
 	cmd.Flags().BoolVar(&blocks, "blocks", false, "list every block with its node and use")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	addOutputFlag(cmd, &output, outputTable, outputJSON)
 	return cmd
 }
 
@@ -207,8 +205,8 @@ accepts.`,
 				if err != nil {
 					return err
 				}
-				if output == "json" {
-					if err := printJSON(cmd, rep); err != nil {
+				if output == outputJSON {
+					if err := writeJSON(cmd.OutOrStdout(), rep); err != nil {
 						return err
 					}
 				} else {
@@ -221,7 +219,7 @@ accepts.`,
 			})
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	addOutputFlag(cmd, &output, outputTable, outputJSON)
 	cmd.Flags().StringVar(&node, "node", "", "also report this node's addresses that no cached attachment here explains")
 	return cmd
 }
@@ -265,9 +263,27 @@ func printReport(cmd *cobra.Command, rep ipam.Report) {
 	}
 }
 
+// releaseReport is `ipam release -o json`: what was released, and the
+// errors of what could not be (exit status 1 then).
+type releaseReport struct {
+	Handles   []string `json:"handles"`
+	Addresses []string `json:"addresses"`
+	Errors    []string `json:"errors"`
+}
+
+func (r releaseReport) writeText(w io.Writer) error {
+	for _, h := range r.Handles {
+		fmt.Fprintf(w, "released handle %s\n", h)
+	}
+	for _, a := range r.Addresses {
+		fmt.Fprintf(w, "released %s\n", a)
+	}
+	return nil
+}
+
 func (o *ipamOptions) releaseCommand() *cobra.Command {
 	var ips, handles []string
-	var report, node string
+	var report, node, output string
 	cmd := &cobra.Command{
 		Use:   "release",
 		Short: "Release addresses by address, by handle, or every leak of a check report",
@@ -276,54 +292,21 @@ func (o *ipamOptions) releaseCommand() *cobra.Command {
 			if len(ips)+len(handles) == 0 && report == "" {
 				return errors.New("give --ip, --handle or --from-report")
 			}
-			var leaked [][2]string // node, handle
-			for _, h := range handles {
-				leaked = append(leaked, [2]string{node, h})
-			}
-			if report != "" {
-				data, err := os.ReadFile(report)
+			var addrs []netip.Addr
+			for _, s := range ips {
+				ip, err := netip.ParseAddr(s)
 				if err != nil {
-					return err
+					return cni.Errorf(cni.CodeInvalidNetworkConfig, "--ip %q is not an address", s)
 				}
-				var rep ipam.Report
-				if err := json.Unmarshal(data, &rep); err != nil {
-					return fmt.Errorf("%s: not a check report: %v", report, err)
-				}
-				seen := map[string]bool{}
-				for _, l := range rep.Leaked {
-					if !seen[l.Node+"/"+l.Handle] {
-						seen[l.Node+"/"+l.Handle] = true
-						leaked = append(leaked, [2]string{l.Node, l.Handle})
-					}
-				}
+				addrs = append(addrs, ip)
+			}
+			leaked, err := releaseHandles(node, handles, report)
+			if err != nil {
+				return err
 			}
 			return o.with(cmd, func(a *ipam.Allocator) error {
-				var errs []error
-				for _, nh := range leaked {
-					if err := a.ReleaseByHandle(cmd.Context(), nh[0], nh[1]); err != nil {
-						errs = append(errs, err)
-						continue
-					}
-					fmt.Fprintf(cmd.OutOrStdout(), "released handle %s\n", nh[1])
-				}
-				var addrs []netip.Addr
-				for _, s := range ips {
-					ip, err := netip.ParseAddr(s)
-					if err != nil {
-						return cni.Errorf(cni.CodeInvalidNetworkConfig, "--ip %q is not an address", s)
-					}
-					addrs = append(addrs, ip)
-				}
-				if len(addrs) > 0 {
-					released, err := a.ReleaseIPs(cmd.Context(), addrs)
-					if err != nil {
-						errs = append(errs, err)
-					}
-					for _, r := range released {
-						fmt.Fprintf(cmd.OutOrStdout(), "released %s\n", r)
-					}
-				}
-				return errors.Join(errs...)
+				rep, errs := release(cmd.Context(), a, leaked, addrs)
+				return errors.Join(writeOutput(cmd.OutOrStdout(), output, rep), errors.Join(errs...))
 			})
 		},
 	}
@@ -331,125 +314,59 @@ func (o *ipamOptions) releaseCommand() *cobra.Command {
 	cmd.Flags().StringArrayVar(&handles, "handle", nil, "handle whose addresses to release (repeatable)")
 	cmd.Flags().StringVar(&node, "node", "", "the node of the --handle addresses (read its index only; without it, every block is read)")
 	cmd.Flags().StringVar(&report, "from-report", "", "release every leaked handle of a 'podnet ipam check -o json' report")
+	addOutputFlag(cmd, &output, outputText, outputJSON)
 	return cmd
 }
 
-func (o *ipamOptions) poolCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "pool", Short: "Manage address pools"}
-	var blockSize int
-	var selector string
-	var disabled bool
-	add := &cobra.Command{
-		Use:   "add NAME CIDR",
-		Short: "Create or replace a pool",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cidr, err := netip.ParsePrefix(args[1])
-			if err != nil {
-				return cni.Errorf(cni.CodeInvalidNetworkConfig, "pool %q: cidr %q: %v", args[0], args[1], err)
-			}
-			return o.with(cmd, func(a *ipam.Allocator) error {
-				return a.PutPool(cmd.Context(), ipam.Pool{Name: args[0], CIDR: cidr, BlockSize: blockSize, NodeSelector: selector, Disabled: disabled})
-			})
-		},
+// releaseHandles are the node and handle pairs to release: the --handle
+// ones on --node, and every leaked one of the report at path.
+func releaseHandles(node string, handles []string, path string) ([][2]string, error) {
+	var leaked [][2]string
+	for _, h := range handles {
+		leaked = append(leaked, [2]string{node, h})
 	}
-	add.Flags().IntVar(&blockSize, "block-size", 0, "block prefix length (default /26 for IPv4, /122 for IPv6)")
-	add.Flags().StringVar(&selector, "node-selector", "", "nodes that may take blocks from the pool")
-	add.Flags().BoolVar(&disabled, "disabled", false, "hand out no new addresses from the pool")
-	ls := &cobra.Command{
-		Use:   "ls",
-		Short: "List pools",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.with(cmd, func(a *ipam.Allocator) error {
-				pools, invalid, err := a.Pools(cmd.Context())
-				if err != nil {
-					return err
-				}
-				sort.Slice(pools, func(i, j int) bool { return pools[i].Name < pools[j].Name })
-				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "NAME\tCIDR\tBLOCK SIZE\tSELECTOR\tDISABLED")
-				for _, p := range pools {
-					fmt.Fprintf(w, "%s\t%s\t/%d\t%s\t%v\n", p.Name, p.CIDR, p.BlockSize, orDash(p.NodeSelector), p.Disabled)
-				}
-				for _, bad := range invalid {
-					fmt.Fprintf(w, "invalid: %s\n", bad)
-				}
-				return w.Flush()
-			})
-		},
+	if path == "" {
+		return leaked, nil
 	}
-	rm := &cobra.Command{
-		Use:   "rm NAME",
-		Short: "Delete a pool that has no allocated address (its empty blocks go with it)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.with(cmd, func(a *ipam.Allocator) error {
-				return a.DeletePool(cmd.Context(), args[0])
-			})
-		},
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
 	}
-	cmd.AddCommand(add, ls, rm)
-	return cmd
+	var rep ipam.Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return nil, fmt.Errorf("%s: not a check report: %v", path, err)
+	}
+	seen := map[string]bool{}
+	for _, l := range rep.Leaked {
+		if !seen[l.Node+"/"+l.Handle] {
+			seen[l.Node+"/"+l.Handle] = true
+			leaked = append(leaked, [2]string{l.Node, l.Handle})
+		}
+	}
+	return leaked, nil
 }
 
-func (o *ipamOptions) nodeCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "node", Short: "Manage nodes in the IPAM"}
-	var releaseAddrs bool
-	rm := &cobra.Command{
-		Use:   "rm NODE",
-		Short: "Remove a node: let its blocks go (empty ones are deleted), and delete its registration",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.withStore(cmd, func(a *ipam.Allocator, st ipam.Store) error {
-				if err := a.RemoveNode(cmd.Context(), args[0], ipam.RemoveNodeOptions{ReleaseAddresses: releaseAddrs}); err != nil {
-					return err
-				}
-				// On the Kubernetes API the node's registration is its
-				// Node object, not the store's: nothing more to delete.
-				if _, ok := kube.ParseSpec(o.cfg.Store); ok {
-					return nil
-				}
-				// Without its record, every agent drops the node's routes
-				// at once instead of when its lease would have expired.
-				_, err := st.Write(cmd.Context(), ipam.Write{Key: clusterstate.NodeKey(o.prefix(), args[0]), ModRevision: ipam.AnyRevision, Delete: true})
-				return err
-			})
-		},
+// release releases the handles and then the addresses, going on past
+// errors.
+func release(ctx context.Context, a *ipam.Allocator, leaked [][2]string, addrs []netip.Addr) (releaseReport, []error) {
+	rep := releaseReport{Handles: []string{}, Addresses: []string{}}
+	var errs []error
+	for _, nh := range leaked {
+		if err := a.ReleaseByHandle(ctx, nh[0], nh[1]); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		rep.Handles = append(rep.Handles, nh[1])
 	}
-	rm.Flags().BoolVar(&releaseAddrs, "release-addresses", false, "also free every address still allocated to the node (its pods are gone)")
-	cmd.AddCommand(rm)
-	return cmd
-}
-
-func (o *ipamOptions) migrateCommand() *cobra.Command {
-	from := ipam.V1Prefix
-	cmd := &cobra.Command{
-		Use:   "migrate",
-		Short: "Carry an IPAM of layout v1 over to layout v2 (run once, with the plugins of v1 stopped)",
-		Long: `migrate copies the pools and blocks of layout v1 under --from to layout v2
-under --prefix, builds each node's index from its v1 block affinities and
-the addresses it borrowed, and records the endpoints' creation times in the
-allocations' attributes. It writes the layout marker last; allocators of v2
-refuse a store holding v1 data until it is there. Plugins of v1 must not
-write meanwhile. v1 keys are left in place. Running it again does nothing.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.withStore(cmd, func(_ *ipam.Allocator, st ipam.Store) error {
-				res, err := ipam.MigrateV1(cmd.Context(), st, ipam.Keys{Prefix: from}, ipam.Keys{Prefix: o.prefix()})
-				if err != nil {
-					return err
-				}
-				if res.Done {
-					fmt.Fprintf(cmd.OutOrStdout(), "already migrated: %s holds the layout marker\n", o.prefix())
-					return nil
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "migrated %s to %s: %d pools, %d blocks, %d node indexes (%d keys there already)\n",
-					from, o.prefix(), res.Pools, res.Blocks, res.Nodes, res.Existing)
-				return nil
-			})
-		},
+	if len(addrs) > 0 {
+		released, err := a.ReleaseIPs(ctx, addrs)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, r := range released {
+			rep.Addresses = append(rep.Addresses, r.String())
+		}
 	}
-	cmd.Flags().StringVar(&from, "from", from, "key prefix of the layout v1 data")
-	return cmd
+	rep.Errors = errorStrings(errs)
+	return rep, errs
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,11 +73,25 @@ func TestIPAMCommands(t *testing.T) {
 	if out := run(1, "pool", "rm", "p1"); !strings.Contains(out, "still has 1 allocated") {
 		t.Errorf("pool rm with an allocation: %s", out)
 	}
-	run(0, "release", "--handle", "net.c3")
+	checkIPAMJSON(t, run)
 	run(0, "node", "rm", "node-a")
 	run(0, "node", "rm", "node-b")
 	run(0, "pool", "rm", "p1")
 	if out := run(0, "show", "-o", "json"); !strings.Contains(out, `"allocated": 0`) || strings.Contains(out, "p1") {
 		t.Errorf("after removal: %s", out)
+	}
+}
+
+// checkIPAMJSON releases handle net.c3 and lists the one pool, p1 of
+// /24 blocks, with -o json.
+func checkIPAMJSON(t *testing.T, run func(wantCode int, args ...string) string) {
+	t.Helper()
+	var rel releaseReport
+	if out := run(0, "release", "--handle", "net.c3", "-o", "json"); json.Unmarshal([]byte(out), &rel) != nil || len(rel.Handles) != 1 || rel.Handles[0] != "net.c3" {
+		t.Errorf("release -o json: %s", out)
+	}
+	var pools poolList
+	if out := run(0, "pool", "ls", "-o", "json"); json.Unmarshal([]byte(out), &pools) != nil || len(pools.Pools) != 1 || pools.Pools[0].BlockSize != 24 {
+		t.Errorf("pool ls -o json: %s", out)
 	}
 }

@@ -49,5 +49,6 @@ func newRootCommand() *cobra.Command {
 	opts := &globalOptions{}
 	opts.register(root)
 	root.AddCommand(newNetCommand(opts), newPodCommand(opts), newRunCommand(opts), newStatusCommand(opts), newDiagCommand(), newBenchCommand(opts), newInstallCommand(opts), newIPAMCommand(opts), newAgentCommand(opts), newPolicyCommand(opts), newFlowsCommand(), newUICommand(), newUninstallCommand(), newWireGuardCommand())
+	registerFlagValues(root, opts)
 	return root
 }

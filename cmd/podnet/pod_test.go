@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/internal/testplugin/record"
 	"github.com/podnet/podnet/internal/testutil"
 )
@@ -75,4 +77,32 @@ func exited(pid int) bool {
 			return false
 		}
 	}
+}
+
+// TestPodVerbsJSON: pod add, check, status and del with -o json on the
+// real podnet plugin: one document each, naming the attachment; text
+// stays as it was (check and del silent).
+func TestPodVerbsJSON(t *testing.T) {
+	n := newNode(t)
+	_, pod := testutil.NewNetNS(t)
+	out, stderr, code := n.run("pod", "add", "runnet", pod, "-o", "json")
+	var res cni.Result
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || len(res.IPs) != 1 {
+		t.Fatalf("pod add -o json: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if out, _, code = n.run("pod", "check", "runnet", pod); code != 0 || out != "" {
+		t.Errorf("pod check: exit %d, printed %q", code, out)
+	}
+	var att attachmentReport
+	if out, _, code = n.run("pod", "check", "runnet", pod, "-o", "json"); code != 0 || json.Unmarshal([]byte(out), &att) != nil || !att.OK || att.Verb != "check" || att.NetNS != pod {
+		t.Errorf("pod check -o json: exit %d %s", code, out)
+	}
+	var st podStatusReport
+	if out, _, code = n.run("pod", "status", "runnet", pod, "-o", "json"); code != 0 || json.Unmarshal([]byte(out), &st) != nil || !st.Ready || st.Attachment == nil || len(st.Attachment.IPs) != 1 {
+		t.Errorf("pod status -o json: exit %d %s", code, out)
+	}
+	if out, _, code = n.run("pod", "del", "runnet", pod, "-o", "json"); code != 0 || json.Unmarshal([]byte(out), &att) != nil || att.Verb != "del" || att.Network != "runnet" {
+		t.Errorf("pod del -o json: exit %d %s", code, out)
+	}
+	n.assertClean()
 }

@@ -49,9 +49,6 @@ CRD, or the right to list them, the answer is NetworkPolicy's alone, and
 says so.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("-o %q: want text or json", output)
-			}
 			q.Source, q.Destination = args[0], args[1]
 			rc, err := kubeRESTConfig(kubeconfig, true)
 			if err != nil {
@@ -74,7 +71,7 @@ says so.`,
 	f.StringVar(&q.Port, "port", "", "destination port: a number, or the name of a container port of the destination pod")
 	f.StringVar(&q.Protocol, "protocol", "TCP", "TCP, UDP or SCTP")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else the in-cluster config)")
-	f.StringVarP(&output, "output", "o", "text", "text or json")
+	addOutputFlag(cmd, &output, outputText, outputJSON)
 	_ = cmd.MarkFlagRequired("port")
 	return cmd
 }

@@ -170,12 +170,24 @@ func TestStatusAndNetCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `ok   network "runnet"`) || !strings.Contains(out, "capabilities [portMappings]") {
 		t.Errorf("net validate: %d %s", code, out)
 	}
+	var st localStatus
+	if out, _, code = n.run("status", "-o", "json"); code != 0 || json.Unmarshal([]byte(out), &st) != nil || !st.Ready || st.DefaultNetwork == nil || st.DefaultNetwork.Name != "runnet" {
+		t.Errorf("status -o json: %d %s", code, out)
+	}
+	var ls netList
+	if out, _, code = n.run("net", "ls", "-o", "json"); code != 0 || json.Unmarshal([]byte(out), &ls) != nil || len(ls.Networks) != 1 || ls.Networks[0].Plugins[0] != "podnet" {
+		t.Errorf("net ls -o json: %d %s", code, out)
+	}
 	if err := os.WriteFile(filepath.Join(n.confDir, "05-bad.conflist"), []byte(`{"name":"bad","cniVersion":"1.0.0","plugins":[{"type":"nope"}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, _, code = n.run("net", "validate")
 	if code != 1 || !strings.Contains(out, `FAIL network "bad"`) || !strings.Contains(out, `plugin "nope" not found`) {
 		t.Errorf("net validate with a missing plugin: %d %s", code, out)
+	}
+	var v validateReport
+	if out, _, code = n.run("net", "validate", "-o", "json"); code != 1 || json.Unmarshal([]byte(out), &v) != nil || v.Problems != 1 || len(v.Networks) != 2 {
+		t.Errorf("net validate -o json with a missing plugin: %d %s", code, out)
 	}
 	if err := os.RemoveAll(n.confDir); err != nil {
 		t.Fatal(err)
@@ -201,6 +213,11 @@ func TestBenchRounds(t *testing.T) {
 	}
 	if strings.Count(stderr, "(round ") != 2 {
 		t.Errorf("progress for 2 rounds expected:\n%s", stderr)
+	}
+	var rep benchReport
+	out, stderr, code = n.run("bench", "--pods", "2", "--parallel", "2", "-o", "json")
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Chains) != 1 || len(rep.Chains[0].Median) != 2 || rep.Chains[0].Median[0].Add.N != 2 {
+		t.Errorf("bench -o json: exit %d\n%s\n%s", code, out, stderr)
 	}
 	if _, _, code := n.run("bench", "--rounds", "0"); code == 0 {
 		t.Error("bench --rounds 0: exit 0")

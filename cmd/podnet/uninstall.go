@@ -131,15 +131,12 @@ released and its blocks let go (as podnet ipam node rm
 	f.BoolVar(&o.dryRun, "dry-run", false, "print what would be removed, change nothing")
 	f.BoolVar(&o.verify, "verify", false, "change nothing; exit 0 only when nothing of podnet is left, else name what is and exit 1")
 	f.BoolVar(&o.hold, "hold", false, "after removing, wait until SIGTERM (a DaemonSet's container)")
-	f.StringVarP(&o.output, "output", "o", "text", "text or json")
+	addOutputFlag(cmd, &o.output, outputText, outputJSON)
 	o.api.register(cmd)
 	return cmd
 }
 
 func (o *uninstallOptions) run(cmd *cobra.Command) error {
-	if o.output != "text" && o.output != "json" {
-		return fmt.Errorf("--output %q: want text or json", o.output)
-	}
 	if o.verify && (o.dryRun || o.hold) {
 		return errors.New("--verify goes with neither --dry-run nor --hold")
 	}
@@ -190,8 +187,8 @@ func holdUntilTerm(cmd *cobra.Command) error {
 }
 
 func (o *uninstallOptions) print(cmd *cobra.Command, rep uninstallReport) error {
-	if o.output == "json" {
-		return printJSON(cmd, rep)
+	if o.output == outputJSON {
+		return writeJSON(cmd.OutOrStdout(), rep)
 	}
 	w := cmd.OutOrStdout()
 	verb := "removed"

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,6 +20,7 @@ func newWireGuardCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "wireguard", Short: "The node's WireGuard encryption between nodes (docs/encryption.md)"}
 	var keyFile string
 	var wait time.Duration
+	var output string
 	rotate := &cobra.Command{
 		Use:   "rotate-key",
 		Short: "Give the node a new WireGuard key pair, without restarting its agent",
@@ -38,24 +40,48 @@ network namespace has the new public key.`,
 			if err != nil {
 				return err
 			}
-			pub := key.PublicKey().String()
-			fmt.Fprintln(cmd.OutOrStdout(), pub)
+			rep := rotateReport{PublicKey: key.PublicKey().String(), KeyFile: keyFile}
+			if output == outputText {
+				fmt.Fprintln(cmd.OutOrStdout(), rep.PublicKey)
+			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "podnet wireguard: new key written to %s; the agent publishes its public key, then sets it on %s\n", keyFile, route.WireGuardDevice)
-			if wait <= 0 {
-				return nil
+			if wait > 0 {
+				took, err := waitDeviceKey(cmd.Context(), rep.PublicKey, wait)
+				if err != nil {
+					err = fmt.Errorf("the key file has the new key (the agent's next start uses it), but %w", err)
+					rep.Error = err.Error()
+					if output == outputJSON {
+						return errors.Join(writeJSON(cmd.OutOrStdout(), rep), err)
+					}
+					return err
+				}
+				rep.DeviceHasKey, rep.TookMs = true, took.Milliseconds()
+				fmt.Fprintf(cmd.ErrOrStderr(), "podnet wireguard: %s runs the new key (%v after it was written)\n", route.WireGuardDevice, took.Round(time.Millisecond))
 			}
-			took, err := waitDeviceKey(cmd.Context(), pub, wait)
-			if err != nil {
-				return fmt.Errorf("the key file has the new key (the agent's next start uses it), but %w", err)
+			if output == outputJSON {
+				return writeJSON(cmd.OutOrStdout(), rep)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "podnet wireguard: %s runs the new key (%v after it was written)\n", route.WireGuardDevice, took.Round(time.Millisecond))
 			return nil
 		},
 	}
+	addOutputFlag(rotate, &output, outputText, outputJSON)
 	rotate.Flags().StringVar(&keyFile, "key-file", wireguard.DefaultKeyFile, "the node's private key file: the agent's --wireguard-key-file")
 	rotate.Flags().DurationVar(&wait, "wait", 30*time.Second, "how long to wait for podnet.wg to take the new key; 0: do not wait")
 	cmd.AddCommand(rotate)
 	return cmd
+}
+
+// rotateReport is `wireguard rotate-key -o json`; text prints the public
+// key alone. The private key is never printed.
+type rotateReport struct {
+	PublicKey string `json:"publicKey"`
+	KeyFile   string `json:"keyFile"`
+	// DeviceHasKey: podnet.wg runs the new key (--wait), TookMs after it
+	// was written.
+	DeviceHasKey bool  `json:"deviceHasKey"`
+	TookMs       int64 `json:"tookMs,omitempty"`
+	// Error is why --wait gave up; the key file has the new key anyway.
+	Error string `json:"error,omitempty"`
 }
 
 // waitDeviceKey waits until podnet.wg's public key is pub, and says how
