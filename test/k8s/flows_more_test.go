@@ -10,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podnet/podnet/deploy/grafana"
 	"github.com/podnet/podnet/flows"
+	"github.com/podnet/podnet/test/k8s/cluster"
 )
 
 // thousandConns is the judge's count of short connections.
@@ -155,4 +159,43 @@ func (w *flowWorld) follow(ctx context.Context, t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Errorf("podnet flows --follow still running 10 s after SIGINT")
 	}
+}
+
+// dashboardNotOn are the dashboard's panels whose metrics the shipped
+// deployment does not export, with why; every other panel's metrics
+// must be exported by the agents of TestFlows's cluster.
+var dashboardNotOn = map[string]string{
+	"WireGuard/WireGuard implementation": "encryption none as shipped (TestWireGuard judges the row)",
+	"WireGuard/WireGuard peers":          "encryption none as shipped (TestWireGuard judges the row)",
+	"NetworkPolicy/Deny log":             "the deny log is off as shipped (--policy-deny-log)",
+}
+
+// checkDashboard scrapes every agent's /metrics through the API server's
+// pod proxy and fails naming each panel of deploy/grafana's dashboard
+// that queries a metric none of them exports; keep picks the panels.
+func checkDashboard(ctx context.Context, t *testing.T, c *cluster.Cluster, keep func(panel string) bool) {
+	t.Helper()
+	d, err := grafana.Parse(grafana.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := c.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=podnet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	for _, p := range pods.Items {
+		b, err := c.Client.CoreV1().Pods(p.Namespace).ProxyGet("http", p.Name, "9603", "/metrics", nil).DoRaw(ctx)
+		if err != nil {
+			t.Fatalf("agent %s /metrics: %v", p.Name, err)
+		}
+		for m := range grafana.MetricNames(string(b)) {
+			exported[m] = true
+		}
+	}
+	miss := d.Missing(exported, keep)
+	for _, panel := range grafana.SortedKeys(miss) {
+		t.Errorf("dashboard panel %q queries %v, which no agent of %d exports", panel, miss[panel], len(pods.Items))
+	}
+	t.Logf("dashboard: %d panels checked against %d agents' metrics", len(d.Metrics())-len(dashboardNotOn), len(pods.Items))
 }

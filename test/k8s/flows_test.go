@@ -34,7 +34,9 @@ import (
 // --kubeconfig` with its verdict, rule and pods; then 1,000 short
 // connections, at least 99 % recorded on each node; then the CLI's bad
 // input (a namespace that does not exist answers empty, a bad verdict
-// names the flag) and its follow mode across the API server's proxy.
+// names the flag) and its follow mode across the API server's proxy;
+// and every panel of deploy/grafana's dashboard (dashboardNotOn aside)
+// queries metrics the agents export.
 func TestFlows(t *testing.T) {
 	testutil.RequireRoot(t)
 	c := cluster.Start(t, cluster.WithNodes(2))
@@ -50,6 +52,7 @@ func TestFlows(t *testing.T) {
 		t.Logf("%-44s %s", fc.name, describeRecord(got[fc.name]))
 	}
 	w.thousand(ctx, t)
+	checkDashboard(ctx, t, c, func(panel string) bool { return dashboardNotOn[panel] == "" })
 	w.badInput(ctx, t)
 	w.follow(ctx, t)
 }

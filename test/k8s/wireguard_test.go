@@ -28,6 +28,7 @@ import (
 //     and the DaemonSet rolled, the pods probing each other 25 times a
 //     second: the longest gap is logged (strict mode refuses traffic
 //     between an encrypting node and one that has no key yet).
+//   - The dashboard's WireGuard panels query metrics the agents export.
 //   - On the wire: the payload never appears, no frame carries a pod
 //     address, and between the nodes only UDP to or from 51871 (and the
 //     host's own TCP to the API server and kubelet); podnet.wg on each
@@ -66,6 +67,7 @@ func TestWireGuard(t *testing.T) {
 	waitUntil(ctx, t, "the pods reaching each other", 2*time.Minute, func() error { return tr.settled(10) })
 	gapOn, tailOn := w.turnOn(ctx, t, tr)
 	checkNodesWG(ctx, t, c)
+	checkDashboard(ctx, t, c, func(panel string) bool { return strings.HasPrefix(panel, "WireGuard/") })
 	w.hostToRemotePod(t)
 	w.encryptedOnTheWire(t, "encryption on")
 	resumed := w.strictBlocked(ctx, t, tr)
