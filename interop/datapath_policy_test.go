@@ -37,6 +37,14 @@ const (
 // NetworkPolicies").
 func policyPath(t testing.TB, n, cnps int) *dpPath {
 	t.Helper()
+	p, _ := policyPathWith(t, n, cnps)
+	return p
+}
+
+// policyPathWith is policyPath with the renderer's options, and returns
+// the IR it programmed as well.
+func policyPathWith(t testing.TB, n, cnps int, opts ...policyrules.Option) (*dpPath, *policy.IR) {
+	t.Helper()
 	p := sameNode(t, podnetConf(t, "routed"))
 	s := policySnapshot(p.clientAddr, p.addr, n)
 	addClusterPolicies(s, cnps)
@@ -45,7 +53,7 @@ func policyPath(t testing.TB, n, cnps int) *dpPath {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := policyrules.New(policyNode, policyrules.WithNetNSFd(int(f.Fd())))
+	r, err := policyrules.New(policyNode, append([]policyrules.Option{policyrules.WithNetNSFd(int(f.Fd()))}, opts...)...)
 	if err != nil {
 		f.Close()
 		t.Fatal(err)
@@ -61,7 +69,7 @@ func policyPath(t testing.TB, n, cnps int) *dpPath {
 	if _, err := r.Apply(ir); err != nil {
 		t.Fatalf("program %d policies: %v", n, err)
 	}
-	return p
+	return p, ir
 }
 
 // policySnapshot is the cluster policySnapshot's paths model: a client
