@@ -51,6 +51,11 @@ func TestFlows(t *testing.T) {
 	for _, fc := range cases {
 		t.Logf("%-44s %s", fc.name, describeRecord(got[fc.name]))
 	}
+	if out, err := c.Nodes[0].Podnet(ctx, "flows", "--kubeconfig", w.kc, "--namespace", "default", "--port", fmt.Sprint(flowServerPort), "--limit", "12"); err == nil {
+		t.Logf("podnet flows --namespace default --port %d --limit 12:\n%s", flowServerPort, out)
+	} else {
+		t.Errorf("podnet flows, text: %v", err)
+	}
 	w.thousand(ctx, t)
 	checkDashboard(ctx, t, c, func(panel string) bool { return dashboardNotOn[panel] == "" })
 	w.badInput(ctx, t)
