@@ -35,6 +35,7 @@ import (
 // connections, at least 99 % recorded on each node; then the CLI's bad
 // input (a namespace that does not exist answers empty, a bad verdict
 // names the flag) and its follow mode across the API server's proxy;
+// `podnet ui --kubeconfig`'s /api/flows over the same agents;
 // and every panel of deploy/grafana's dashboard (dashboardNotOn aside)
 // queries metrics the agents export.
 func TestFlows(t *testing.T) {
@@ -60,6 +61,7 @@ func TestFlows(t *testing.T) {
 	checkDashboard(ctx, t, c, func(panel string) bool { return dashboardNotOn[panel] == "" })
 	w.badInput(ctx, t)
 	w.follow(ctx, t)
+	w.ui(ctx, t)
 }
 
 // flowServerPort is where the test's echo servers listen in the server
