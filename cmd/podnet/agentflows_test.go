@@ -25,16 +25,20 @@ func TestAgentFlowsFlags(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		fo       flowsOptions
+		noPolicy bool
 		ringSize int // 0: flows off
 		wantErr  string
 	}{
-		{flowsOptions{ringSize: 8192}, 0, ""},
-		{flowsOptions{on: true, ringSize: 8192}, 8192, ""},
-		{flowsOptions{on: true, ringSize: 16}, 16, ""},
-		{flowsOptions{on: true, ringSize: 15}, 0, "--flows-ring-size 15: want 16 to 1048576 records"},
-		{flowsOptions{on: true, ringSize: 2000000}, 0, "--flows-ring-size 2000000"},
+		{flowsOptions{ringSize: 8192}, false, 0, ""},
+		{flowsOptions{on: true, ringSize: 8192}, false, 8192, ""},
+		{flowsOptions{on: true, ringSize: 16}, false, 16, ""},
+		{flowsOptions{on: true, ringSize: 15}, false, 0, "--flows-ring-size 15: want 16 to 1048576 records"},
+		{flowsOptions{on: true, ringSize: 2000000}, false, 0, "--flows-ring-size 2000000"},
+		// --network-policy taken out of a DaemonSet that has --flows:
+		// the agent starts, without flows.
+		{flowsOptions{on: true, ringSize: 8192}, true, 0, ""},
 	} {
-		ao := agentOptions{node: "n1", datastore: "kubernetes", mode: "host-gw", flows: tc.fo}
+		ao := agentOptions{node: "n1", datastore: "kubernetes", mode: "host-gw", networkPolicy: !tc.noPolicy, flows: tc.fo}
 		cfg, err := ao.config(&globalOptions{})
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {

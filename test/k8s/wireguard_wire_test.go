@@ -28,10 +28,12 @@ const wgPort = 51871
 // hostTCPPorts are the ports of the host traffic between the two nodes,
 // which encryption leaves alone (docs/encryption.md): node 2's kubelet,
 // kube-proxy and agent to the API server on node 1, and the API server
-// to node 2's kubelet (pod logs). Pod traffic never has a node's address
-// on both ends: it keeps the pods' addresses (podnet does not NAT pod to
-// pod), which only WireGuard's UDP hides.
-var hostTCPPorts = map[uint16]bool{6443: true, 10250: true}
+// to node 2's kubelet (pod logs) and to node 2's agent's metrics port
+// (9603, host network: the pod proxy the dashboard check and podnet
+// flows read it through). Pod traffic never has a node's address on both
+// ends: it keeps the pods' addresses (podnet does not NAT pod to pod),
+// which only WireGuard's UDP hides.
+var hostTCPPorts = map[uint16]bool{6443: true, 10250: true, 9603: true}
 
 var serviceCIDR = netip.MustParsePrefix(cluster.ServiceCIDR)
 
