@@ -30,38 +30,25 @@ func FlowIndex(ir *policy.IR, node string) map[uint64][]flows.Rule {
 			}
 		}
 	}
-	for i := range ir.Pods {
-		p := &ir.Pods[i]
-		if p.Node != node || len(p.IPs) == 0 {
-			continue
-		}
-		for _, d := range []Direction{Ingress, Egress} {
-			dir := &p.Ingress
-			if d == Egress {
-				dir = &p.Egress
-			}
-			if !dir.InScope() {
-				continue
-			}
-			for _, r := range dir.Admin {
-				if r.Ref.Action != policy.Pass {
-					fr := cnpRule(r.Ref, d)
-					add(ruleID(fr), fr)
-				}
-			}
-			if !dir.Isolated {
-				for _, r := range dir.Baseline {
-					fr := cnpRule(r.Ref, d)
-					add(ruleID(fr), fr)
-				}
-				continue
-			}
-			for _, r := range dir.Rules {
-				fr := npRule(r.Policy, d, r.Index, "Allow")
+	forChains(ir, node, func(p *policy.PodRules, d Direction, dir *policy.Direction) {
+		for _, r := range dir.Admin {
+			if r.Ref.Action != policy.Pass {
+				fr := cnpRule(r.Ref, d)
 				add(ruleID(fr), fr)
 			}
-			add(dropID(p.Pod, d, dir.IsolatedBy), dropRules(d, dir.IsolatedBy)...)
 		}
-	}
+		if !dir.Isolated {
+			for _, r := range dir.Baseline {
+				fr := cnpRule(r.Ref, d)
+				add(ruleID(fr), fr)
+			}
+			return
+		}
+		for _, r := range dir.Rules {
+			fr := npRule(r.Policy, d, r.Index, "Allow")
+			add(ruleID(fr), fr)
+		}
+		add(dropID(p.Pod, d, dir.IsolatedBy), dropRules(d, dir.IsolatedBy)...)
+	})
 	return out
 }

@@ -180,6 +180,27 @@ func buildWith(ir *policy.IR, node string, o buildOptions) *ruleset {
 			}
 		}
 	}
+	forChains(ir, node, func(p *policy.PodRules, d Direction, dir *policy.Direction) {
+		c, tail := b.chain(p, d, dir)
+		rs.chains[c.name] = c
+		if tail != nil {
+			rs.chains[tail.name] = tail
+		}
+		for _, ip := range p.IPs {
+			ip = ip.Unmap()
+			rs.maps[dispatchMap(d, ip)][ip] = c.name
+		}
+	})
+	for _, s := range rs.sets {
+		s.canonical()
+	}
+	return rs
+}
+
+// forChains calls fn for each pod of node in ir and each direction in
+// which the pod has a chain (an address, and rules in scope): the
+// renderer's walk, and FlowIndex's over the same chains.
+func forChains(ir *policy.IR, node string, fn func(p *policy.PodRules, d Direction, dir *policy.Direction)) {
 	for i := range ir.Pods {
 		p := &ir.Pods[i]
 		if p.Node != node || len(p.IPs) == 0 {
@@ -190,24 +211,11 @@ func buildWith(ir *policy.IR, node string, o buildOptions) *ruleset {
 			if d == Egress {
 				dir = &p.Egress
 			}
-			if !dir.InScope() {
-				continue
-			}
-			c, tail := b.chain(p, d, dir)
-			rs.chains[c.name] = c
-			if tail != nil {
-				rs.chains[tail.name] = tail
-			}
-			for _, ip := range p.IPs {
-				ip = ip.Unmap()
-				rs.maps[dispatchMap(d, ip)][ip] = c.name
+			if dir.InScope() {
+				fn(p, d, dir)
 			}
 		}
 	}
-	for _, s := range rs.sets {
-		s.canonical()
-	}
-	return rs
 }
 
 func dispatchMap(d Direction, ip netip.Addr) string {
