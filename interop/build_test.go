@@ -14,7 +14,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/podnet/podnet/test/e2e/e2eetcd"
 )
 
 // upstreamPkgs are the upstream binaries the tests run, built from the
@@ -39,8 +38,6 @@ var podnetPkgs = []string{"./plugins/loopback", "./plugins/podnet", "./plugins/p
 var tmpRoot string
 
 func TestMain(m *testing.M) {
-	// The data-path benchmark's etcd runs in this binary, started again.
-	e2eetcd.MaybeRunHelper()
 	var err error
 	tmpRoot, err = os.MkdirTemp("", "podnet-interop-")
 	if err != nil {

@@ -30,8 +30,7 @@
 // TCP throughput (iperf3) and request/response latency (sockperf) from
 // pod to pod on podnet's routed and bridge modes, the reference ptp and
 // bridge, and across nodes with real agents in host-gw and VXLAN mode
-// (test/e2e/e2eetcd, whose etcd helper is this test binary: TestMain
-// hands over to it), each against its floor, a bare veth pair or the
+// (test/e2e/e2eetcd, with its etcd member), each against its floor, a bare veth pair or the
 // underlay (docs/performance.md).
 //
 // The upstream binaries are built from the module cache at the versions

@@ -2,8 +2,8 @@
 // network of package e2enet (each node a network namespace on an
 // underlay the test builds: a bridge for one L2 segment, or a router
 // between one subnet per node; a real `podnet agent` process in every
-// node namespace; pods wired by the real podnet plugin), with etcd in a
-// helper process inside the underlay's hub namespace (package e2eetcd,
+// node namespace; pods wired by the real podnet plugin), with an etcd
+// member inside the underlay's hub namespace (package e2eetcd,
 // which the interop module's data-path benchmark shares). The same network
 // on the Kubernetes datastore is tested in test/k8s (TestE2EKube), whose
 // module builds kube-apiserver.

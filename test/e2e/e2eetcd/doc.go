@@ -6,12 +6,8 @@
 // documents). test/e2e's tests and the interop module's data-path
 // benchmark share it.
 //
-// The etcd helper is the calling test binary itself, started again with
-// an environment that MaybeRunHelper recognises: every test binary that
-// calls New must call MaybeRunHelper first in its TestMain.
-//
 // It is test code, for tests and benchmarks that run as root: etcd
 // listens only on the hub's underlay address, inside a namespace the
-// test made, and the helper process, its data directory and the store
+// test made, and the member, which also exits when its test binary does, its data directory and the store
 // client are removed when the test ends, pass or fail.
 package e2eetcd

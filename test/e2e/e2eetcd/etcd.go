@@ -2,88 +2,39 @@ package e2eetcd
 
 import (
 	"bufio"
-	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
-
+	"github.com/podnet/podnet/internal/etcdbin"
 	"github.com/podnet/podnet/netns"
 	"github.com/podnet/podnet/test/e2e/e2enet"
 )
 
-// A test binary started with these variables set (inside the underlay's
-// namespace) runs one embedded etcd member until its stdin closes, which
-// also happens when the test process dies.
-const (
-	envEtcdListen = "PODNET_E2E_ETCD_LISTEN"
-	envEtcdDir    = "PODNET_E2E_ETCD_DIR"
-)
-
-// MaybeRunHelper runs the etcd member and exits when this process was
-// started as the helper; otherwise it returns at once. Call it first in
-// TestMain.
-func MaybeRunHelper() {
-	if addr := os.Getenv(envEtcdListen); addr != "" {
-		os.Exit(runEtcd(addr, os.Getenv(envEtcdDir)))
-	}
-}
-
-func runEtcd(addr, dir string) int {
-	cfg := embed.NewConfig()
-	cfg.Name = "e2e"
-	cfg.Dir = dir
-	client := url.URL{Scheme: "http", Host: addr}
-	peer := url.URL{Scheme: "http", Host: "127.0.0.1:2380"}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.Name + "=" + peer.String()
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	cfg.LogLevel = "error"
-	cfg.UnsafeNoFsync = true
-	// The JSON gateway stays on: podnet-ipam, in process in the podnet
-	// plugin, talks to etcd through it. Its own dial to the client URL
-	// starts in this process, inside the hub's namespace.
-	cfg.TickMs, cfg.ElectionMs = 10, 100
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "etcd:", err)
-		return 1
-	}
-	defer e.Close()
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		fmt.Fprintln(os.Stderr, "etcd:", err)
-		return 1
-	case <-time.After(60 * time.Second):
-		fmt.Fprintln(os.Stderr, "etcd: not ready after 60s")
-		return 1
-	}
-	fmt.Println("ready")
-	go func() {
-		for err := range e.Err() {
-			fmt.Fprintln(os.Stderr, "etcd:", err)
-		}
-	}()
-	_, _ = io.Copy(io.Discard, os.Stdin) // until the test closes it or dies
-	return 0
-}
-
-// startEtcd runs the helper inside u's hub namespace, listening on
-// u.Server:2379, and returns its endpoint.
+// startEtcd runs an etcd member (internal/etcdbin's server) inside u's
+// hub namespace, listening on u.Server:2379, and returns its endpoint.
 func startEtcd(t testing.TB, u *e2enet.Underlay) string {
 	t.Helper()
 	addr := net.JoinHostPort(u.Server.String(), "2379")
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-	cmd.Env = append(os.Environ(), envEtcdListen+"="+addr, envEtcdDir+"="+t.TempDir())
+	bin, err := etcdbin.Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The peer and metrics URLs are on the hub's own loopback. The JSON
+	// gateway stays on (etcd's default): podnet-ipam, in process in the
+	// podnet plugin, talks to etcd through it.
+	client := "http://" + addr
+	cmd := exec.Command(bin, "--name=e2e", "--data-dir="+t.TempDir(),
+		"--listen-client-urls="+client, "--advertise-client-urls="+client,
+		"--listen-peer-urls=http://127.0.0.1:2380", "--initial-advertise-peer-urls=http://127.0.0.1:2380",
+		"--initial-cluster=e2e=http://127.0.0.1:2380", "--listen-metrics-urls=http://127.0.0.1:2381",
+		"--log-level=error", "--unsafe-no-fsync", "--heartbeat-interval=10", "--election-timeout=100")
+	cmd.Env = append(os.Environ(), etcdbin.EnvStdinLifetime+"=1",
+		etcdbin.EnvReadyURL+"=http://127.0.0.1:2381/health")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -117,10 +68,10 @@ func startEtcd(t testing.TB, u *e2enet.Underlay) string {
 	select {
 	case line := <-ready:
 		if line != "ready" {
-			t.Fatalf("etcd helper: %q, stderr: %s (does the test binary's TestMain call e2eetcd.MaybeRunHelper first?)", line, stderr.String())
+			t.Fatalf("etcd: %q, stderr: %s", line, stderr.String())
 		}
 	case <-time.After(60 * time.Second):
-		t.Fatalf("etcd helper not ready after 60s; stderr: %s", stderr.String())
+		t.Fatalf("etcd not ready after 60s; stderr: %s", stderr.String())
 	}
 	return addr
 }

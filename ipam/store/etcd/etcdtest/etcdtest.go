@@ -1,91 +1,115 @@
-// Package etcdtest starts real etcd members in-process for tests: 127.0.0.1
-// only, free ports, data in t.TempDir(), logs discarded, all stopped in
-// t.Cleanup. Members can be stopped and started again for fault tests.
+// Package etcdtest starts real etcd members for tests, each a process of
+// its own (the etcd server that internal/etcdbin builds): 127.0.0.1
+// only, free ports, data in t.TempDir(), logs kept in that directory and
+// shown when a member fails, all stopped in t.Cleanup. Members can be
+// stopped and started again for fault tests. A member exits with its
+// test binary even when the test crashes: it lives as long as its stdin.
 package etcdtest
 
 import (
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
-	"net/url"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/client/pkg/v3/transport"
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
+	"github.com/podnet/podnet/internal/etcdbin"
 )
 
 // Cluster is a running etcd cluster.
 type Cluster struct {
 	t       testing.TB
+	bin     string
 	members []*member
 }
 
 type member struct {
-	cfg *embed.Config
-	e   *embed.Etcd // nil while stopped
+	name, dir, log        string
+	peer, client, metrics string
+	flags                 []string
+	cmd                   *exec.Cmd // nil while stopped
+	stdin                 io.WriteCloser
+	ready, exited         chan struct{}
+}
+
+// config is what options change.
+type config struct {
+	certFile, keyFile, caFile string
 }
 
 // Option changes how Start configures the members.
-type Option func(*embed.Config)
+type Option func(*config)
 
 // WithClientTLS serves clients over TLS with this certificate and key,
 // requiring client certificates signed by the CA in caFile.
 func WithClientTLS(certFile, keyFile, caFile string) Option {
-	return func(cfg *embed.Config) {
-		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: certFile, KeyFile: keyFile, TrustedCAFile: caFile, ClientCertAuth: true}
-		for _, urls := range [][]url.URL{cfg.ListenClientUrls, cfg.AdvertiseClientUrls} {
-			for i := range urls {
-				urls[i].Scheme = "https"
-			}
-		}
-	}
+	return func(c *config) { c.certFile, c.keyFile, c.caFile = certFile, keyFile, caFile }
 }
 
 // Start starts an n-member cluster and waits until every member is ready.
 func Start(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
-	dir := t.TempDir()
-	c := &Cluster{t: t}
-	var initial []string
-	token := fmt.Sprintf("podnet-test-%d", time.Now().UnixNano())
-	for i := range n {
-		cfg := embed.NewConfig()
-		cfg.Name = fmt.Sprintf("m%d", i)
-		cfg.Dir = filepath.Join(dir, cfg.Name)
-		peer, client := freeURL(t), freeURL(t)
-		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-		cfg.InitialClusterToken = token
-		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-		cfg.LogLevel = "error"
-		// Tests do not survive power loss; fsync would only slow them.
-		cfg.UnsafeNoFsync = true
-		// Shorter than the defaults (100/1000) so that fault tests elect
-		// quickly, long enough not to flap on a loaded CI machine.
-		cfg.TickMs, cfg.ElectionMs = 50, 1000
-		for _, o := range opts {
-			o(cfg)
-		}
-		initial = append(initial, cfg.Name+"="+peer.String())
-		c.members = append(c.members, &member{cfg: cfg})
+	bin, err := etcdbin.Path()
+	if err != nil {
+		t.Fatal(err)
 	}
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	dir := t.TempDir()
+	c := &Cluster{t: t, bin: bin}
+	scheme := "http"
+	if cfg.certFile != "" {
+		scheme = "https"
+	}
+	var initial []string
+	for i := range n {
+		m := &member{name: fmt.Sprintf("m%d", i), dir: filepath.Join(dir, fmt.Sprintf("m%d", i))}
+		m.log = m.dir + ".log"
+		m.peer, m.client, m.metrics = freeURL(t, "http"), freeURL(t, scheme), freeURL(t, "http")
+		initial = append(initial, m.name+"="+m.peer)
+		c.members = append(c.members, m)
+	}
+	token := fmt.Sprintf("podnet-test-%d", time.Now().UnixNano())
 	for _, m := range c.members {
-		m.cfg.InitialCluster = strings.Join(initial, ",")
+		m.flags = memberFlags(m, strings.Join(initial, ","), token, cfg)
 	}
 	t.Cleanup(c.stopAll)
 	// Members must start together: none is ready before a quorum is up.
 	for i := range c.members {
-		c.startMember(i, false)
+		c.startMember(i, "new")
 	}
 	for i := range c.members {
 		c.waitReady(i)
 	}
 	return c
+}
+
+func memberFlags(m *member, initial, token string, cfg config) []string {
+	f := []string{
+		"--name=" + m.name, "--data-dir=" + m.dir,
+		"--listen-peer-urls=" + m.peer, "--initial-advertise-peer-urls=" + m.peer,
+		"--listen-client-urls=" + m.client, "--advertise-client-urls=" + m.client,
+		"--listen-metrics-urls=" + m.metrics,
+		"--initial-cluster=" + initial, "--initial-cluster-token=" + token,
+		"--log-level=error",
+		// Tests do not survive power loss; fsync would only slow them.
+		"--unsafe-no-fsync",
+		// Shorter than the defaults (100/1000) so that fault tests elect
+		// quickly, long enough not to flap on a loaded CI machine.
+		"--heartbeat-interval=50", "--election-timeout=1000",
+	}
+	if cfg.certFile != "" {
+		f = append(f, "--cert-file="+cfg.certFile, "--key-file="+cfg.keyFile,
+			"--trusted-ca-file="+cfg.caFile, "--client-cert-auth")
+	}
+	return f
 }
 
 // freeURL is a URL on a free port of 127.0.0.1 below Linux's ephemeral
@@ -94,7 +118,7 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 // member's to its peers, before the member meant for it binds it: a
 // 3-member start then fails, and a member that lost its peers never
 // stops (the 30-minute hang of a run beside other work).
-func freeURL(t testing.TB) url.URL {
+func freeURL(t testing.TB, scheme string) string {
 	for range 200 {
 		port := 20000 + rand.IntN(12000)
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
@@ -102,101 +126,8 @@ func freeURL(t testing.TB) url.URL {
 			continue
 		}
 		l.Close()
-		return url.URL{Scheme: "http", Host: l.Addr().String()}
+		return scheme + "://" + l.Addr().String()
 	}
 	t.Fatal("etcdtest: no free port in 20000-31999 after 200 tries")
-	return url.URL{}
-}
-
-func (c *Cluster) startMember(i int, wait bool) {
-	c.t.Helper()
-	m := c.members[i]
-	e, err := embed.StartEtcd(m.cfg)
-	if err != nil {
-		c.t.Fatalf("etcdtest: start %s: %v", m.cfg.Name, err)
-	}
-	m.e = e
-	if wait {
-		c.waitReady(i)
-	}
-}
-
-func (c *Cluster) waitReady(i int) {
-	c.t.Helper()
-	m := c.members[i]
-	select {
-	case <-m.e.Server.ReadyNotify():
-	case err := <-m.e.Err():
-		c.t.Fatalf("etcdtest: %s: %v", m.cfg.Name, err)
-	case <-time.After(60 * time.Second):
-		c.t.Fatalf("etcdtest: %s not ready after 60s", m.cfg.Name)
-	}
-}
-
-// Endpoints returns the client URLs of the running members.
-func (c *Cluster) Endpoints() []string {
-	var eps []string
-	for _, m := range c.members {
-		if m.e != nil {
-			eps = append(eps, m.cfg.AdvertiseClientUrls[0].String())
-		}
-	}
-	return eps
-}
-
-// AllEndpoints returns the client URLs of every member, running or not:
-// what a client configured with the whole cluster holds.
-func (c *Cluster) AllEndpoints() []string {
-	var eps []string
-	for _, m := range c.members {
-		eps = append(eps, m.cfg.AdvertiseClientUrls[0].String())
-	}
-	return eps
-}
-
-// Leader returns the index of the running member that leads the cluster,
-// or -1 while none does.
-func (c *Cluster) Leader() int {
-	for i, m := range c.members {
-		if m.e != nil && m.e.Server.Leader() == m.e.Server.MemberID() {
-			return i
-		}
-	}
-	return -1
-}
-
-// Running reports whether member i is running.
-func (c *Cluster) Running(i int) bool { return c.members[i].e != nil }
-
-// stopTimeout bounds a member's Close: a member that never reached its
-// peers may never return from it, and a test's cleanup must not hang.
-const stopTimeout = 30 * time.Second
-
-// Stop stops member i; its data stays for Restart.
-func (c *Cluster) Stop(i int) {
-	m := c.members[i]
-	if m.e == nil {
-		return
-	}
-	done := make(chan struct{})
-	go func() { m.e.Close(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(stopTimeout):
-		c.t.Errorf("etcdtest: %s did not stop in %s; left running", m.cfg.Name, stopTimeout)
-	}
-	m.e = nil
-}
-
-// Restart starts a stopped member i again and waits until it is ready.
-func (c *Cluster) Restart(i int) {
-	c.t.Helper()
-	c.members[i].cfg.ClusterState = embed.ClusterStateFlagExisting
-	c.startMember(i, true)
-}
-
-func (c *Cluster) stopAll() {
-	for i := range c.members {
-		c.Stop(i)
-	}
+	return ""
 }
