@@ -80,6 +80,7 @@ FUZZTIME ?= 2m
 fuzz:
 	for f in FuzzParseNetworkConfigList FuzzParseResult FuzzParseArgs FuzzIsIdentifier; do \
 		$(GO) test ./cni -run XXX -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
+	$(GO) test ./internal/minihttp -run XXX -fuzz '^FuzzReadResponse$$' -fuzztime $(FUZZTIME)
 
 # Tools the tests use from the system (root, Debian): iproute2 (ip, tc) and
 # util-linux's unshare for the interop tests, nftables and iptables for the

@@ -345,17 +345,8 @@ func (c *Client) roundTrip(ctx context.Context, ep Endpoint, hc *conn, msg strin
 		stop()
 		return nil, err
 	}
-	b := &body{c: c, ep: ep, hc: hc, keep: h.keep, stop: stop}
-	switch {
-	case h.status == 204 || h.status == 304:
-		b.r = io.LimitReader(hc.br, 0) // no body, whatever the headers say
-	case h.chunked:
-		b.r = &chunkedReader{br: hc.br}
-	case h.length >= 0:
-		b.r = io.LimitReader(hc.br, h.length)
-	default:
-		b.r, b.keep = hc.br, false // until the server closes
-	}
+	b := &body{c: c, ep: ep, hc: hc, stop: stop}
+	b.r, b.keep = h.bodyReader(hc.br)
 	if stream {
 		// Only cancellation ends a stream, not the deadline of the
 		// request that opened it.

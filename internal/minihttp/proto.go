@@ -88,6 +88,21 @@ func (h *head) readHeaders(br *bufio.Reader) error {
 	}
 }
 
+// bodyReader is what reads the body that follows h on br, and whether
+// the connection can carry another request once it is read.
+func (h head) bodyReader(br *bufio.Reader) (io.Reader, bool) {
+	switch {
+	case h.status == 204 || h.status == 304:
+		return io.LimitReader(br, 0), h.keep // no body, whatever the headers say
+	case h.chunked:
+		return &chunkedReader{br: br}, h.keep
+	case h.length >= 0:
+		return io.LimitReader(br, h.length), h.keep
+	default:
+		return br, false // until the server closes
+	}
+}
+
 // readLine reads a line of at most maxLine bytes and returns it without
 // its line end.
 func readLine(br *bufio.Reader) (string, error) {
