@@ -7,7 +7,15 @@ BIN      ?= $(CURDIR)/bin
 # the CLI.
 PLUGIN_BIN ?= $(BIN)/cni
 PLUGINS  := loopback podnet podnet-ipam podnet-portmap
-GOFLAGS_BUILD := -trimpath
+# The release this tree becomes (VERSION, at the top of the tree): `make
+# release` stamps it as it is, every other build as VERSION-dev, with the
+# commit when the tree is a git checkout (podnet version, the agent's log,
+# /readyz and podnet_build_info say them).
+VERSION  ?= $(shell cat $(CURDIR)/VERSION)
+BUILD_VERSION ?= $(VERSION)-dev
+REVISION ?= $(shell r=$$(git -C $(CURDIR) rev-parse HEAD 2>/dev/null) && { git -C $(CURDIR) diff --quiet HEAD 2>/dev/null && echo $$r || echo $$r-dirty; })
+LDFLAGS  := -X github.com/podnet/podnet/version.version=$(BUILD_VERSION) -X github.com/podnet/podnet/version.revision=$(REVISION)
+GOFLAGS_BUILD := -trimpath -ldflags '$(LDFLAGS)'
 # Static binaries: CNI plugins are exec'd for every pod, and a dynamically
 # linked one (cgo's resolver comes with package net) pays ~1 ms of ld.so
 # on every exec. Only for builds: go test -race needs cgo.
@@ -118,6 +126,24 @@ IMAGE_TAR ?= $(BIN)/podnet-image.tar
 .PHONY: image
 image: build
 	cd test/k8s && $(GO) run ./cmd/podnet-image -bin $(BIN) -o $(IMAGE_TAR) -name $(IMAGE)
+
+# A release, everything a user installs without building anything, in
+# DIST: the image archive ghcr.io/podnet/podnet:VERSION (podnet-image-
+# VERSION.tar: `ctr -n k8s.io images import`, `podman load`, `docker load`
+# or a push to the registry), one manifest per deployment for `kubectl
+# apply -f` (podnet-VERSION.yaml, -blocks-, -etcd-, -uninstall-), the Helm
+# chart's archive and SHA256SUMS. Binaries say VERSION, not VERSION-dev.
+DIST ?= $(CURDIR)/dist
+.PHONY: release
+release:
+	@echo "$(VERSION)" | grep -Eq '^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$' || \
+		{ echo "make release: VERSION=$(VERSION) is not x.y.z" >&2; exit 1; }
+	rm -rf $(abspath $(DIST)) && mkdir -p $(abspath $(DIST))
+	$(MAKE) image BUILD_VERSION=$(VERSION) BIN=$(abspath $(DIST))/.bin \
+		IMAGE=ghcr.io/podnet/podnet:$(VERSION) IMAGE_TAR=$(abspath $(DIST))/podnet-image-$(VERSION).tar
+	rm -rf $(abspath $(DIST))/.bin
+	cd deploy/kubernetes/manifesttest && $(GO) run ./cmd/release -root $(CURDIR) -version $(VERSION) -out $(abspath $(DIST))
+	cd $(abspath $(DIST)) && sha256sum podnet-* > SHA256SUMS
 
 # podnet on a real single-node Kubernetes cluster (test/k8s, a module of
 # its own so that podnet's does not depend on k8s.io/kubernetes). Root.

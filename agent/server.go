@@ -10,6 +10,7 @@ import (
 
 	"github.com/podnet/podnet/agent/agentstatus"
 	"github.com/podnet/podnet/flows/flowapi"
+	"github.com/podnet/podnet/version"
 )
 
 // Handler serves /metrics, /healthz, /readyz, /status and /flows.
@@ -42,6 +43,7 @@ func handler(reg *prometheus.Registry, readiness func() []status, doc func() age
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		var b strings.Builder
 		code := http.StatusOK
+		fmt.Fprintf(&b, "podnet %s\n", version.Get())
 		for _, st := range readiness() {
 			if st.err != nil {
 				code = http.StatusServiceUnavailable

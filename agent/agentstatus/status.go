@@ -1,8 +1,9 @@
 package agentstatus
 
 import (
-	"runtime/debug"
 	"time"
+
+	podnetversion "github.com/podnet/podnet/version"
 )
 
 // Path is where the agent serves the document.
@@ -75,27 +76,9 @@ type Policy struct {
 	Rules                  int `json:"rules"`
 }
 
-// Build is the running binary's version and VCS revision, from the Go
-// build information: the module version ("(devel)" for a build of the
-// source tree) and the commit it was built from, "-dirty" when the tree
-// had changes.
+// Build is the running binary's version and VCS revision (package
+// version: the release the linker stamped, else the module's).
 func Build() (version, revision string) {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown", ""
-	}
-	version = bi.Main.Version
-	var dirty bool
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			revision = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
-	}
-	if revision != "" && dirty {
-		revision += "-dirty"
-	}
-	return version, revision
+	in := podnetversion.Get()
+	return in.Version, in.Revision
 }

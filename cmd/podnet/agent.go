@@ -13,6 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/podnet/podnet/version"
+
 	"github.com/podnet/podnet/agent"
 	"github.com/podnet/podnet/agent/cniinstall"
 	"github.com/podnet/podnet/agent/kubeblocks"
@@ -130,6 +132,8 @@ setting and why (podnet_agent_config_valid 0).`,
 
 // run runs the agent until ctx ends, serving its metrics meanwhile.
 func (ao *agentOptions) run(ctx context.Context, opts *globalOptions) error {
+	in := version.Get()
+	slog.Info("podnet agent", "version", in.Version, "revision", in.Revision, "go", in.GoVersion, "node", ao.node)
 	ao.encryption = encryptionSetting(ao.encryption)
 	settings := agent.Settings{RoutingMode: ao.mode, ClusterCIDRs: ao.clusterCIDRs, Encryption: ao.encryption, NetworkConfig: ao.networkConfig}
 	if errs := settings.Check(); len(errs) > 0 {

@@ -36,7 +36,7 @@ func newConnectivityTestCommand(kubeconfig *string) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opt.Image, "image", "ghcr.io/podnet/podnet:latest", "image with podnet at /opt/podnet/bin/podnet, for the servers and probers")
+	f.StringVar(&opt.Image, "image", defaultImage(), "image with podnet at /opt/podnet/bin/podnet, for the servers and probers")
 	f.DurationVar(&opt.CheckTimeout, "check-timeout", time.Minute, "deadline of one check (its pod's start, the probe, its end)")
 	f.DurationVar(&opt.RetryFor, "retry-for", 15*time.Second, "a probe retries until its expected outcome for this long")
 	f.DurationVar(&timeout, "timeout", 10*time.Minute, "deadline of the whole run (the namespace is deleted after it)")

@@ -45,7 +45,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newConnectivityCommand())
+	root.AddCommand(newConnectivityCommand(), newVersionCmd())
 	opts := &globalOptions{}
 	opts.register(root)
 	root.AddCommand(newNetCommand(opts), newPodCommand(opts), newRunCommand(opts), newStatusCommand(opts), newDiagCommand(), newBenchCommand(opts), newInstallCommand(opts), newIPAMCommand(opts), newAgentCommand(opts), newPolicyCommand(opts), newFlowsCommand(), newUICommand(), newUninstallCommand(), newWireGuardCommand())
