@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/netplugin"
@@ -53,6 +54,10 @@ func (o *globalOptions) setupLogging() error {
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", o.logLevel)
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	// client-go logs through klog (its reflectors' watch errors, leader
+	// election, throttling): through slog too, so that the agent's log is
+	// one format at one level, with the source named.
+	klog.SetSlogLogger(slog.Default().With("logger", "client-go"))
 	return nil
 }
 
