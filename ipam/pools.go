@@ -20,6 +20,9 @@ func (a *Allocator) PutPool(ctx context.Context, p Pool) error {
 	if err != nil {
 		return err
 	}
+	if err := a.selectorApplies(p); err != nil {
+		return err
+	}
 	// The overlap check must see every pool written before this call: a
 	// cached pool list (the allocation path's) can miss one written a
 	// moment ago and let an overlapping pool in.
@@ -225,6 +228,7 @@ func (a *Allocator) eligiblePoolsIn(ctx context.Context, node string, bits int, 
 	for _, x := range all.valid {
 		byName[x.pool.Name] = x.pool
 	}
+	explicit := len(names) > 0
 	if len(names) == 0 {
 		// Invalid pools are left out (listPools logged them).
 		names = slices.Sorted(maps.Keys(byName))
@@ -244,6 +248,12 @@ func (a *Allocator) eligiblePoolsIn(ctx context.Context, node string, bits int, 
 			continue
 		}
 		sel, _ := ParseSelector(p.NodeSelector)
+		if err := a.selectorApplies(p); err != nil {
+			if explicit {
+				return nil, &InvalidPoolError{Name: n, Key: a.keys.Pools() + n, Err: err}
+			}
+			continue // no node takes it: its selector could not be honoured
+		}
 		if len(sel) > 0 && !haveLabels && a.cfg.NodeLabels != nil {
 			// Only a pool with a selector needs the node's labels.
 			if labels, err = a.cfg.NodeLabels(ctx, node); err != nil {
@@ -315,3 +325,19 @@ func poolNames(ps []Pool) string {
 }
 
 var errNoFreeBlock = errors.New("no free block")
+
+// errSelectorNotApplied is a pool with a node selector where the
+// allocator cannot read node labels, which is everywhere podnet runs one
+// (the plugins, the agent and the CLI pass no Config.NodeLabels): such a
+// pool is refused when written and never allocated from, rather than
+// used on nodes its selector was meant to exclude.
+var errSelectorNotApplied = errors.New("podnet does not apply pool node selectors (no node labels reach its allocator): leave nodeSelector empty, and name the pools a node uses in its network config (ipam.pools) instead")
+
+// selectorApplies says whether p's node selector, if it has one, can be
+// honoured by this allocator.
+func (a *Allocator) selectorApplies(p Pool) error {
+	if strings.TrimSpace(p.NodeSelector) == "" || a.cfg.NodeLabels != nil {
+		return nil
+	}
+	return errorf(KindInvalid, "pool %q: nodeSelector %q: %v", p.Name, p.NodeSelector, errSelectorNotApplied)
+}

@@ -164,6 +164,12 @@ func parsePools(pcs []PoolConfig) ([]ipam.Pool, error) {
 		if name == "" {
 			name = strings.NewReplacer("/", "-", ":", "-").Replace(cidr.Masked().String())
 		}
+		if strings.TrimSpace(p.NodeSelector) != "" {
+			// The allocator would refuse the pool when seeding it: say so
+			// here, naming the field (ipam.Allocator.PutPool).
+			return nil, configErr(fmt.Sprintf("pools[%d].nodeSelector", i),
+				"%q: podnet does not apply pool node selectors; leave it empty (a node's network config names the pools it uses)", p.NodeSelector)
+		}
 		pool, err := ipam.Pool{Name: name, CIDR: cidr, BlockSize: p.BlockSize, NodeSelector: p.NodeSelector}.Normalize()
 		if err != nil {
 			return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "ipam.pools[%d]: %v", i, err)

@@ -18,7 +18,6 @@ import (
 func (o *ipamOptions) poolCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "pool", Short: "Manage address pools"}
 	var blockSize int
-	var selector string
 	var disabled bool
 	var lsOutput string
 	add := &cobra.Command{
@@ -31,12 +30,11 @@ func (o *ipamOptions) poolCommand() *cobra.Command {
 				return cni.Errorf(cni.CodeInvalidNetworkConfig, "pool %q: cidr %q: %v", args[0], args[1], err)
 			}
 			return o.with(cmd, func(a *ipam.Allocator) error {
-				return a.PutPool(cmd.Context(), ipam.Pool{Name: args[0], CIDR: cidr, BlockSize: blockSize, NodeSelector: selector, Disabled: disabled})
+				return a.PutPool(cmd.Context(), ipam.Pool{Name: args[0], CIDR: cidr, BlockSize: blockSize, Disabled: disabled})
 			})
 		},
 	}
 	add.Flags().IntVar(&blockSize, "block-size", 0, "block prefix length (default /26 for IPv4, /122 for IPv6)")
-	add.Flags().StringVar(&selector, "node-selector", "", "nodes that may take blocks from the pool")
 	add.Flags().BoolVar(&disabled, "disabled", false, "hand out no new addresses from the pool")
 	ls := &cobra.Command{
 		Use:   "ls",

@@ -127,8 +127,14 @@ func testInvalidPoolReported(e env, opts Options) {
 	if err := a.PutPool(ctxT(t), moved); ipam.KindOf(err) != ipam.KindInvalid {
 		t.Errorf("PutPool moving invalid pool badsel to another cidr: %v, want KindInvalid", err)
 	}
+	// A valid selector is refused too: no node labels reach the
+	// allocator, so it could not be honoured.
+	withSel := ipam.Pool{Name: "badsel", CIDR: netip.MustParsePrefix("10.14.0.0/16"), NodeSelector: "zone=a"}
+	if err := a.PutPool(ctxT(t), withSel); ipam.KindOf(err) != ipam.KindInvalid || !strings.Contains(err.Error(), `nodeSelector "zone=a"`) {
+		t.Errorf("PutPool of a pool with nodeSelector zone=a: %v, want KindInvalid naming it", err)
+	}
 	for _, p := range []ipam.Pool{
-		{Name: "badsel", CIDR: netip.MustParsePrefix("10.14.0.0/16"), NodeSelector: "zone=a"},
+		{Name: "badsel", CIDR: netip.MustParsePrefix("10.14.0.0/16")},
 		{Name: "garbage", CIDR: netip.MustParsePrefix("10.16.0.0/16")},
 	} {
 		if err := a.PutPool(ctxT(t), p); err != nil {
