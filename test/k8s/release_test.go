@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/podnet/podnet/test/k8s/cluster"
 )
 
@@ -49,16 +47,7 @@ func TestRelease(t *testing.T) {
 		t.Fatalf("kubectl apply -f %s: %v\n%s", manifest, err, out)
 	}
 	for _, n := range c.Nodes {
-		waitUntil(ctx, t, n.Name+" Ready after the release was applied", 3*time.Minute, func() error {
-			obj, err := n.Object(ctx)
-			if err != nil {
-				return err
-			}
-			if r := readyCondition(obj); r == nil || r.Status != corev1.ConditionTrue {
-				return fmt.Errorf("node not ready: %v", r)
-			}
-			return nil
-		})
+		waitNodeReady(ctx, t, c, n.Name, 3*time.Minute)
 	}
 	for _, n := range c.Nodes {
 		waitUntil(ctx, t, n.Name+"'s agent says it is "+version, 2*time.Minute, func() error {
