@@ -159,13 +159,23 @@ func rawForkDeleteLink(msg *byte, n uintptr, keep int) (pid uintptr, errno sysca
 	}
 	// The child.
 	const all = 0xffffffff
+	var e syscall.Errno
 	if keep < 0 {
-		syscall.RawSyscall(unix.SYS_CLOSE_RANGE, 0, all, 0)
+		_, _, e = syscall.RawSyscall(unix.SYS_CLOSE_RANGE, 0, all, 0)
 	} else {
 		if keep > 0 {
-			syscall.RawSyscall(unix.SYS_CLOSE_RANGE, 0, uintptr(keep-1), 0)
+			_, _, e = syscall.RawSyscall(unix.SYS_CLOSE_RANGE, 0, uintptr(keep-1), 0)
 		}
-		syscall.RawSyscall(unix.SYS_CLOSE_RANGE, uintptr(keep+1), all, 0)
+		if e == 0 {
+			_, _, e = syscall.RawSyscall(unix.SYS_CLOSE_RANGE, uintptr(keep+1), all, 0)
+		}
+	}
+	if e != 0 { // no close_range (before Linux 5.9): one by one
+		for fd := 0; fd < 4096; fd++ {
+			if fd != keep {
+				syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0)
+			}
+		}
 	}
 	code := uintptr(childFailed)
 	fd, _, e := syscall.RawSyscall(syscall.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
