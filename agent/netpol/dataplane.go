@@ -20,8 +20,9 @@ import (
 // thread's namespace after this.
 func (s *Service) openNetNS() (renderer, func() ([]netip.Addr, error), func(), error) {
 	var (
-		r *policyrules.Renderer
-		h *netlink.Handle
+		r     *policyrules.Renderer
+		h     *netlink.Handle
+		addrs *addrCache
 	)
 	open := func() (err error) {
 		var opts []policyrules.Option
@@ -38,13 +39,19 @@ func (s *Service) openNetNS() (renderer, func() ([]netip.Addr, error), func(), e
 			r.Close()
 			return err
 		}
+		if addrs, err = newAddrCache(h); err != nil {
+			s.log.Warn("node addresses listed at every rebuild", "err", err)
+		}
 		s.bridgeToInet()
 		return nil
 	}
 	if err := s.inNodeNS(open); err != nil {
 		return nil, nil, nil, fmt.Errorf("network policy: %w", err)
 	}
-	return r, func() ([]netip.Addr, error) { return globalAddrs(h) }, func() { r.Close(); h.Close() }, nil
+	if addrs == nil {
+		return r, func() ([]netip.Addr, error) { return globalAddrs(h) }, func() { r.Close(); h.Close() }, nil
+	}
+	return r, addrs.get, func() { addrs.close(); r.Close(); h.Close() }, nil
 }
 
 // globalAddrs are the node's addresses of global scope, on any interface:

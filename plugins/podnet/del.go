@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/google/nftables"
+	mdnetlink "github.com/mdlayher/netlink"
 	"github.com/vishvananda/netlink"
 
 	"github.com/podnet/podnet/cni"
@@ -21,9 +22,10 @@ import (
 // neighbours), then the IPAM's DEL, exactly once. It needs neither the
 // namespace nor a prevResult: the host veth's name and alias and the set
 // elements' comments say what belongs to the attachment. Why the steps
-// run side by side and in this order, and why the IPAM is not called
-// when the dataplane cannot be cleaned: docs/architecture.md, "What ADD
-// and DEL wait for, and what runs side by side".
+// run side by side and in this order, why a child process deletes the
+// link, and why the IPAM is not called when the dataplane cannot be
+// cleaned: docs/architecture.md, "What ADD and DEL wait for, and what
+// runs side by side".
 func cmdDel(ctx context.Context, args *skel.CmdArgs) error {
 	c := confForDel(args)
 	a, err := newAttachment(c, args)
@@ -45,48 +47,63 @@ func cmdDel(ctx context.Context, args *skel.CmdArgs) error {
 		host, withGuard = nil, false
 	}
 
-	type nftDone struct {
-		err   error
-		close func()
+	// The nftables socket before the link's deleter starts: the deleter
+	// holds it until the kernel's RCU wait is over, so that closing it
+	// here does not wait for a grace period of its own.
+	conn, nftFd, nftErr := openNFT()
+	defer closeNFT(conn)
+	unregistered, err := a.deleteLink(host, nftFd)
+	if err != nil {
+		return errors.Join(err, nftErr)
 	}
-	nft := make(chan nftDone, 1)
-	go func() {
-		closeConn, err := a.removeNFT(withGuard)
-		nft <- nftDone{err, closeConn}
-	}()
-	linkDone := make(<-chan error)
-	if host != nil {
-		var err error
-		if linkDone, err = dataplane.DeleteLinkEarly(a.hh, a.hostName); err != nil {
-			n := <-nft
-			n.close()
-			return errors.Join(err, n.err)
-		}
+	if nftErr == nil {
+		nftErr = a.removeNFT(conn, withGuard)
 	}
-	n := <-nft
-	defer n.close() // last, when the link's RCU wait is over
-	if n.err != nil {
-		// The dataplane is not clean: no release.
-		if host != nil {
-			<-linkDone
-		}
-		return n.err
+	if err := errors.Join(nftErr, <-unregistered); err != nil {
+		return err // the dataplane is not clean: no release
 	}
-	ipamErr := func() error {
-		if c.IPAMType == "" {
-			return nil // unreadable: see confForDel
-		}
-		ipam, err := newReleaseIPAM(c, args)
-		if err != nil {
-			return err
-		}
-		return ipam.Del(ctx)
-	}()
-	var linkErr error
-	if host != nil {
-		linkErr = <-linkDone
+	if c.IPAMType == "" {
+		return nil // unreadable: see confForDel
 	}
-	return errors.Join(ipamErr, linkErr)
+	ipam, err := newReleaseIPAM(c, args)
+	if err != nil {
+		return err
+	}
+	return ipam.Del(ctx)
+}
+
+// deleteLink deletes the attachment's host link (nil: none to delete)
+// and reports once it is unregistered; see DeleteLinkDetached for keep.
+func (a *attachment) deleteLink(host netlink.Link, keep int) (unregistered <-chan error, err error) {
+	if host == nil {
+		done := make(chan error, 1)
+		done <- nil
+		return done, nil
+	}
+	return dataplane.DeleteLinkDetached(a.hh, a.hostName, keep)
+}
+
+// openNFT opens a lasting nftables connection and returns its socket's
+// descriptor (-1 when unknown).
+func openNFT() (conn *nftables.Conn, fd int, err error) {
+	fd = -1
+	record := func(c *mdnetlink.Conn) error {
+		if rc, err := c.SyscallConn(); err == nil {
+			_ = rc.Control(func(f uintptr) { fd = int(f) })
+		}
+		return nil
+	}
+	conn, err = nftables.New(nftables.AsLasting(), nftables.WithSockOptions(record))
+	if err != nil {
+		return nil, -1, cni.Errorf(cni.CodeIOFailure, "nftables netlink socket: %v", err)
+	}
+	return conn, fd, nil
+}
+
+func closeNFT(conn *nftables.Conn) {
+	if conn != nil {
+		_ = conn.CloseLasting()
+	}
 }
 
 // confForDel is the configuration DEL works with. One that no longer
@@ -118,24 +135,18 @@ func confForDel(args *skel.CmdArgs) *conf {
 	return salvaged
 }
 
-// removeNFT removes the attachment's source guard, masquerade entries
-// and host ports in one nftables batch (the guard apart when DEL has no
-// prevResult to name its addresses) and returns the socket's close
-// for the caller to run when it suits (see cmdDel). Should the batch
-// fail (it fails whole: say an element went away since it was listed,
-// or the guard went with its link), each part is removed again the
-// one-by-one way that tolerates whatever is missing.
-func (a *attachment) removeNFT(withGuard bool) (closeConn func(), err error) {
+// removeNFT removes, through conn, the attachment's source guard,
+// masquerade entries and host ports in one nftables batch (the guard
+// apart when DEL has no prevResult to name its addresses). Should the
+// batch fail (it fails whole: say an element went away since it was
+// listed, or the guard went with its link), each part is removed again
+// the one-by-one way that tolerates whatever is missing.
+func (a *attachment) removeNFT(conn *nftables.Conn, withGuard bool) (err error) {
 	ports := a.hostPortsToDelete()
-	conn, err := nftables.New(nftables.AsLasting())
-	if err != nil {
-		return func() {}, cni.Errorf(cni.CodeIOFailure, "nftables netlink socket: %v", err)
-	}
-	closeConn = func() { _ = conn.CloseLasting() }
 	unlock := func() {}
 	if ports != nil {
 		if unlock, err = portmap.Lock(ports.LockPath); err != nil {
-			return closeConn, err
+			return err
 		}
 	}
 	defer func() { unlock() }()
@@ -145,26 +156,26 @@ func (a *attachment) removeNFT(withGuard bool) (closeConn func(), err error) {
 		// listing the guard's sets, apart.
 		if addrs := a.prevResultAddrs(); len(addrs) > 0 {
 			if err := dataplane.GuardsOn(conn).QueueRemove(a.guard(addrs)); err != nil {
-				return closeConn, err
+				return err
 			}
 		} else if err := a.removeGuard(); err != nil {
-			return closeConn, err
+			return err
 		}
 	}
 	if a.conf.IPMasq {
 		if err := dataplane.MasqOn(conn).QueueRemoveOwned(a.conf.Name, a.owner); err != nil {
-			return closeConn, err
+			return err
 		}
 	}
 	if a.conf.PolicySocket != "" { // closed pods (admit.go): before the release, as the rest
 		if err := dataplane.ClosedOn(conn).QueueRemoveOwned(a.owner); err != nil {
-			return closeConn, err
+			return err
 		}
 	}
 	var owned []portmap.Entry
 	if ports != nil {
 		if owned, err = portmap.QueueDel(portmap.OnConn(conn), ports); err != nil {
-			return closeConn, err
+			return err
 		}
 	}
 	faultPoint(stepDelQueued, a.args.Netns)
@@ -172,10 +183,10 @@ func (a *attachment) removeNFT(withGuard bool) (closeConn func(), err error) {
 		unlock()
 		unlock = func() {}
 		if err := a.removeNFTOneByOne(withGuard, ports); err != nil {
-			return closeConn, err
+			return err
 		}
 	}
-	return closeConn, portmap.FlushUDPOf(owned)
+	return portmap.FlushUDPOf(owned)
 }
 
 // removeNFTOneByOne is removeNFT's fallback, a batch per part.
