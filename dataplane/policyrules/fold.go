@@ -4,8 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
-	"slices"
-	"strings"
+	"strconv"
 
 	"github.com/podnet/podnet/policy"
 )
@@ -112,17 +111,15 @@ func (b *builder) npSection(rules []*policy.Rule, d Direction) []rule {
 // the first time; false if the union of their peer sets is over the cap
 // or the node's budget.
 func (b *builder) foldOf(all []rule, cands []int, fam uint8, d Direction) (string, bool) {
-	var key strings.Builder
-	key.WriteString(d.String())
+	key := []byte(d.String())
 	for _, i := range cands {
-		r := all[i]
-		fmt.Fprintf(&key, "\x00%s\x00%s\x00%s\x00%d\x00%x", b.peerRefs[r.peer].key, r.ports, r.policy, r.index, r.flowID)
+		key = appendRuleKey(key, b.peerRefs[all[i].peer].key, all[i])
 	}
 	prefix := "fold4"
 	if fam == 6 {
 		prefix = "fold6"
 	}
-	name := hashName(prefix, key.String())
+	name := hashName(prefix, string(key))
 	if _, ok := b.rs.folds[name]; ok {
 		return name, true
 	}
@@ -176,7 +173,9 @@ func (b *builder) classChain(all []rule, cands []int, js []int32, d Direction) s
 	for _, j := range js {
 		r := all[cands[j]]
 		x := rule{kind: ruleAllow, ports: r.ports, policy: r.policy, index: r.index, flowID: r.flowID, verdict: verdictAccept}
-		if slices.Contains(c.rules, x) {
+		// Two peer sets of one IR rule holding the address: its rules
+		// are next to each other in cands.
+		if n := len(c.rules); n > 0 && c.rules[n-1] == x {
 			continue
 		}
 		c.rules = append(c.rules, x)
@@ -184,14 +183,24 @@ func (b *builder) classChain(all []rule, cands []int, js []int32, d Direction) s
 			break // it matches every packet: the rest would never run
 		}
 	}
-	var key strings.Builder
-	key.WriteString(d.String())
+	key := []byte(d.String())
 	for _, x := range c.rules {
-		fmt.Fprintf(&key, "\x00%s\x00%s\x00%d\x00%x", x.ports, x.policy, x.index, x.flowID)
+		key = appendRuleKey(key, "", x)
 	}
-	c.name = hashName("class", key.String())
+	c.name = hashName("class", string(key))
 	if _, ok := b.rs.chains[c.name]; !ok {
 		b.rs.chains[c.name] = c
 	}
 	return c.name
+}
+
+// appendRuleKey appends what names a folded rule in a fold's or a class
+// chain's key: its peer set's IR key (a class's rules have none), ports,
+// policy, index and flow id.
+func appendRuleKey(key []byte, peer string, r rule) []byte {
+	key = append(append(key, 0), peer...)
+	key = append(append(key, 0), r.ports...)
+	key = append(append(key, 0), r.policy...)
+	key = strconv.AppendInt(append(key, 0), int64(r.index), 10)
+	return strconv.AppendUint(append(key, 0), r.flowID, 16)
 }
