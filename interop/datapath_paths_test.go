@@ -49,6 +49,7 @@ var dpPaths = []dpPathDef{
 	{key: "np-0", name: "podnet routed, policy table, no policy", base: "routed", group: "np-0"},
 	{key: "np-100", name: "podnet routed, 100 policies select the server", base: "routed", group: "np-100"},
 	{key: "np-1000", name: "podnet routed, 1,000 policies select the server", base: "routed", group: "np-1000"},
+	{key: "np-10000", name: "podnet routed, 10,000 policies select the server", base: "routed", group: "np-10000"},
 	{key: "np-100-flows", name: "podnet routed, 100 policies select the server, flow capture on", base: "np-100", group: "np-100-flows"},
 	{key: "np-1000-flows", name: "podnet routed, 1,000 policies select the server, flow capture on", base: "np-1000", group: "np-1000-flows"},
 	{key: "np-1000-cnp-100", name: "podnet routed, 100 Admin ClusterNetworkPolicies and 1,000 policies select the server", base: "routed", group: "np-1000-cnp-100"},
@@ -103,8 +104,8 @@ func buildPaths(t testing.TB, want map[string]bool) []*dpPath {
 			p := sameNode(t, podnetConf(t, "routed"))
 			run(t, "ip", "netns", "exec", p.node, "nft", "delete", "table", "inet", dataplane.GuardTableName)
 			built[g] = p
-		case "np-0", "np-100", "np-1000":
-			built[g] = policyPath(t, map[string]int{"np-0": 0, "np-100": 100, "np-1000": 1000}[g], 0)
+		case "np-0", "np-100", "np-1000", "np-10000":
+			built[g] = policyPath(t, map[string]int{"np-0": 0, "np-100": 100, "np-1000": 1000, "np-10000": 10000}[g], 0)
 		case "np-100-flows", "np-1000-flows":
 			built[g] = flowsPath(t, map[string]int{"np-100-flows": 100, "np-1000-flows": 1000}[g])
 		case "np-1000-cnp-100":

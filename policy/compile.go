@@ -37,7 +37,7 @@ func Compile(s *Snapshot, opts Options) *IR {
 		// node's pods needs no peers or ports compiled (on a node of a
 		// large cluster, that is nearly every policy).
 		selected = selected[:0]
-		for _, i := range c.podsByNs[np.Namespace] {
+		for _, i := range c.candidates(np.Namespace, &cp.podSel) {
 			pod := &s.Pods[i]
 			if (opts.Node == "" || pod.Node == opts.Node) && cp.podSel.matches(pod.Labels) {
 				selected = append(selected, i)
@@ -132,6 +132,7 @@ type compiler struct {
 	nsNames    []string                     // sorted
 	podsByNs   map[string][]int             // pods policy applies to
 	namedPorts map[portName][]int           // pods policy applies to, by port name
+	labels     map[string]labelIndex        // by namespace, made on first use (podindex.go)
 
 	peerSets  map[string]*peerSet
 	cidrSets  map[string]*CIDRSet
@@ -458,7 +459,7 @@ func (c *compiler) peerSet(p *peerRef) *peerSet {
 		return ps
 	}
 	addNs := func(ns string) {
-		for _, i := range c.podsByNs[ns] {
+		for _, i := range c.candidates(ns, &p.podSel) {
 			pod := &c.s.Pods[i]
 			if !p.podSel.matches(pod.Labels) {
 				continue

@@ -31,7 +31,7 @@ type table struct {
 	node4  []string
 }
 
-var baseChains = []string{"forward", "input", "output"}
+var baseChains = []string{"forward", "forward-ingress", "input", "output"}
 
 func readTable(t testing.TB, path string) table {
 	t.Helper()

@@ -77,12 +77,17 @@ func benchSnapshot() *policy.Snapshot {
 }
 
 func benchRenderer(b *testing.B, opts ...Option) *Renderer {
+	return benchRendererOf(b, "node7", opts...)
+}
+
+// benchRendererOf is a Renderer of node in a node namespace of its own.
+func benchRendererOf(b *testing.B, node string, opts ...Option) *Renderer {
 	testutil.RequireRoot(b)
 	_, path := testutil.NewNodeNetNS(b)
 	f, err := os.Open(path)
 	must(b, err)
 	b.Cleanup(func() { f.Close() })
-	r, err := New("node7", append([]Option{WithNetNSFd(int(f.Fd()))}, opts...)...)
+	r, err := New(node, append([]Option{WithNetNSFd(int(f.Fd()))}, opts...)...)
 	must(b, err)
 	b.Cleanup(func() { r.Close() })
 	return r
@@ -167,4 +172,58 @@ func benchApplyOnePod(b *testing.B, opts ...Option) {
 	}
 	b.ReportMetric(float64(st.ElementsAdded+st.ElementsRemoved), "elements-changed")
 	b.ReportMetric(float64(st.ChainsAdded+st.ChainsRewritten+st.ChainsRemoved), "chains-changed")
+}
+
+// BenchmarkApplyFold programs flatIR's node (one pod, n rules over peer
+// sets of one pod each: interop's np-n data path) from scratch, folded
+// and, for comparison, walked (the rules and sets of every peer; 1,000
+// only):
+// go test ./dataplane/policyrules -run '^$' -bench ApplyFold -benchmem
+func BenchmarkApplyFold(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		ir := flatIR(n)
+		b.Run(fmt.Sprintf("rules-%d/folded", n), func(b *testing.B) { benchResync(b, ir) })
+		if n <= 1000 { // 10,000 walked rules and their 20,000 sets are more than one batch of the socket takes
+			b.Run(fmt.Sprintf("rules-%d/walked", n), func(b *testing.B) { benchResync(b, ir, withFolding(noFolding)) })
+		}
+	}
+}
+
+func benchResync(b *testing.B, ir *policy.IR, opts ...Option) {
+	r := benchRendererOf(b, "n1", opts...)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Resync(ir); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkApplyFoldOnePod applies, alternately, flatIR(n) and the same
+// with one more peer pod in a folded peer set: one fold map element.
+func BenchmarkApplyFoldOnePod(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("rules-%d", n), func(b *testing.B) {
+			irA, irB := flatIR(n), flatIR(n)
+			ps := &irB.PeerSets[n/2]
+			ps.V4 = append(slices.Clone(ps.V4), netip.MustParseAddr("10.98.0.1"))
+			r := benchRendererOf(b, "n1")
+			if _, err := r.Apply(irA); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			var st Stats
+			for i := 0; b.Loop(); i++ {
+				ir := irB
+				if i%2 == 1 {
+					ir = irA
+				}
+				var err error
+				if st, err = r.Apply(ir); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(st.MapEntriesAdded+st.MapEntriesRemoved), "entries-changed")
+		})
+	}
 }

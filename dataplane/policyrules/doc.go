@@ -12,15 +12,21 @@
 // about to drop. The ruleset is its own table,
 // inet podnet-policy (TableName), owned whole by this package:
 //
-//	chain forward (filter hook forward priority 0)   pod <-> anything routed through the node
-//	chain input   (filter hook input priority 0)     local pod -> the node's own addresses
-//	chain output  (filter hook output priority 0)    the node -> its local pods
+//	chain forward         (filter hook forward priority 0)   a routed packet's source pod: egress
+//	chain forward-ingress (filter hook forward priority 1)   a routed packet's destination pod: ingress
+//	chain input           (filter hook input priority 0)     local pod -> the node's own addresses
+//	chain output          (filter hook output priority 0)    the node -> its local pods
 //
 //	ct state established,related accept     replies, and flows already allowed
 //	[input, output] icmpv6 type nd-router-solicit-nd-redirect accept
 //	[forward, input]  ip saddr vmap @out4 / ip6 saddr vmap @out6    -> jump out-<pod>
-//	[forward, output] ip saddr @node4 accept / ip6 saddr @node6 accept
-//	[forward, output] ip daddr vmap @in4 / ip6 daddr vmap @in6      -> jump in-<pod>
+//	[forward-ingress, output] ip saddr @node4 accept / ip6 saddr @node6 accept
+//	[forward-ingress, output] ip daddr vmap @in4 / ip6 daddr vmap @in6      -> jump in-<pod>
+//
+// Each side of a packet is judged in a base chain of its own because an
+// accept ends only the base chain it is given in (a drop is final): a
+// class chain (below) allows with accept, and the other side is still
+// judged after it.
 //
 // A per-pod chain (in-<hash> for ingress, out-<hash> for egress, one per
 // isolated pod and direction) starts with the pod's own addresses
@@ -32,7 +38,39 @@
 // sets of "inet_proto . inet_service", named4-/named6- sets of
 // "address . inet_proto . inet_service" for egress named ports), so a
 // packet costs two map lookups and a few set lookups in the chains of
-// its two pods, whatever the number of policies, pods and nodes.
+// its two pods, whatever the number of pods and nodes.
+//
+// Folding (fold.go) makes a first packet's cost independent of the number
+// of NetworkPolicy rules too. NetworkPolicy's rules all allow, so their
+// order decides no verdict; when a pod chain has at least 8 rules of a
+// family whose remote end is a pod-selector peer set, they are one
+// lookup instead:
+//
+//	in-<pod>:      self; ...; ip saddr vmap @fold4-<hash>; ip6 saddr vmap @fold6-<hash>
+//	               the other rules (ipBlocks, named ports, every source), in order; log; counter drop
+//	fold4-<hash>:  each address of the union of the folded rules' peer sets : jump class-<hash>
+//	class-<hash>:  each folded rule whose peer set holds the address, in order:
+//	               <its port match> [ct label set <its id>] counter accept
+//
+// A class chain's accept ends the judgement of this side; a packet no
+// rule of its class matches returns to the pod chain and goes on to the
+// other rules, the log and the drop: the verdict of the walk it replaces.
+// Which of several allowing rules counts a packet and labels its flow
+// may differ from the walk (a folded rule comes before an unfolded one);
+// Counters sums a rule over every class chain that holds it (the comment
+// is the rule's, "allow <policy> <direction> <index>"). Fold maps are
+// named by the rules they fold, class chains by their rules, so pods the
+// same policies select share them, and a pod joining or leaving a peer
+// set changes one element (and adds or drops a class chain when its class
+// is new or empty); a policy added or removed makes a new fold map. The
+// folded peer sets are not written. Elements are copies: a fold's union
+// is at most 16,384 addresses and a node's folds 65,536 (beyond them the
+// rules are walked), which bounds the kernel's and the Renderer's memory
+// (about 60 bytes an element and 300 a class chain in the Renderer).
+// The address, not a concatenation with the port, keys the map: a hash
+// lookup whatever the ports, and the rule identity kept for labels and
+// counters; an address that many rules name walks those rules in its
+// class chain.
 //
 // ClusterNetworkPolicy's tiers live in the same chains, with the same
 // sets (a pod and direction gets a chain when NetworkPolicy isolates it

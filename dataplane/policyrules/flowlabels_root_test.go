@@ -57,11 +57,14 @@ func flowCluster(tp *topology) *policy.Snapshot {
 // NetworkPolicy and both tiers; a dropped packet comes on the flow log's
 // NFLOG group with its rule's id (an Admin Deny; a NetworkPolicy final
 // drop, naming the isolating policies), and on the deny log's as before.
-func TestFlowLabels(t *testing.T) {
+func TestFlowLabels(t *testing.T) { checkFlowLabels(t) }
+
+// checkFlowLabels is TestFlowLabels with more of the renderer's options.
+func checkFlowLabels(t *testing.T, opts ...Option) {
 	tp := newTopology(t, fixedPods)
 	s := flowCluster(tp)
 	const denyGroup = 7370
-	r := tp.renderer(t, WithFlowLabels(FlowLog{}), WithDenyLog(DenyLog{Group: denyGroup, Rate: 100, Burst: 100}))
+	r := tp.renderer(t, append([]Option{WithFlowLabels(FlowLog{}), WithDenyLog(DenyLog{Group: denyGroup, Rate: 100, Burst: 100})}, opts...)...)
 	flowLog := readLog(t, tp.node, DefaultFlowLogGroup)
 	denyLog := readLog(t, tp.node, denyGroup)
 	ir := policy.Compile(s, policy.Options{Node: "n1"})

@@ -18,14 +18,16 @@ const Layout = 1
 // Names of the fixed objects.
 const (
 	chainForward = "forward"
-	chainInput   = "input"
-	chainOutput  = "output"
-	mapIn4       = "in4"
-	mapIn6       = "in6"
-	mapOut4      = "out4"
-	mapOut6      = "out6"
-	setNode4     = "node4"
-	setNode6     = "node6"
+	// chainForwardIngress judges forwarded packets' ingress side.
+	chainForwardIngress = "forward-ingress"
+	chainInput          = "input"
+	chainOutput         = "output"
+	mapIn4              = "in4"
+	mapIn6              = "in6"
+	mapOut4             = "out4"
+	mapOut6             = "out6"
+	setNode4            = "node4"
+	setNode6            = "node6"
 )
 
 // hashLen is the hex digits of a name's hash: 64 bits, so that a node's

@@ -2,6 +2,8 @@ package policyrules
 
 import (
 	"fmt"
+	"net/netip"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -84,13 +86,28 @@ func (b *batch) nftSet(s *set) *nftables.Set {
 	return ns
 }
 
-func (b *batch) nftMap(name string) *nftables.Set {
+// nftMap is the verdict map name: a dispatch map, or a fold map (its
+// comment then f's, for its creation).
+func (b *batch) nftMap(name string, f *fold) *nftables.Set {
 	key := nftables.TypeIPAddr
-	if name == mapIn6 || name == mapOut6 {
+	if name == mapIn6 || name == mapOut6 || strings.HasPrefix(name, "fold6-") {
 		key = nftables.TypeIP6Addr
 	}
+	note := "podnet policy dispatch: pod address -> its chain"
+	if f != nil {
+		note = comment(f.key)
+	}
 	return &nftables.Set{Table: b.table, Name: name, ID: b.id(name), IsMap: true, KeyType: key, DataType: nftables.TypeVerdict,
-		Comment: "podnet policy dispatch: pod address -> its chain"}
+		Comment: note}
+}
+
+// jumps are the elements of a verdict map: address -> jump to chain.
+func jumps(entries map[netip.Addr]string) []nftables.SetElement {
+	out := make([]nftables.SetElement, 0, len(entries))
+	for _, a := range sortedAddrs(entries) {
+		out = append(out, nftables.SetElement{Key: a.AsSlice(), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: entries[a]}})
+	}
+	return out
 }
 
 // nftElements encodes elements of a set of kind k.
@@ -121,12 +138,34 @@ func protoPort(p policy.Protocol, port uint16) []byte {
 
 // elementChunk bounds the elements of one message: the kernel takes a
 // batch in one socket write, and smaller messages keep each one well
-// inside the buffers.
-const elementChunk = 1024
+// inside the buffers. elementBytes bounds them too: the elements of a
+// message are one netlink attribute, whose length is 16 bits (a verdict
+// map's IPv6 elements, with their chains' names, pass 64 KiB well before
+// 1,024 of them, and the kernel then misreads the message).
+const (
+	elementChunk = 1024
+	elementBytes = 48 << 10
+)
+
+// chunkLen is how many of elems the next message takes.
+func chunkLen(elems []nftables.SetElement) int {
+	size := 0
+	for i, e := range elems {
+		// The attributes' headers and padding, generously.
+		size += 64 + len(e.Key) + len(e.KeyEnd)
+		if e.VerdictData != nil {
+			size += len(e.VerdictData.Chain)
+		}
+		if i == elementChunk || size > elementBytes {
+			return max(i, 1)
+		}
+	}
+	return len(elems)
+}
 
 func (b *batch) addElements(s *nftables.Set, elems []nftables.SetElement) error {
 	for len(elems) > 0 {
-		n := min(len(elems), elementChunk)
+		n := chunkLen(elems)
 		if s.Interval && !s.Concatenation && n < len(elems) && elems[n].IntervalEnd {
 			n++ // an interval's start and end go in one message
 		}
@@ -140,7 +179,7 @@ func (b *batch) addElements(s *nftables.Set, elems []nftables.SetElement) error 
 
 func (b *batch) delElements(s *nftables.Set, elems []nftables.SetElement) error {
 	for len(elems) > 0 {
-		n := min(len(elems), elementChunk)
+		n := chunkLen(elems)
 		if err := b.conn.SetDeleteElements(s, elems[:n]); err != nil {
 			return fmt.Errorf("nftables: remove elements from %s: %w", s.Name, err)
 		}
@@ -176,25 +215,30 @@ func (b *batch) queue(p *plan) error {
 		}
 	}
 	for _, e := range p.mapDels {
-		if err := b.delElements(b.nftMap(e.m), []nftables.SetElement{{Key: e.addr.AsSlice()}}); err != nil {
+		if err := b.delElements(b.nftMap(e.m, nil), []nftables.SetElement{{Key: e.addr.AsSlice()}}); err != nil {
 			return err
 		}
 	}
 	// Chains refer to each other (an Admin Pass goes to the pod's tail
-	// chain): every rule that may refer to a chain is gone before the
-	// chain goes, and every chain exists before a rule refers to it.
+	// chain, a fold map's elements jump to class chains): every rule and
+	// element that may refer to a chain is gone before the chain goes,
+	// and every chain exists before a rule or an element refers to it.
 	for _, c := range p.modChains {
 		b.conn.FlushChain(&nftables.Chain{Name: c.name, Table: b.table})
 	}
 	for _, name := range p.delChains {
 		b.conn.FlushChain(&nftables.Chain{Name: name, Table: b.table})
 	}
+	b.delFolds(p.delFolds)
 	for _, name := range p.delChains {
 		b.conn.DelChain(&nftables.Chain{Name: name, Table: b.table})
 	}
 	newChains := make([]*nftables.Chain, len(p.newChains))
 	for i, c := range p.newChains {
 		newChains[i] = b.conn.AddChain(&nftables.Chain{Name: c.name, Table: b.table})
+	}
+	if err := b.addFolds(p.newFolds); err != nil {
+		return err
 	}
 	for _, c := range p.modChains {
 		b.addRules(&nftables.Chain{Name: c.name, Table: b.table}, c)
@@ -204,12 +248,38 @@ func (b *batch) queue(p *plan) error {
 	}
 	for _, e := range p.mapAdds {
 		el := nftables.SetElement{Key: e.addr.AsSlice(), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: e.chain}}
-		if err := b.addElements(b.nftMap(e.m), []nftables.SetElement{el}); err != nil {
+		if err := b.addElements(b.nftMap(e.m, nil), []nftables.SetElement{el}); err != nil {
 			return err
 		}
 	}
 	for _, name := range p.delSets {
 		b.conn.DelSet(&nftables.Set{Table: b.table, Name: name})
+	}
+	return nil
+}
+
+// delFolds removes fold maps, once the rules that looked them up are
+// flushed: their elements first, which releases the class chains they
+// jump to.
+func (b *batch) delFolds(names []string) {
+	for _, name := range names {
+		m := &nftables.Set{Table: b.table, Name: name}
+		b.conn.FlushSet(m)
+		b.conn.DelSet(m)
+	}
+}
+
+// addFolds creates fold maps with their elements: after the chains
+// their elements jump to, before the rules that look them up.
+func (b *batch) addFolds(folds []*fold) error {
+	for _, f := range folds {
+		m := b.nftMap(f.name, f)
+		if err := b.conn.AddSet(m, nil); err != nil {
+			return fmt.Errorf("nftables: add map %s: %w", f.name, err)
+		}
+		if err := b.addElements(m, jumps(f.elems)); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -277,6 +347,9 @@ func (b *batch) exprs(r rule, c *chain) []expr.Any {
 		return b.flowLog.logExprs(r.flowID)
 	case ruleGoto:
 		return []expr.Any{&expr.Verdict{Kind: expr.VerdictGoto, Chain: r.target}}
+	case ruleFold:
+		return append(nfproto(r.family), loadAddr(r.family, remoteIsSrc, reg1),
+			&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: r.peer, SetID: b.ids[r.peer]})
 	case ruleNamed:
 		// ip daddr . meta l4proto . th dport @named: the destination is
 		// the remote end of an egress rule.
@@ -312,22 +385,30 @@ func (b *batch) exprs(r rule, c *chain) []expr.Any {
 	if r.flowID != 0 {
 		e = append(e, labelExprs(r.flowID, c.dir)...)
 	}
+	if r.verdict == verdictAccept {
+		return append(e, &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept})
+	}
 	return append(e, &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictReturn})
 }
 
-// The base chains: one per hook, all at the filter priority (0), after
-// the DNAT of prerouting and output (-100) and before the source NAT of
-// postrouting (100).
+// The base chains, at the filter priority (0), after the DNAT of
+// prerouting and output (-100) and before the source NAT of postrouting
+// (100). A verdict of accept ends only the base chain it is given in, so
+// each side of a packet is judged in a base chain of its own, and a
+// class chain's accept (fold.go) lets the other side be judged: forward
+// judges the source pod's egress, forward-ingress (one later) the
+// destination's ingress; input holds only egress, output only ingress.
 func baseChains(t *nftables.Table) []*nftables.Chain {
 	accept := nftables.ChainPolicyAccept
-	mk := func(name string, hook *nftables.ChainHook) *nftables.Chain {
+	mk := func(name string, hook *nftables.ChainHook, prio int32) *nftables.Chain {
 		return &nftables.Chain{Name: name, Table: t, Type: nftables.ChainTypeFilter, Hooknum: hook,
-			Priority: nftables.ChainPriorityFilter, Policy: &accept}
+			Priority: nftables.ChainPriorityRef(*nftables.ChainPriorityFilter + nftables.ChainPriority(prio)), Policy: &accept}
 	}
 	return []*nftables.Chain{
-		mk(chainForward, nftables.ChainHookForward),
-		mk(chainInput, nftables.ChainHookInput),
-		mk(chainOutput, nftables.ChainHookOutput),
+		mk(chainForward, nftables.ChainHookForward, 0),
+		mk(chainForwardIngress, nftables.ChainHookForward, 1),
+		mk(chainInput, nftables.ChainHookInput, 0),
+		mk(chainOutput, nftables.ChainHookOutput, 0),
 	}
 }
 
@@ -345,7 +426,7 @@ func (b *batch) baseRules(c *nftables.Chain) []*nftables.Rule {
 			Xor:  binaryutil.NativeEndian.PutUint32(0)},
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: binaryutil.NativeEndian.PutUint32(0)},
 		accept)
-	if c.Name != chainForward {
+	if c.Name == chainInput || c.Name == chainOutput {
 		add("neighbour discovery",
 			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg1},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{unix.IPPROTO_ICMPV6}},
@@ -357,11 +438,11 @@ func (b *batch) baseRules(c *nftables.Chain) []*nftables.Rule {
 		add("dispatch "+m, append(nfproto(fam), loadAddr(fam, src, reg1),
 			&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: m, SetID: b.ids[m]})...)
 	}
-	if c.Name != chainOutput {
+	if c.Name == chainForward || c.Name == chainInput {
 		dispatch(mapOut4, 4, true)
 		dispatch(mapOut6, 6, true)
 	}
-	if c.Name != chainInput {
+	if c.Name == chainForwardIngress || c.Name == chainOutput {
 		add("from this node", append(nfproto(4), loadAddr(4, true, reg1), b.lookup(setNode4, reg1), accept)...)
 		add("from this node", append(nfproto(6), loadAddr(6, true, reg1), b.lookup(setNode6, reg1), accept)...)
 		dispatch(mapIn4, 4, false)
@@ -381,7 +462,7 @@ func (b *batch) queueBase() error {
 		b.conn.AddObj(b.flowLog.limit(b.table))
 	}
 	for _, m := range []string{mapIn4, mapIn6, mapOut4, mapOut6} {
-		if err := b.conn.AddSet(b.nftMap(m), nil); err != nil {
+		if err := b.conn.AddSet(b.nftMap(m, nil), nil); err != nil {
 			return fmt.Errorf("nftables: add map %s: %w", m, err)
 		}
 	}

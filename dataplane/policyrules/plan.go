@@ -8,7 +8,8 @@ import (
 // plan is what turns one ruleset into another: it is computed without
 // netlink, and committed as one batch in the order that keeps every
 // reference valid (sets before the rules that read them, map entries out
-// before their chains go, rules out before their sets go).
+// before their chains go, chains in before the map entries that jump to
+// them, rules out before their sets go).
 type plan struct {
 	newSets    []*set
 	setChanges []setChange
@@ -16,8 +17,12 @@ type plan struct {
 	newChains  []*chain // created, then filled
 	modChains  []*chain // flushed, then filled
 	delChains  []string
-	mapDels    []mapEntry // entries gone or pointing elsewhere now
-	mapAdds    []mapEntry
+	// mapDels and mapAdds are the element changes of the dispatch maps
+	// and of the fold maps that stay.
+	mapDels  []mapEntry // entries gone or pointing elsewhere now
+	mapAdds  []mapEntry
+	newFolds []*fold // created with their elements
+	delFolds []string
 }
 
 // setChange is the change of a set that stays: elements in and out, or,
@@ -45,7 +50,7 @@ type Stats struct {
 
 func (p *plan) stats() Stats {
 	s := Stats{
-		SetsAdded: len(p.newSets), SetsChanged: len(p.setChanges), SetsRemoved: len(p.delSets),
+		SetsAdded: len(p.newSets) + len(p.newFolds), SetsChanged: len(p.setChanges), SetsRemoved: len(p.delSets) + len(p.delFolds),
 		ChainsAdded: len(p.newChains), ChainsRewritten: len(p.modChains), ChainsRemoved: len(p.delChains),
 		MapEntriesAdded: len(p.mapAdds), MapEntriesRemoved: len(p.mapDels),
 	}
@@ -55,6 +60,9 @@ func (p *plan) stats() Stats {
 	for _, c := range p.setChanges {
 		s.ElementsAdded += len(c.add)
 		s.ElementsRemoved += len(c.del)
+	}
+	for _, f := range p.newFolds {
+		s.MapEntriesAdded += len(f.elems)
 	}
 	return s
 }
@@ -86,9 +94,30 @@ func diff(cur, want *ruleset) *plan {
 			p.delSets = append(p.delSets, name)
 		}
 	}
-	for _, name := range sortedKeys(want.chains) {
-		w := want.chains[name]
-		c, ok := cur.chains[name]
+	p.chainDiff(cur.chains, want.chains)
+	for _, m := range []string{mapIn4, mapIn6, mapOut4, mapOut6} {
+		p.mapDiff(m, cur.maps[m], want.maps[m])
+	}
+	for _, name := range sortedKeys(want.folds) {
+		if c, ok := cur.folds[name]; ok {
+			p.mapDiff(name, c.elems, want.folds[name].elems)
+		} else {
+			p.newFolds = append(p.newFolds, want.folds[name])
+		}
+	}
+	for _, name := range sortedKeys(cur.folds) {
+		if _, ok := want.folds[name]; !ok {
+			p.delFolds = append(p.delFolds, name)
+		}
+	}
+	return p
+}
+
+// chainDiff plans the change of the chains from cur to want.
+func (p *plan) chainDiff(cur, want map[string]*chain) {
+	for _, name := range sortedKeys(want) {
+		w := want[name]
+		c, ok := cur[name]
 		switch {
 		case !ok:
 			p.newChains = append(p.newChains, w)
@@ -96,25 +125,25 @@ func diff(cur, want *ruleset) *plan {
 			p.modChains = append(p.modChains, w)
 		}
 	}
-	for _, name := range sortedKeys(cur.chains) {
-		if _, ok := want.chains[name]; !ok {
+	for _, name := range sortedKeys(cur) {
+		if _, ok := want[name]; !ok {
 			p.delChains = append(p.delChains, name)
 		}
 	}
-	for _, m := range []string{mapIn4, mapIn6, mapOut4, mapOut6} {
-		cm, wm := cur.maps[m], want.maps[m]
-		for _, a := range sortedAddrs(cm) {
-			if wc, ok := wm[a]; !ok || wc != cm[a] {
-				p.mapDels = append(p.mapDels, mapEntry{m, a, cm[a]})
-			}
-		}
-		for _, a := range sortedAddrs(wm) {
-			if cc, ok := cm[a]; !ok || cc != wm[a] {
-				p.mapAdds = append(p.mapAdds, mapEntry{m, a, wm[a]})
-			}
+}
+
+// mapDiff plans the change of map m's entries from cm to wm.
+func (p *plan) mapDiff(m string, cm, wm map[netip.Addr]string) {
+	for _, a := range sortedAddrs(cm) {
+		if wc, ok := wm[a]; !ok || wc != cm[a] {
+			p.mapDels = append(p.mapDels, mapEntry{m, a, cm[a]})
 		}
 	}
-	return p
+	for _, a := range sortedAddrs(wm) {
+		if cc, ok := cm[a]; !ok || cc != wm[a] {
+			p.mapAdds = append(p.mapAdds, mapEntry{m, a, wm[a]})
+		}
+	}
 }
 
 // elemDiff returns what is in want and not in cur, and the reverse; both

@@ -24,6 +24,8 @@ type Renderer struct {
 	denyLog *DenyLog
 	// flowLog, when set, is the flow log and labels' (WithFlowLabels).
 	flowLog *FlowLog
+	// fold are the limits of folding (fold.go); zero: the defaults.
+	fold foldLimits
 	// cur is what the last successful commit programmed; nil when
 	// unknown.
 	cur *ruleset
@@ -36,6 +38,7 @@ type options struct {
 	netnsFd int
 	denyLog *DenyLog
 	flowLog *FlowLog
+	fold    foldLimits
 }
 
 // WithNetNSFd makes the Renderer act in the network namespace of fd
@@ -69,7 +72,7 @@ func New(node string, opts ...Option) (*Renderer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open nftables netlink socket: %w", err)
 	}
-	return &Renderer{conn: c, node: node, denyLog: o.denyLog, flowLog: o.flowLog}, nil
+	return &Renderer{conn: c, node: node, denyLog: o.denyLog, flowLog: o.flowLog, fold: o.fold}, nil
 }
 
 // bigBuffers raises the socket's buffers past the system's maximum (as
@@ -135,7 +138,7 @@ func (r *Renderer) Resync(ir *policy.IR) (Stats, error) {
 }
 
 func (r *Renderer) build(ir *policy.IR) *ruleset {
-	return buildWith(ir, r.node, buildOptions{denyLog: r.denyLog != nil, flow: r.flowLog != nil})
+	return buildWith(ir, r.node, buildOptions{denyLog: r.denyLog != nil, flow: r.flowLog != nil, fold: r.fold})
 }
 
 func (r *Renderer) newBatch() *batch {
@@ -198,6 +201,7 @@ func emptyRuleset() *ruleset {
 		sets:   map[string]*set{},
 		chains: map[string]*chain{},
 		maps:   map[string]map[netip.Addr]string{mapIn4: {}, mapIn6: {}, mapOut4: {}, mapOut6: {}},
+		folds:  map[string]*fold{},
 	}
 }
 

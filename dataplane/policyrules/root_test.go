@@ -86,10 +86,13 @@ func checkProbes(t *testing.T, tp *topology, s *policy.Snapshot, cases []probeCa
 	}
 }
 
-func TestFixedPolicies(t *testing.T) {
+func TestFixedPolicies(t *testing.T) { checkFixedPolicies(t) }
+
+// checkFixedPolicies is TestFixedPolicies with the renderer's options.
+func checkFixedPolicies(t *testing.T, opts ...Option) {
 	tp := newTopology(t, fixedPods)
 	s := fixedCluster(tp)
-	r := tp.renderer(t)
+	r := tp.renderer(t, opts...)
 	ir := policy.Compile(s, policy.Options{Node: "n1"})
 	if _, err := r.Apply(ir); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,9 @@ type ruleset struct {
 	// maps holds the four dispatch maps (in4, in6, out4, out6): pod
 	// address -> the name of the chain to jump to.
 	maps map[string]map[netip.Addr]string
+	// folds are the fold maps of NetworkPolicy sections (fold.go), by
+	// name.
+	folds map[string]*fold
 }
 
 type setKind uint8
@@ -76,6 +79,7 @@ const (
 	ruleLog                         // limit name deny-log log group N prefix "...": the deny log, before ruleDeny
 	ruleGoto                        // goto target: the end of the Admin tier, on to the tail chain
 	ruleFlowLog                     // limit name flow-log log group N prefix "podnet-flow <id>": before ruleDeny
+	ruleFold                        // remote address vmap @fold (peer): jump to the address's class chain
 )
 
 // verdict is what a matching ruleAllow or ruleNamed rule does.
@@ -87,6 +91,7 @@ const (
 	verdictGoto                   // counter goto target: an Admin tier Pass
 	verdictLog                    // the deny log's record, before the same match's drop
 	verdictFlowLog                // the flow log's record, before the same match's drop
+	verdictAccept                 // counter accept: a class chain's rule (fold.go)
 )
 
 // rule is one rule of a pod chain. The remote address is the source for
@@ -129,6 +134,8 @@ func (r rule) comment(c *chain) string {
 		return fmt.Sprintf("flow %s %s", c.pod, c.dir)
 	case ruleGoto:
 		return fmt.Sprintf("tail %s %s", c.pod, c.dir)
+	case ruleFold:
+		return fmt.Sprintf("fold %s %s", c.pod, c.dir)
 	}
 	if r.tier != 0 {
 		what := "cnp"
@@ -155,15 +162,14 @@ type buildOptions struct {
 	denyLog bool
 	// flow: the flow labels and the flow log (WithFlowLabels).
 	flow bool
+	// fold: when to fold NetworkPolicy rules (fold.go); zero fields
+	// take the defaults.
+	fold foldLimits
 }
 
 func buildWith(ir *policy.IR, node string, o buildOptions) *ruleset {
-	rs := &ruleset{
-		sets:   map[string]*set{},
-		chains: map[string]*chain{},
-		maps:   map[string]map[netip.Addr]string{mapIn4: {}, mapIn6: {}, mapOut4: {}, mapOut6: {}},
-	}
-	b := builder{ir: ir, rs: rs, denyLog: o.denyLog, flow: o.flow}
+	rs := emptyRuleset()
+	b := builder{ir: ir, rs: rs, denyLog: o.denyLog, flow: o.flow, fold: o.fold.orDefaults()}
 	b.index()
 	// Both node sets exist always: the base chains refer to them.
 	node4 := rs.addrSet(setNode4, kindAddr4, "node "+node)
@@ -191,6 +197,7 @@ func buildWith(ir *policy.IR, node string, o buildOptions) *ruleset {
 			rs.maps[dispatchMap(d, ip)][ip] = c.name
 		}
 	})
+	b.fillPeerSets()
 	for _, s := range rs.sets {
 		s.canonical()
 	}
@@ -250,9 +257,17 @@ type builder struct {
 	cidrs   map[string]*policy.CIDRSet
 	ports   map[string]*policy.PortSet
 	named   map[string]*policy.NamedPortSet
+	// peerRefs are the peer sets rules named, filled by fillPeerSets
+	// with those a chain still refers to after folding.
+	peerRefs map[string]peerRef
+	fold     foldLimits
+	// folded counts the elements of the fold maps made so far, against
+	// fold.budget.
+	folded int
 }
 
 func (b *builder) index() {
+	b.peerRefs = map[string]peerRef{}
 	b.peers = make(map[string]*policy.PeerSet, len(b.ir.PeerSets))
 	for i := range b.ir.PeerSets {
 		b.peers[b.ir.PeerSets[i].Key] = &b.ir.PeerSets[i]
@@ -306,16 +321,7 @@ func (b *builder) chain(p *policy.PodRules, d Direction, dir *policy.Direction) 
 		}
 		return c, tail
 	}
-	for _, r := range dir.Rules {
-		rs := b.rules(r)
-		if b.flow {
-			id := ruleID(npRule(r.Policy, d, r.Index, "Allow"))
-			for i := range rs {
-				rs[i].flowID = id
-			}
-		}
-		rest.rules = append(rest.rules, rs...)
-	}
+	rest.rules = append(rest.rules, b.npSection(dir.Rules, d)...)
 	if b.denyLog {
 		rest.rules = append(rest.rules, rule{kind: ruleLog})
 	}

@@ -19,23 +19,57 @@ func (b *builder) sharedSet(prefix string, kind setKind, what, key string, fill 
 	return name
 }
 
+// peerSet returns the name of the family's set of peer key. The set is
+// filled at the end of the build (fillPeerSets), and only if a chain
+// still refers to it: a set whose every rule was folded is not written.
 func (b *builder) peerSet(key string, fam uint8) string {
-	kind, prefix := kindAddr4, "peer4"
+	prefix := "peer4"
 	if fam == 6 {
-		kind, prefix = kindAddr6, "peer6"
+		prefix = "peer6"
 	}
-	return b.sharedSet(prefix, kind, "peers ", key, func() (out []element) {
-		if ps := b.peers[key]; ps != nil {
-			addrs := ps.V4
-			if fam == 6 {
-				addrs = ps.V6
+	name := hashName(prefix, key)
+	if _, ok := b.peerRefs[name]; !ok {
+		b.peerRefs[name] = peerRef{key: key, fam: fam}
+	}
+	return name
+}
+
+// peerRef is a peer set a rule named: the IR's key and the family.
+type peerRef struct {
+	key string
+	fam uint8
+}
+
+// peerAddrs are the family's addresses of peer set key.
+func (b *builder) peerAddrs(key string, fam uint8) []netip.Addr {
+	ps := b.peers[key]
+	switch {
+	case ps == nil:
+		return nil
+	case fam == 6:
+		return ps.V6
+	}
+	return ps.V4
+}
+
+// fillPeerSets writes the peer sets the chains refer to.
+func (b *builder) fillPeerSets() {
+	for _, c := range b.rs.chains {
+		for _, r := range c.rules {
+			ref, ok := b.peerRefs[r.peer]
+			if !ok || b.rs.sets[r.peer] != nil {
+				continue
 			}
-			for _, a := range addrs {
-				out = append(out, element{addr: a.Unmap()})
+			kind := kindAddr4
+			if ref.fam == 6 {
+				kind = kindAddr6
+			}
+			s := b.rs.addrSet(r.peer, kind, "peers "+ref.key)
+			for _, a := range b.peerAddrs(ref.key, ref.fam) {
+				s.elems = append(s.elems, element{addr: a.Unmap()})
 			}
 		}
-		return out
-	})
+	}
 }
 
 // cidrSet returns the name of the family's set of ipBlock key, or "" if
