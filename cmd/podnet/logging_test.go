@@ -23,7 +23,6 @@ func TestKlogThroughSlog(t *testing.T) {
 	t.Cleanup(func() {
 		os.Stderr = oldStderr
 		slog.SetDefault(oldDefault)
-		klog.ClearLogger()
 	})
 	o := &globalOptions{logLevel: "info"}
 	if err := o.setupLogging(); err != nil {

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -56,8 +58,12 @@ func (o *globalOptions) setupLogging() error {
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	// client-go logs through klog (its reflectors' watch errors, leader
 	// election, throttling): through slog too, so that the agent's log is
-	// one format at one level, with the source named.
-	klog.SetSlogLogger(slog.Default().With("logger", "client-go"))
+	// one format at one level, with the source named. klog's logger is
+	// global and set once (commands may run concurrently in tests); it
+	// hands each record to whatever slog's default is then.
+	klogOnce.Do(func() {
+		klog.SetSlogLogger(slog.New(defaultHandler{}).With("logger", "client-go"))
+	})
 	return nil
 }
 
@@ -120,3 +126,26 @@ func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+var klogOnce sync.Once
+
+// defaultHandler hands each record, with its attributes, to slog's
+// default handler at the time of the call.
+type defaultHandler struct{ attrs []slog.Attr }
+
+func (defaultHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return slog.Default().Handler().Enabled(ctx, l)
+}
+
+func (h defaultHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.AddAttrs(h.attrs...)
+	return slog.Default().Handler().Handle(ctx, r)
+}
+
+func (h defaultHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return defaultHandler{attrs: append(slices.Clip(h.attrs), as...)}
+}
+
+// WithGroup keeps the attributes flat: klog's records have no groups
+// worth keeping apart.
+func (h defaultHandler) WithGroup(string) slog.Handler { return h }
