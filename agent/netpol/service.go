@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/podnet/podnet/agent/kubeevents"
 	"github.com/podnet/podnet/dataplane/policyrules"
 	"github.com/podnet/podnet/flows"
 	"github.com/podnet/podnet/policy"
@@ -74,6 +75,10 @@ type Config struct {
 	// to apply, and its answer serves FlowRules (policyrules.FlowIndex:
 	// the flow capture's rule ids).
 	FlowIndex func(ir *policy.IR, node string) map[uint64][]flows.Rule
+	// Events, when set, records the Events users see with kubectl: a
+	// failed apply and the recovery on the Node, the opening of a pod a
+	// plugin closed on the Pod (kubeevents).
+	Events *kubeevents.Recorder
 }
 
 // renderer is what the service needs of policyrules.Renderer.
@@ -136,6 +141,10 @@ type Service struct {
 	ir              *policy.IR // the last applied
 	appliedGen      uint64
 	lastErr         error
+
+	// applyState turns the loop's failures and successes into Events
+	// on the Node when they change.
+	applyState kubeevents.Transition
 }
 
 // New returns the service, its metrics registered in cfg.Registry.
@@ -377,11 +386,13 @@ func (s *Service) loop(ctx context.Context, localIPs func() ([]netip.Addr, error
 		debounce, retry = nil, nil
 		if err := s.reconcile(full, localIPs); err != nil {
 			s.log.Warn("policy not applied", "err", err, "retry_in", backoff)
+			s.applyFailed(err)
 			retry = time.After(backoff)
 			backoff = min(backoff*2, maxBackoff)
 			continue
 		}
 		full, backoff = false, minBackoff
+		s.applySucceeded()
 		if !since.IsZero() {
 			s.m.enforceLatency.Observe(time.Since(since).Seconds())
 			since = time.Time{}

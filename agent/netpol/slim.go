@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/podnet/podnet/policy"
@@ -21,7 +22,8 @@ import (
 
 // podObj is a Pod in the cache.
 type podObj struct {
-	rv string
+	rv  string
+	uid types.UID // for the Events on the pod
 	policy.Pod
 }
 
@@ -71,7 +73,7 @@ func slimPod(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	return &podObj{rv: p.ResourceVersion, Pod: policy.PodFromAPI(p)}, nil
+	return &podObj{rv: p.ResourceVersion, uid: p.UID, Pod: policy.PodFromAPI(p)}, nil
 }
 
 // slimSharedPod is slimPod, the pod then sharing its labels and named
