@@ -145,6 +145,9 @@ type Service struct {
 	// applyState turns the loop's failures and successes into Events
 	// on the Node when they change.
 	applyState kubeevents.Transition
+	// status writes the ClusterNetworkPolicies' Accepted condition (nil:
+	// the sources cannot).
+	status *statusWriter
 }
 
 // New returns the service, its metrics registered in cfg.Registry.
@@ -164,6 +167,9 @@ func New(cfg Config) *Service {
 	s := &Service{cfg: cfg, log: cfg.Logger.With("service", "network-policy"),
 		kick: make(chan struct{}, 1), synced: make(chan struct{}), firstApplied: make(chan struct{}),
 		admitted: map[policy.PodKey][]netip.Addr{}, share: newShareTable()}
+	if cfg.Sources.ClusterPolicyStatus != nil {
+		s.status = newStatusWriter(cfg.Sources.ClusterPolicyStatus, s.log)
+	}
 	s.open = s.openNetNS
 	s.openLog = s.openDenyLog
 	s.m = newMetrics(s)
@@ -240,6 +246,9 @@ func (s *Service) Run(ctx context.Context) error {
 	var cnpStopped <-chan struct{}
 	if src := s.cfg.Sources; src.ClusterPolicies != nil && src.ClusterPoliciesServed != nil {
 		f := &clusterFollower{s: s, lw: src.ClusterPolicies, served: src.ClusterPoliciesServed}
+		if s.status != nil {
+			wg.Go(func() { s.status.run(ctx) })
+		}
 		cnp, cnpStopped = f.check(ctx)
 		wg.Go(func() { f.follow(ctx, s.cfg.CRDRecheck) })
 	}

@@ -59,6 +59,20 @@ func (n *nodeObj) GetObjectMeta() metav1.Object {
 type clusterPolicyObj struct {
 	rv string
 	policy.ClusterPolicy
+	// generation and conditions are the object's, for its status
+	// (statusWriter).
+	generation int64
+	conditions []metav1.Condition
+}
+
+// condition is the object's condition of type t, nil when it has none.
+func (p *clusterPolicyObj) condition(t string) *metav1.Condition {
+	for i := range p.conditions {
+		if p.conditions[i].Type == t {
+			return &p.conditions[i]
+		}
+	}
+	return nil
 }
 
 func (p *clusterPolicyObj) GetObjectMeta() metav1.Object {
@@ -131,5 +145,6 @@ func slimClusterPolicy(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	return &clusterPolicyObj{rv: p.ResourceVersion, ClusterPolicy: policy.ClusterPolicyFromAPI(p)}, nil
+	return &clusterPolicyObj{rv: p.ResourceVersion, ClusterPolicy: policy.ClusterPolicyFromAPI(p),
+		generation: p.Generation, conditions: p.Status.Conditions}, nil
 }
