@@ -486,25 +486,3 @@ func (s *Service) fail(err error) {
 	s.lastErr = err
 	s.mu.Unlock()
 }
-
-// The update filters: an update that changes nothing policy reads (most
-// pod updates are status changes of its containers) costs no rebuild.
-
-func samePod(a, b any) bool {
-	x, ok1 := a.(*podObj)
-	y, ok2 := b.(*podObj)
-	return ok1 && ok2 && x.Node == y.Node && x.HostNetwork == y.HostNetwork && maps.Equal(x.Labels, y.Labels) &&
-		slices.Equal(x.IPs, y.IPs) && slices.Equal(x.Ports, y.Ports)
-}
-
-func sameNamespace(a, b any) bool {
-	x, ok1 := a.(*namespaceObj)
-	y, ok2 := b.(*namespaceObj)
-	return ok1 && ok2 && maps.Equal(x.Labels, y.Labels)
-}
-
-func sameNode(a, b any) bool {
-	x, ok1 := a.(*nodeObj)
-	y, ok2 := b.(*nodeObj)
-	return ok1 && ok2 && slices.Equal(x.IPs, y.IPs) && maps.Equal(x.Labels, y.Labels)
-}

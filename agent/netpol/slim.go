@@ -1,6 +1,9 @@
 package netpol
 
 import (
+	"maps"
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -147,4 +150,26 @@ func slimClusterPolicy(obj any) (any, error) {
 	}
 	return &clusterPolicyObj{rv: p.ResourceVersion, ClusterPolicy: policy.ClusterPolicyFromAPI(p),
 		generation: p.Generation, conditions: p.Status.Conditions}, nil
+}
+
+// The update filters: an update that changes nothing policy reads (most
+// pod updates are status changes of its containers) costs no rebuild.
+
+func samePod(a, b any) bool {
+	x, ok1 := a.(*podObj)
+	y, ok2 := b.(*podObj)
+	return ok1 && ok2 && x.Node == y.Node && x.HostNetwork == y.HostNetwork && maps.Equal(x.Labels, y.Labels) &&
+		slices.Equal(x.IPs, y.IPs) && slices.Equal(x.Ports, y.Ports)
+}
+
+func sameNamespace(a, b any) bool {
+	x, ok1 := a.(*namespaceObj)
+	y, ok2 := b.(*namespaceObj)
+	return ok1 && ok2 && maps.Equal(x.Labels, y.Labels)
+}
+
+func sameNode(a, b any) bool {
+	x, ok1 := a.(*nodeObj)
+	y, ok2 := b.(*nodeObj)
+	return ok1 && ok2 && slices.Equal(x.IPs, y.IPs) && maps.Equal(x.Labels, y.Labels)
 }
