@@ -91,6 +91,7 @@ func TestStatusWriter(t *testing.T) {
 		}
 		return nil
 	}, slog.New(slog.DiscardHandler))
+	w.jitter = 0
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { w.run(ctx); close(done) }()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -16,6 +17,11 @@ import (
 // before it is tried again.
 const statusRetry = 5 * time.Second
 
+// statusJitter bounds the random wait before a write: the agent whose
+// wait is shortest writes, and the others mostly see its status through
+// their informers before their turn, instead of all patching at once.
+const statusJitter = 2 * time.Second
+
 // statusWriter writes podnet's Accepted condition on the
 // ClusterNetworkPolicies whose status does not say it yet. Every agent
 // runs one and computes the same condition, so a policy is patched when
@@ -23,8 +29,9 @@ const statusRetry = 5 * time.Second
 // it was computed from, and the agents that lose the race see the
 // winner's status through their informer.
 type statusWriter struct {
-	patch func(ctx context.Context, name string, body []byte) error
-	log   *slog.Logger
+	patch  func(ctx context.Context, name string, body []byte) error
+	log    *slog.Logger
+	jitter time.Duration
 
 	mu    sync.Mutex
 	queue map[string]*clusterPolicyObj
@@ -32,14 +39,21 @@ type statusWriter struct {
 }
 
 func newStatusWriter(patch func(context.Context, string, []byte) error, log *slog.Logger) *statusWriter {
-	return &statusWriter{patch: patch, log: log, queue: map[string]*clusterPolicyObj{}, kick: make(chan struct{}, 1)}
+	return &statusWriter{patch: patch, log: log, jitter: statusJitter, queue: map[string]*clusterPolicyObj{}, kick: make(chan struct{}, 1)}
 }
 
 // seen is the informer's add and update handler: a policy whose status
-// differs from podnet's condition is queued.
+// differs from podnet's condition is queued, one that says it (another
+// agent wrote it) leaves the queue.
 func (w *statusWriter) seen(obj any) {
 	p, ok := obj.(*clusterPolicyObj)
-	if !ok || sameCondition(p.condition(ConditionAccepted), acceptedCondition(&p.ClusterPolicy, p.generation)) {
+	if !ok {
+		return
+	}
+	if sameCondition(p.condition(ConditionAccepted), acceptedCondition(&p.ClusterPolicy, p.generation)) {
+		w.mu.Lock()
+		delete(w.queue, p.Name)
+		w.mu.Unlock()
 		return
 	}
 	w.mu.Lock()
@@ -58,6 +72,13 @@ func (w *statusWriter) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-w.kick:
+		}
+		if w.jitter > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(rand.N(w.jitter)):
+			}
 		}
 		w.mu.Lock()
 		q := w.queue
