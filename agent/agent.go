@@ -18,6 +18,7 @@ import (
 	"github.com/podnet/podnet/agent/flowcap"
 	"github.com/podnet/podnet/agent/ipamgc"
 	"github.com/podnet/podnet/agent/kubeblocks"
+	"github.com/podnet/podnet/agent/kubeevents"
 	"github.com/podnet/podnet/agent/netpol"
 	"github.com/podnet/podnet/agent/netpol/admitsock"
 	"github.com/podnet/podnet/agent/noderemoval"
@@ -77,6 +78,9 @@ type Agent struct {
 	gc      *ipamgc.Metrics
 	flows   *flowSink        // with Config.Flows
 	capture *flowcap.Service // with Config.Flows
+	// events records the agent's Kubernetes Events (nil: none, with
+	// etcd, or a Kube config without an API server).
+	events *kubeevents.Recorder
 	// registered is set while the node is registered (the source's).
 	registered atomic.Bool
 
@@ -111,6 +115,11 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Kube != nil && cfg.Kube.REST != nil {
+		if a.events, err = kubeevents.New(cfg.Kube.REST, cfg.Node, a.kube.CountRequests); err != nil {
+			return nil, err
+		}
+	}
 	rc := route.Config{Node: cfg.Node, Mode: cfg.Mode, UnderlayInterface: cfg.UnderlayInterface, NetNS: cfg.NetNS,
 		ResyncInterval: cfg.ResyncInterval, SysctlRecord: cfg.SysctlRecord, Registry: reg, Logger: log}
 	a.wg = newWireGuard(cfg, &rc, reg, log)
@@ -118,7 +127,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Kube != nil && cfg.Kube.Blocks != nil && cfg.Store != nil {
 		// Without a store the agent only routes (a benchmark's agent).
 		a.blocks = kubeblocks.New(kubeblocks.Config{Store: cfg.Store, Prefix: cfg.Prefix, Pools: cfg.Kube.Blocks.Pools,
-			Socket: cfg.Kube.Blocks.Socket, Registry: reg, Logger: log})
+			Socket: cfg.Kube.Blocks.Socket, Events: a.events, Registry: reg, Logger: log})
 	}
 	if cfg.NetworkPolicy {
 		src, err := netpol.NewSources(cfg.Kube.REST, a.kube.CountRequests)
@@ -126,7 +135,7 @@ func New(cfg Config) (*Agent, error) {
 			return nil, err
 		}
 		pc := netpol.Config{Node: cfg.Node, NetNS: cfg.NetNS, SysctlRecord: cfg.SysctlRecord, Sources: src, ResyncInterval: cfg.ResyncInterval,
-			DenyLog: cfg.PolicyDenyLog, Registry: reg, Logger: log}
+			DenyLog: cfg.PolicyDenyLog, Events: a.events, Registry: reg, Logger: log}
 		if cfg.Flows != nil {
 			pc.FlowLog, pc.FlowIndex = &policyrules.FlowLog{}, policyrules.FlowIndex
 		}
@@ -301,6 +310,7 @@ func (a *Agent) plan(registered chan struct{}) []service {
 // node's lease is not revoked: pods keep working while the agent
 // restarts.
 func (a *Agent) Run(ctx context.Context) error {
+	defer a.events.Shutdown()
 	if err := a.routes.Setup(); err != nil {
 		return err
 	}

@@ -114,6 +114,30 @@ func (e *InvalidPoolError) Unwrap() error {
 	return &Error{Kind: KindInvalid, Msg: e.Error(), Err: e.Err}
 }
 
+// Revision is the store revision of the pool's value (0 when not
+// known): a pool mended and broken again is another revision.
+func (e *InvalidPoolError) Revision() int64 { return e.rev }
+
+// InvalidPools returns every pool that hands out no address although it
+// is enabled: those whose stored value is invalid (as Pools skips them),
+// and those whose node selector this allocator cannot honour (no
+// Config.NodeLabels), as the store holds them now. The agent says them
+// on the pools' objects.
+func (a *Allocator) InvalidPools(ctx context.Context) ([]*InvalidPoolError, error) {
+	var out []*InvalidPoolError
+	err := a.retry(FreshRead(ctx), "list pools", func(ctx context.Context) error {
+		ps, err := a.listPools(ctx)
+		out = append(out[:0], ps.invalid...)
+		for _, p := range ps.valid {
+			if err := a.selectorApplies(p.pool); err != nil && !p.pool.Disabled {
+				out = append(out, &InvalidPoolError{Name: p.pool.Name, Key: a.keys.Pools() + p.pool.Name, Err: err, rev: p.rev})
+			}
+		}
+		return err
+	})
+	return out, err
+}
+
 type poolRev struct {
 	pool Pool
 	rev  int64

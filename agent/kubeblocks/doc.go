@@ -12,6 +12,9 @@
 //     same store through the socket's caches: the agent's own writers use
 //     it, one write path per node. Its counts are exported as
 //     podnet_agent_ipam_socket_*.
+//   - poolevents.go: every DefaultPoolCheck the pools are read for
+//     invalid ones (ipam.Allocator.InvalidPools), each said once per
+//     revision with an InvalidIPPool Event on the IPPool (Config.Events).
 //
 // It does not route: the indexes reach the routes through
 // source/kubeapi.

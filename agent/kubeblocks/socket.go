@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/podnet/podnet/agent/internal/sockserve"
+	"github.com/podnet/podnet/agent/kubeevents"
 	"github.com/podnet/podnet/ipam"
 	"github.com/podnet/podnet/ipam/store/agentsock"
 )
@@ -44,9 +45,13 @@ type Config struct {
 	// Pools are created at start where the API has no pool of the name.
 	Pools []ipam.Pool
 	// Socket is where the plugins' store is served; empty serves none.
-	Socket   string
-	Registry prometheus.Registerer
-	Logger   *slog.Logger
+	Socket string
+	// Events, when set, is told every invalid pool (InvalidIPPool on the
+	// IPPool), read every PoolCheck (default DefaultPoolCheck).
+	Events    *kubeevents.Recorder
+	PoolCheck time.Duration
+	Registry  prometheus.Registerer
+	Logger    *slog.Logger
 }
 
 // Service seeds the pools and serves the node's plugins their store on
@@ -115,6 +120,13 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
+	}
+	if s.cfg.Events != nil {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		wg.Go(func() { s.checkPools(ctx) })
 	}
 	if s.cfg.Socket == "" {
 		s.markReady()

@@ -171,9 +171,13 @@ func (a *Admission) reopen(ctx context.Context, closed *dataplane.Closed) {
 	type done struct {
 		key string
 		p   dataplane.ClosedPod
+		pod policy.PodKey
 		err error
 	}
 	inflight := map[string]context.CancelFunc{}
+	// since is when each closed element was first found: its Event says
+	// how long the pod was closed.
+	since := map[string]time.Time{}
 	results := make(chan done)
 	tick := time.NewTicker(a.cfg.Rescan)
 	defer tick.Stop()
@@ -202,13 +206,24 @@ func (a *Admission) reopen(ctx context.Context, closed *dataplane.Closed) {
 			if _, ok := inflight[k]; ok {
 				continue
 			}
+			if _, ok := since[k]; !ok {
+				since[k] = time.Now()
+			}
 			cctx, cancel := context.WithCancel(ctx)
 			inflight[k] = cancel
-			go func() { results <- done{k, p, a.admitClosed(cctx, p)} }()
+			go func() {
+				pod, err := a.admitClosed(cctx, p)
+				results <- done{k, p, pod, err}
+			}()
 		}
 		for k, cancel := range inflight {
 			if !seen[k] {
 				cancel() // gone: DEL or GC removed it
+			}
+		}
+		for k := range since {
+			if !seen[k] {
+				delete(since, k)
 			}
 		}
 	}
@@ -230,6 +245,8 @@ func (a *Admission) reopen(ctx context.Context, closed *dataplane.Closed) {
 			case opened:
 				a.m.opened.Inc()
 				a.s.log.Info("closed pod admitted and opened", "pod", r.p.Pod, "addresses", r.p.Addrs)
+				a.s.closedOpened(r.pod, since[r.key])
+				delete(since, r.key)
 			}
 			continue
 		case <-tick.C:
@@ -246,13 +263,13 @@ func closedKey(p dataplane.ClosedPod) string {
 // admitClosed waits until the closed pod is admitted: it finds the pod
 // (by name, or by the hash of a long one) and calls Admit with its
 // addresses, with no deadline but ctx's.
-func (a *Admission) admitClosed(ctx context.Context, p dataplane.ClosedPod) error {
+func (a *Admission) admitClosed(ctx context.Context, p dataplane.ClosedPod) (policy.PodKey, error) {
 	key, err := a.resolve(ctx, p.Pod)
 	if err != nil {
-		return err
+		return key, err
 	}
 	_, err = a.s.Admit(ctx, key.Namespace, key.Name, p.Addrs)
-	return err
+	return key, err
 }
 
 // resolve returns the pod a closed element names.

@@ -10,6 +10,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/podnet/podnet/policy"
@@ -103,6 +104,18 @@ func (s *Service) cachedPod(key policy.PodKey) (policy.Pod, bool) {
 		return policy.Pod{}, false
 	}
 	return p.Pod, true
+}
+
+// podUID is the cached pod's UID, empty when the cache has none.
+func (s *Service) podUID(key policy.PodKey) types.UID {
+	obj, ok, err := s.pods.GetByKey(key.String())
+	if err != nil || !ok {
+		return ""
+	}
+	if p, ok := obj.(*podObj); ok {
+		return p.uid
+	}
+	return ""
 }
 
 // selects reports whether a NetworkPolicy of the pod's namespace, or a

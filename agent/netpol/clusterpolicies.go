@@ -67,6 +67,9 @@ func (f *clusterFollower) start(ctx context.Context) (cache.SharedIndexInformer,
 	inf := cache.NewSharedIndexInformer(f.lw, &cnpv1beta1.ClusterNetworkPolicy{}, 0, cache.Indexers{})
 	// It fails only on an informer that has run and stopped.
 	_ = f.s.handle(inf, "ClusterNetworkPolicies", slimClusterPolicy, sameClusterPolicy)
+	if w := f.s.status; w != nil {
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: w.seen, UpdateFunc: func(_, obj any) { w.seen(obj) }})
+	}
 	ictx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { inf.RunWithContext(ictx) })

@@ -73,7 +73,20 @@
 // Config.FlowIndex (policyrules.FlowIndex), which the service calls with
 // each IR it is about to apply. Neither waits on an apply.
 //
-// The service writes nothing to the API. It never switches a thread's
+// Events (events.go, Config.Events, agent/kubeevents): a failed apply
+// on the Node once per run of failures (PolicyApplyFailed), the recovery
+// (PolicyApplied), and NetworkClosedAgentUnreachable on each pod
+// Admission opens after its plugin closed it.
+//
+// Status (cnpstatus.go, cnpwriter.go): each ClusterNetworkPolicy's
+// Accepted condition, computed from the cached policy (False with
+// DomainNamesUnsupported, InvalidRule or Invalid; True otherwise) and
+// patched on its status subresource only when the object's differs, with
+// its resource version as the precondition: every agent computes the
+// same condition, and one writes it.
+//
+// Besides the Events and that status, the service writes nothing to
+// the API. It never switches a thread's
 // namespace except through netns.Do when it opens its sockets, and it
 // leaves the table in place when it stops, so that pods stay protected
 // while the agent restarts.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/podnet/podnet/agent/kubeevents"
 	"github.com/podnet/podnet/dataplane/policyrules"
 	"github.com/podnet/podnet/flows"
 	"github.com/podnet/podnet/policy"
@@ -74,6 +75,10 @@ type Config struct {
 	// to apply, and its answer serves FlowRules (policyrules.FlowIndex:
 	// the flow capture's rule ids).
 	FlowIndex func(ir *policy.IR, node string) map[uint64][]flows.Rule
+	// Events, when set, records the Events users see with kubectl: a
+	// failed apply and the recovery on the Node, the opening of a pod a
+	// plugin closed on the Pod (kubeevents).
+	Events *kubeevents.Recorder
 }
 
 // renderer is what the service needs of policyrules.Renderer.
@@ -136,6 +141,13 @@ type Service struct {
 	ir              *policy.IR // the last applied
 	appliedGen      uint64
 	lastErr         error
+
+	// applyState turns the loop's failures and successes into Events
+	// on the Node when they change.
+	applyState kubeevents.Transition
+	// status writes the ClusterNetworkPolicies' Accepted condition (nil:
+	// the sources cannot).
+	status *statusWriter
 }
 
 // New returns the service, its metrics registered in cfg.Registry.
@@ -155,6 +167,9 @@ func New(cfg Config) *Service {
 	s := &Service{cfg: cfg, log: cfg.Logger.With("service", "network-policy"),
 		kick: make(chan struct{}, 1), synced: make(chan struct{}), firstApplied: make(chan struct{}),
 		admitted: map[policy.PodKey][]netip.Addr{}, share: newShareTable()}
+	if cfg.Sources.ClusterPolicyStatus != nil {
+		s.status = newStatusWriter(cfg.Sources.ClusterPolicyStatus, s.log)
+	}
 	s.open = s.openNetNS
 	s.openLog = s.openDenyLog
 	s.m = newMetrics(s)
@@ -231,6 +246,9 @@ func (s *Service) Run(ctx context.Context) error {
 	var cnpStopped <-chan struct{}
 	if src := s.cfg.Sources; src.ClusterPolicies != nil && src.ClusterPoliciesServed != nil {
 		f := &clusterFollower{s: s, lw: src.ClusterPolicies, served: src.ClusterPoliciesServed}
+		if s.status != nil {
+			wg.Go(func() { s.status.run(ctx) })
+		}
 		cnp, cnpStopped = f.check(ctx)
 		wg.Go(func() { f.follow(ctx, s.cfg.CRDRecheck) })
 	}
@@ -377,11 +395,13 @@ func (s *Service) loop(ctx context.Context, localIPs func() ([]netip.Addr, error
 		debounce, retry = nil, nil
 		if err := s.reconcile(full, localIPs); err != nil {
 			s.log.Warn("policy not applied", "err", err, "retry_in", backoff)
+			s.applyFailed(err)
 			retry = time.After(backoff)
 			backoff = min(backoff*2, maxBackoff)
 			continue
 		}
 		full, backoff = false, minBackoff
+		s.applySucceeded()
 		if !since.IsZero() {
 			s.m.enforceLatency.Observe(time.Since(since).Seconds())
 			since = time.Time{}
@@ -465,26 +485,4 @@ func (s *Service) fail(err error) {
 	s.mu.Lock()
 	s.lastErr = err
 	s.mu.Unlock()
-}
-
-// The update filters: an update that changes nothing policy reads (most
-// pod updates are status changes of its containers) costs no rebuild.
-
-func samePod(a, b any) bool {
-	x, ok1 := a.(*podObj)
-	y, ok2 := b.(*podObj)
-	return ok1 && ok2 && x.Node == y.Node && x.HostNetwork == y.HostNetwork && maps.Equal(x.Labels, y.Labels) &&
-		slices.Equal(x.IPs, y.IPs) && slices.Equal(x.Ports, y.Ports)
-}
-
-func sameNamespace(a, b any) bool {
-	x, ok1 := a.(*namespaceObj)
-	y, ok2 := b.(*namespaceObj)
-	return ok1 && ok2 && maps.Equal(x.Labels, y.Labels)
-}
-
-func sameNode(a, b any) bool {
-	x, ok1 := a.(*nodeObj)
-	y, ok2 := b.(*nodeObj)
-	return ok1 && ok2 && slices.Equal(x.IPs, y.IPs) && maps.Equal(x.Labels, y.Labels)
 }

@@ -1,9 +1,13 @@
 package netpol
 
 import (
+	"maps"
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/podnet/podnet/policy"
@@ -21,7 +25,8 @@ import (
 
 // podObj is a Pod in the cache.
 type podObj struct {
-	rv string
+	rv  string
+	uid types.UID // for the Events on the pod
 	policy.Pod
 }
 
@@ -57,6 +62,20 @@ func (n *nodeObj) GetObjectMeta() metav1.Object {
 type clusterPolicyObj struct {
 	rv string
 	policy.ClusterPolicy
+	// generation and conditions are the object's, for its status
+	// (statusWriter).
+	generation int64
+	conditions []metav1.Condition
+}
+
+// condition is the object's condition of type t, nil when it has none.
+func (p *clusterPolicyObj) condition(t string) *metav1.Condition {
+	for i := range p.conditions {
+		if p.conditions[i].Type == t {
+			return &p.conditions[i]
+		}
+	}
+	return nil
 }
 
 func (p *clusterPolicyObj) GetObjectMeta() metav1.Object {
@@ -71,7 +90,7 @@ func slimPod(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	return &podObj{rv: p.ResourceVersion, Pod: policy.PodFromAPI(p)}, nil
+	return &podObj{rv: p.ResourceVersion, uid: p.UID, Pod: policy.PodFromAPI(p)}, nil
 }
 
 // slimSharedPod is slimPod, the pod then sharing its labels and named
@@ -129,5 +148,28 @@ func slimClusterPolicy(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	return &clusterPolicyObj{rv: p.ResourceVersion, ClusterPolicy: policy.ClusterPolicyFromAPI(p)}, nil
+	return &clusterPolicyObj{rv: p.ResourceVersion, ClusterPolicy: policy.ClusterPolicyFromAPI(p),
+		generation: p.Generation, conditions: p.Status.Conditions}, nil
+}
+
+// The update filters: an update that changes nothing policy reads (most
+// pod updates are status changes of its containers) costs no rebuild.
+
+func samePod(a, b any) bool {
+	x, ok1 := a.(*podObj)
+	y, ok2 := b.(*podObj)
+	return ok1 && ok2 && x.Node == y.Node && x.HostNetwork == y.HostNetwork && maps.Equal(x.Labels, y.Labels) &&
+		slices.Equal(x.IPs, y.IPs) && slices.Equal(x.Ports, y.Ports)
+}
+
+func sameNamespace(a, b any) bool {
+	x, ok1 := a.(*namespaceObj)
+	y, ok2 := b.(*namespaceObj)
+	return ok1 && ok2 && maps.Equal(x.Labels, y.Labels)
+}
+
+func sameNode(a, b any) bool {
+	x, ok1 := a.(*nodeObj)
+	y, ok2 := b.(*nodeObj)
+	return ok1 && ok2 && slices.Equal(x.IPs, y.IPs) && maps.Equal(x.Labels, y.Labels)
 }

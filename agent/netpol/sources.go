@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -41,6 +42,10 @@ type Sources struct {
 	// the service never follows ClusterNetworkPolicies.
 	ClusterPolicies       cache.ListerWatcher
 	ClusterPoliciesServed func(context.Context) (bool, error)
+	// ClusterPolicyStatus, when set, applies a JSON merge patch to the
+	// status of the ClusterNetworkPolicy of the name: the service writes
+	// its Accepted condition (cnpstatus.go).
+	ClusterPolicyStatus func(ctx context.Context, name string, patch []byte) error
 }
 
 // UnfinishedPods leaves out pods that have finished: they have no
@@ -79,6 +84,10 @@ func NewSources(rc *rest.Config, wrap func(http.RoundTripper) http.RoundTripper)
 		Nodes:                 cache.NewListWatchFromClient(core, "nodes", metav1.NamespaceAll, fields.Everything()),
 		ClusterPolicies:       cache.NewListWatchFromClient(cnp, ClusterPolicyResource, metav1.NamespaceAll, fields.Everything()),
 		ClusterPoliciesServed: func(ctx context.Context) (bool, error) { return ClusterPoliciesServed(ctx, cnp) },
+		ClusterPolicyStatus: func(ctx context.Context, name string, patch []byte) error {
+			return cnp.Patch(types.MergePatchType).Resource(ClusterPolicyResource).Name(name).SubResource("status").
+				Body(patch).Do(ctx).Error()
+		},
 	}, nil
 }
 

@@ -36,7 +36,7 @@ import (
 // default (policyRules).
 var blocksAgentRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch", "patch"}},
-	policyRules[0], policyRules[1], policyRules[2],
+	eventsRule, policyRules[0], policyRules[1], policyRules[2], policyRules[3],
 	{APIGroups: []string{"podnet.io"}, Resources: []string{"ippools"}, Verbs: []string{"list", "create"}},
 	{APIGroups: []string{"podnet.io"}, Resources: []string{"ipamnodes"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 	{APIGroups: []string{"podnet.io"}, Resources: []string{"ipamblocks"}, Verbs: []string{"get", "list", "create", "update", "delete"}},

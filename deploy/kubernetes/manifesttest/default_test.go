@@ -27,7 +27,12 @@ var policyRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"namespaces", "pods"}, Verbs: []string{"list", "watch"}},
 	{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"list", "watch"}},
 	{APIGroups: []string{"policy.networking.k8s.io"}, Resources: []string{"clusternetworkpolicies"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{"policy.networking.k8s.io"}, Resources: []string{"clusternetworkpolicies/status"}, Verbs: []string{"patch"}},
 }
+
+// eventsRule is the agent's right to record Events (agent/kubeevents),
+// with network policy or block IPAM: they are the ones that record any.
+var eventsRule = rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}}
 
 // TestDaemonSet checks the default DaemonSet: what every podnet
 // DaemonSet must be, an agent on the Kubernetes datastore with only the
@@ -93,7 +98,7 @@ func kubeRBACCheck(t *testing.T, p *pod) {
 		if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.APIGroup != rbacv1.GroupName || role == nil {
 			t.Fatalf("ClusterRoleBinding %s: roleRef %+v is not a ClusterRole of the manifests", b.Name, b.RoleRef)
 		}
-		want := append([]rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: nodeVerbs}}, policyRules...)
+		want := append([]rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: nodeVerbs}, eventsRule}, policyRules...)
 		if !reflect.DeepEqual(role.Rules, want) || role.AggregationRule != nil {
 			t.Errorf("ClusterRole %s: rules %+v, want %+v", role.Name, role.Rules, want)
 		}
