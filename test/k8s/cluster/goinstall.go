@@ -19,6 +19,7 @@ type goInstall struct {
 	dir     string   // the cache directory's name, e.g. cni-plugins-v1.9.1
 	version string   // the release, e.g. v1.9.1
 	pkgs    []string // the main packages' import paths, without @version
+	ldflags string   // -ldflags, as the release's own build sets them ("": none)
 }
 
 // bin returns the directory holding the programs, installing them unless
@@ -42,6 +43,9 @@ func (g goInstall) bin(logf func(string, ...any)) (string, error) {
 		return "", fmt.Errorf("go env: %w", err)
 	}
 	stamp := g.version + " " + strings.Join(strings.Fields(string(goVer)), " ")
+	if g.ldflags != "" {
+		stamp += " ldflags=" + g.ldflags
+	}
 	unlock, err := lockCache(cache)
 	if err != nil {
 		return "", err
@@ -72,6 +76,9 @@ func (g goInstall) install(logf func(string, ...any), goTool, cache, bin, stamp 
 		return err
 	}
 	args := []string{"install", "-trimpath"}
+	if g.ldflags != "" {
+		args = append(args, "-ldflags="+g.ldflags)
+	}
 	for _, p := range g.pkgs {
 		args = append(args, p+"@"+g.version)
 	}

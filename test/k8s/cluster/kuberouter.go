@@ -34,6 +34,9 @@ var kubeRouterYAML []byte
 var kubeRouterInstall = goInstall{
 	what: "kube-router", dir: "kube-router-" + KubeRouterVersion, version: KubeRouterVersion,
 	pkgs: []string{"github.com/cloudnativelabs/kube-router/v2/cmd/kube-router"},
+	// As its Makefile does: without a version it logs "Malformed
+	// version" at start.
+	ldflags: "-X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=" + KubeRouterVersion,
 }
 
 // KubeRouter returns the path of kube-router KubeRouterVersion, built

@@ -107,3 +107,28 @@ func chrootEach(root, script string) string {
 	}
 	return strings.Join(parts, " && ")
 }
+
+// TestGoInstallPresent: a cached install is reused only when every
+// program is there and executable.
+func TestGoInstallPresent(t *testing.T) {
+	g := goInstall{pkgs: []string{"example.com/m/cmd/a", "example.com/m/cmd/b"}}
+	bin := t.TempDir()
+	if g.present(bin) {
+		t.Fatal("present in an empty directory")
+	}
+	if err := os.WriteFile(filepath.Join(bin, "a"), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "b"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if g.present(bin) {
+		t.Fatal("present with b not executable")
+	}
+	if err := os.Chmod(filepath.Join(bin, "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if !g.present(bin) {
+		t.Fatal("not present with both there")
+	}
+}
