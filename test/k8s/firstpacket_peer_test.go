@@ -64,7 +64,7 @@ func TestFirstPacketPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := waitPod(ctx, t, c, "fp-server", corev1.PodRunning)
-	url := "http://" + srv.Status.PodIP + ":8080/"
+	target := srv.Status.PodIP + ":8080" // diag probe's http target; get's URL is http://<target>/
 	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "fp-no-egress", Namespace: "default"},
 		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"fp": "denied"}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}}}
@@ -75,8 +75,8 @@ func TestFirstPacketPeer(t *testing.T) {
 
 	// Round 1: the peer stopped while a denied pod starts.
 	setKubeRouterNodes(ctx, t, c, `{"podnet.io/first-packet-test":"no-node"}`)
-	createFirstPacketPods(ctx, t, c, url, "fp-stopped-denied")
-	waitPod(ctx, t, c, "fp-stopped-denied", corev1.PodRunning)
+	createFirstPacketPods(ctx, t, c, target, "fp-stopped-denied")
+	// It ends at once if its first probe is blocked.
 	time.Sleep(10 * time.Second)
 	back := time.Now()
 	setKubeRouterNodes(ctx, t, c, `null`)
@@ -85,14 +85,14 @@ func TestFirstPacketPeer(t *testing.T) {
 	}
 	t.Logf("kube-router ready again %s after it was started", time.Since(back).Round(100*time.Millisecond))
 	r := firstPacketResult(ctx, t, c, "fp-stopped-denied")
-	report = append(report, fmt.Sprintf("peer stopped 10 s: %d of %d probes of the denied pod got through, blocked %d ms after its container started", r.Attempts-1, r.Attempts, r.Millis))
+	report = append(report, fmt.Sprintf("peer stopped 10 s: %d of %d probes of the denied pod got through, blocked %d ms after its container started (%s)", r.Attempts-1, r.Attempts, r.Millis, r.Error))
 
 	// Round 2: many selected pods at once, the peer running.
 	var names []string
 	for i := range firstPacketLoad {
 		names = append(names, fmt.Sprintf("fp-load-denied-%d", i))
 	}
-	createFirstPacketPods(ctx, t, c, url, names...)
+	createFirstPacketPods(ctx, t, c, target, names...)
 	through, pods1 := 0, 0
 	var worst int64
 	for _, n := range names {
@@ -102,7 +102,7 @@ func TestFirstPacketPeer(t *testing.T) {
 		}
 		through += r.Attempts - 1
 		worst = max(worst, r.Millis)
-		t.Logf("%s: %d probes before the first blocked one, blocked after %d ms", n, r.Attempts-1, r.Millis)
+		t.Logf("%s: %d probes before the first blocked one, blocked after %d ms (%s)", n, r.Attempts-1, r.Millis, r.Error)
 	}
 	report = append(report, fmt.Sprintf("under load (%d selected pods at once): %d of them had denied probes get through, %d probes in all; the last blocked %d ms after its container started",
 		firstPacketLoad, pods1, through, worst))
@@ -115,16 +115,16 @@ func TestFirstPacketPeer(t *testing.T) {
 	}
 }
 
-// createFirstPacketPods creates a pod probing url until blocked for each
-// name (labelled fp=denied) and an unselected one, fp-open-<first name>,
-// which must fetch.
-func createFirstPacketPods(ctx context.Context, t *testing.T, c *cluster.Cluster, url string, names ...string) {
+// createFirstPacketPods creates a pod probing target (address:port of
+// a diag server) until blocked for each name (labelled fp=denied) and
+// an unselected one, fp-open-<first name>, which must fetch from it.
+func createFirstPacketPods(ctx context.Context, t *testing.T, c *cluster.Cluster, target string, names ...string) {
 	t.Helper()
 	pods := c.Client.CoreV1().Pods("default")
-	open := diagPod("fp-open-"+names[0], "get", url, "--timeout", "300ms", "--retry-for", "2m")
+	open := diagPod("fp-open-"+names[0], "get", "http://"+target+"/", "--timeout", "300ms", "--retry-for", "2m")
 	open.Labels["fp"] = "open"
 	for _, n := range names {
-		p := diagPod(n, "probe", url, "--kind", "http", "--expect", "blocked", "--timeout", "300ms", "--retry-for", "3m")
+		p := diagPod(n, "probe", target, "--kind", "http", "--expect", "blocked", "--timeout", "300ms", "--retry-for", "3m")
 		p.Spec.RestartPolicy = corev1.RestartPolicyNever
 		p.Labels["fp"] = "denied"
 		if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
