@@ -121,6 +121,12 @@ func BenchmarkPolicyScale(b *testing.B) {
 	case "":
 	case "kube-router":
 		kr := runKubeRouterScale(ctx, b, c, client)
+		if kr.gaveUp != "" {
+			b.ReportMetric(kr.rss/1e6, "kr_rss_MB_at_stop")
+			b.Logf("kube-router %s did not survive %d pods and %d policies: %s, %s after start",
+				cluster.KubeRouterVersion, pods, policies, kr.gaveUp, kr.sync.Round(time.Second))
+			return
+		}
 		b.ReportMetric(kr.sync.Seconds(), "kr_sync_s")
 		b.ReportMetric(kr.rss/1e6, "kr_rss_MB")
 		b.ReportMetric(kr.heap/1e6, "kr_heap_MB")

@@ -38,7 +38,14 @@ type kubeRouterScale struct {
 	// in use (go_memstats_heap_inuse_bytes), garbage not yet collected
 	// included: kube-router has no way to collect first.
 	rss, heap float64
+	// gaveUp: stopped before its first full sync, its VmRSS past
+	// kubeRouterMaxRSS (rss is then the last reading) or the deadline.
+	gaveUp string
 }
+
+// kubeRouterMaxRSS is where runKubeRouterScale stops kube-router on the
+// shared machine (PODNET_POLICY_SCALE_PEER_MAX_MB sets another).
+const kubeRouterMaxRSS = 8 << 30
 
 // runKubeRouterScale runs kube-router's policy controller, as a process,
 // for the agent's node (a Node object it needs, created here with
@@ -89,26 +96,38 @@ func runKubeRouterScale(ctx context.Context, b *testing.B, c *cluster.Cluster, c
 		_, _ = cmd.Process.Wait()
 	}()
 	metrics := "http://" + c.Nodes[0].IP + ":" + strconv.Itoa(cluster.KubeRouterMetricsPort) + "/metrics"
+	maxRSS := float64(kubeRouterMaxRSS)
+	if mb := latencyEnv(b, "PODNET_POLICY_SCALE_PEER_MAX_MB", 0, 1); mb > 0 {
+		maxRSS = float64(mb << 20)
+	}
 	var r kubeRouterScale
 	deadline := time.Now().Add(30 * time.Minute)
 	for {
 		m, err := scrapeMetrics(metrics)
+		rss, rerr := vmRSS(cmd.Process.Pid)
+		if rerr != nil {
+			b.Fatalf("kube-router exited before its first full sync (%v); its log: %s", rerr, logPath)
+		}
+		r.rss = max(r.rss, rss)
 		if err == nil && m["controller_iptables_sync_time_count"] >= 1 {
 			r.sync = time.Since(start)
 			r.heap = m["go_memstats_heap_inuse_bytes"]
-			break
+			r.rss = rss
+			return r
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			b.Fatalf("kube-router: no full sync %s after start (%v); its log: %s", time.Since(start).Round(time.Second), err, logPath)
+		switch {
+		case rss > maxRSS:
+			r.gaveUp = fmt.Sprintf("VmRSS %.0f MB past the %.0f MB limit", rss/1e6, maxRSS/1e6)
+		case time.Now().After(deadline) || ctx.Err() != nil:
+			r.gaveUp = "no full sync in 30 minutes"
+		}
+		if r.gaveUp != "" {
+			r.sync = time.Since(start)
+			b.Logf("kube-router stopped %s after start, before its first full sync: %s; its log: %s", r.sync.Round(time.Second), r.gaveUp, logPath)
+			return r
 		}
 		time.Sleep(time.Second)
 	}
-	rss, err := vmRSS(cmd.Process.Pid)
-	if err != nil {
-		b.Fatal(err)
-	}
-	r.rss = rss
-	return r
 }
 
 // scrapeMetrics reads a Prometheus text page's unlabelled samples.
