@@ -161,8 +161,11 @@ test-k8s:
 # The upstream Kubernetes e2e networking specs that test/k8s/conformance
 # selects (docs/conformance.md), run by e2e.test v1.34.4 against a
 # two-node cluster (root): podnet deployed from deploy/kubernetes
-# (deploy/kubernetes/blocks with CONFORMANCE_VARIANT=blocks), or the
-# reference chain with CONFORMANCE_CHAIN=refchain; kube-proxy in
+# (deploy/kubernetes/blocks with CONFORMANCE_VARIANT=blocks), the
+# reference chain with CONFORMANCE_CHAIN=refchain, or, with
+# CONFORMANCE_CHAIN=kube-router, podnet without its policy service and
+# kube-router v2.1.0's network policy controller (the policy peer,
+# built into the harness's cache) enforcing NetworkPolicy; kube-proxy in
 # PROXY_MODE (iptables or nftables). CONFORMANCE_FOCUS (a regexp) narrows
 # the selection (CONFORMANCE_FOCUS=Netpol: the NetworkPolicy specs alone),
 # CONFORMANCE_PROCS sets the parallel e2e.test processes, and
@@ -179,7 +182,8 @@ test-k8s:
 # CONFORMANCE_DIR/cnp[-blocks]-<mode>/): in a whole run of podnet, and in
 # one narrowed by CONFORMANCE_FOCUS only when CNP_FOCUS (a regexp on the
 # suite's test names) is set too; never with the reference chain, which
-# enforces no policy. make conformance-cnp runs that suite alone.
+# enforces no policy, nor with kube-router, which enforces no
+# ClusterNetworkPolicy. make conformance-cnp runs that suite alone.
 CONFORMANCE_CHAIN   ?= podnet
 CONFORMANCE_VARIANT ?= default
 PROXY_MODE          ?= iptables

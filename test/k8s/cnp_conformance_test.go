@@ -76,7 +76,7 @@ func TestClusterNetworkPolicyConformance(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
 	defer cancel()
-	c, results := startJudgedCluster(ctx, t, name, variant, false)
+	c, results := startJudgedCluster(ctx, t, name, variant, "podnet")
 	crd, err := deployedCNPCRD(ctx, c)
 	if err != nil {
 		t.Fatal(err)

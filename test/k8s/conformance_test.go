@@ -23,7 +23,7 @@ import (
 // The environment of TestConformance (make conformance sets the first).
 const (
 	conformanceEnv      = "PODNET_CONFORMANCE"         // 1: run it
-	conformanceChainEnv = "PODNET_CONFORMANCE_CHAIN"   // podnet (default) or refchain
+	conformanceChainEnv = "PODNET_CONFORMANCE_CHAIN"   // podnet (default), refchain or kube-router
 	conformanceVarEnv   = "PODNET_CONFORMANCE_VARIANT" // podnet's deployment: default or blocks
 	conformanceFocusEnv = "PODNET_CONFORMANCE_FOCUS"   // a regexp narrowing the selection
 	conformanceProcsEnv = "PODNET_CONFORMANCE_PROCS"   // parallel e2e.test processes (default 4)
@@ -37,7 +37,9 @@ const (
 // conformance package selects against a two-node cluster: podnet deployed
 // from deploy/kubernetes as shipped (deploy/kubernetes/blocks with
 // PODNET_CONFORMANCE_VARIANT=blocks; or, with PODNET_CONFORMANCE_CHAIN=
-// refchain, the reference chain: bridge, host-local, portmap), kube-proxy
+// refchain, the reference chain: bridge, host-local, portmap; with
+// kube-router, podnet without its policy service and kube-router's
+// network policy controller enforcing NetworkPolicy), kube-proxy
 // in the mode PODNET_K8S_PROXY_MODE names (iptables by default), CoreDNS
 // as the cluster's DNS, the test images loaded into every node. e2e.test runs in the first node's
 // network namespace, whose only way out is the harness's underlay, where
@@ -57,9 +59,9 @@ func TestConformance(t *testing.T) {
 	switch chain {
 	case "":
 		chain = "podnet"
-	case "podnet", "refchain":
+	case "podnet", "refchain", "kube-router":
 	default:
-		t.Fatalf("%s=%q: podnet or refchain", conformanceChainEnv, chain)
+		t.Fatalf("%s=%q: podnet, refchain or kube-router", conformanceChainEnv, chain)
 	}
 	variant := conformanceVariant(t)
 	if variant != cluster.Default && chain != "podnet" {
@@ -107,7 +109,7 @@ func TestConformance(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Hour)
 	defer cancel()
-	c, results := startJudgedCluster(ctx, t, name, variant, chain == "refchain")
+	c, results := startJudgedCluster(ctx, t, name, variant, chain)
 	if passAll {
 		// Issue 23: the NetworkPolicy specs decide alike when an Admin
 		// tier passes everything on to them.
@@ -216,14 +218,16 @@ func conformanceVariant(t *testing.T) cluster.Variant {
 
 // startJudgedCluster starts the two-node cluster a judge (e2e.test, the
 // ClusterNetworkPolicy suite) runs against, with podnet deployed as
-// variant or the reference chain installed, and waits for its nodes to
-// be Ready (podnet with PODNET_CONFORMANCE_ENCRYPTION's encryption, its
+// variant, the reference chain installed, or (chain kube-router) podnet
+// without its policy service and kube-router enforcing policy, and waits
+// for its nodes to be Ready (podnet with PODNET_CONFORMANCE_ENCRYPTION's encryption, its
 // routes through podnet.wg). It returns the cluster and its results
 // directory, <results>/<name>[-<encryption>]-<kube-proxy mode>.
 // Evidence beside the judges' skip lists: the underlay switch counts what the nodes send towards
 // addresses outside the harness, which a run must leave at zero.
-func startJudgedCluster(ctx context.Context, t *testing.T, name string, variant cluster.Variant, reference bool) (*cluster.Cluster, string) {
+func startJudgedCluster(ctx context.Context, t *testing.T, name string, variant cluster.Variant, chain string) (*cluster.Cluster, string) {
 	t.Helper()
+	reference := chain == "refchain"
 	enc := ""
 	if !reference {
 		enc = conformanceEncryption(t)
@@ -237,9 +241,12 @@ func startJudgedCluster(ctx context.Context, t *testing.T, name string, variant 
 		t.Fatal(err)
 	}
 	var err error
-	if reference {
+	switch chain {
+	case "refchain":
 		err = c.InstallReferenceChain(ctx, t.Logf)
-	} else {
+	case "kube-router":
+		err = c.Deploy(ctx, variant, kubeRouterPeer(withEncryption(enc)))
+	default:
 		err = c.Deploy(ctx, variant, withEncryption(enc))
 	}
 	if err != nil {
@@ -250,6 +257,11 @@ func startJudgedCluster(ctx context.Context, t *testing.T, name string, variant 
 	}
 	if enc != "" {
 		waitEncryptedRoutes(ctx, t, c)
+	}
+	if chain == "kube-router" {
+		if err := c.InstallKubeRouter(ctx, t.Logf); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return c, results
 }

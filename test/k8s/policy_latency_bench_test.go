@@ -44,9 +44,12 @@ const latencyRole = "podnet-latency"
 type latencyChain struct {
 	name string
 	// variant is podnet's deployment; reference is the reference chain
-	// instead, which enforces no policy.
-	variant   cluster.Variant
-	reference bool
+	// instead, which enforces no policy; kubeRouter is podnet's default
+	// deployment without its policy service and kube-router's policy
+	// controller over it, the peer that enforces policy instead.
+	variant    cluster.Variant
+	reference  bool
+	kubeRouter bool
 }
 
 // latencyConfig is what every chain is measured with.
@@ -60,7 +63,7 @@ type latencyConfig struct {
 // selects none of the measured pods but that the agent still watches
 // and compiles with every change. create makes object i of count.
 // podnetOnly kinds are not made for the reference chain, whose cluster
-// does not serve them.
+// does not serve them, nor for kube-router, which does not enforce them.
 type latencyBackground struct {
 	kinds      string // plural, for the report
 	count      int
@@ -85,8 +88,10 @@ func latencyBackgrounds(b *testing.B) []latencyBackground {
 // policy_enforcement_latency_policy_creation and
 // pod_creation_reachability_latency), for podnet as deployed from
 // deploy/kubernetes (model A), from deploy/kubernetes/blocks (model B),
-// and for the reference chain (containernetworking/plugins bridge,
-// host-local, portmap), each on a fresh cluster:
+// for the reference chain (containernetworking/plugins bridge,
+// host-local, portmap), and for kube-router's policy controller over
+// podnet without its policy service (the peer, kube-router), each on a
+// fresh cluster:
 //
 //   - policy created → enforced on every node: a server pod and a client
 //     pod on each node; the test probes every server from every client
@@ -136,6 +141,7 @@ func BenchmarkPolicyLatency(b *testing.B) {
 		{name: "podnet", variant: cluster.Default},
 		{name: "podnet-blocks", variant: cluster.Blocks},
 		{name: "reference", reference: true},
+		{name: "kube-router", variant: cluster.Default, kubeRouter: true},
 	}
 	var results []*latencyResult
 	for _, ch := range chains {
@@ -182,7 +188,7 @@ func runPolicyLatency(b *testing.B, ch latencyChain, cfg latencyConfig) *latency
 	installLatencyChain(ctx, b, c, ch)
 	r := &latencyResult{chain: ch.name, reach: map[string]*reachSamples{}}
 	for _, bg := range cfg.background {
-		if bg.count == 0 || (bg.podnetOnly && ch.reference) {
+		if bg.count == 0 || (bg.podnetOnly && (ch.reference || ch.kubeRouter)) {
 			continue
 		}
 		start := time.Now()
@@ -247,9 +253,12 @@ func runPolicyLatency(b *testing.B, ch latencyChain, cfg latencyConfig) *latency
 // nodes are Ready and, for podnet, an agent is ready on each.
 func installLatencyChain(ctx context.Context, b *testing.B, c *cluster.Cluster, ch latencyChain) {
 	var err error
-	if ch.reference {
+	switch {
+	case ch.reference:
 		err = c.InstallReferenceChain(ctx, b.Logf)
-	} else {
+	case ch.kubeRouter:
+		err = c.Deploy(ctx, ch.variant, kubeRouterPeer(nil))
+	default:
 		err = c.Deploy(ctx, ch.variant, nil)
 	}
 	if err != nil {
@@ -277,6 +286,11 @@ func installLatencyChain(ctx context.Context, b *testing.B, c *cluster.Cluster, 
 		}
 		return nil
 	})
+	if ch.kubeRouter {
+		if err := c.InstallKubeRouter(ctx, b.Logf); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // latencyPair is one client probing one server.

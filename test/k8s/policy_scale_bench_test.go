@@ -66,6 +66,10 @@ const (
 //     in the kernel, policyScaleProbes times (deleted, and its rules
 //     gone, in between).
 //
+// With PODNET_POLICY_SCALE_PEER=kube-router, kube-router's policy
+// controller is measured after it on the same objects (runKubeRouterScale:
+// kr_sync_s, kr_rss_MB, kr_heap_MB, kr_heap_B/pod).
+//
 // A benchmark, not a test; as root (creating the objects takes minutes):
 //
 //	cd test/k8s && CI=true go test -run XXX -bench BenchmarkPolicyScale -benchtime 1x -timeout 60m -v .
@@ -113,6 +117,25 @@ func BenchmarkPolicyScale(b *testing.B) {
 			pods, policies, r.sync.Round(time.Millisecond), r.heap/1e6, r.heap/float64(pods),
 			p50.Round(time.Millisecond), worst.Round(time.Millisecond), len(r.enforce), r.enforce)
 	}
+	switch peer := os.Getenv(policyScalePeerEnv); peer {
+	case "":
+	case "kube-router":
+		kr := runKubeRouterScale(ctx, b, c, client)
+		if kr.gaveUp != "" {
+			b.ReportMetric(kr.rss/1e6, "kr_rss_MB_at_stop")
+			b.Logf("kube-router %s did not survive %d pods and %d policies: %s, %s after start",
+				cluster.KubeRouterVersion, pods, policies, kr.gaveUp, kr.sync.Round(time.Second))
+			return
+		}
+		b.ReportMetric(kr.sync.Seconds(), "kr_sync_s")
+		b.ReportMetric(kr.rss/1e6, "kr_rss_MB")
+		b.ReportMetric(kr.heap/1e6, "kr_heap_MB")
+		b.ReportMetric(kr.heap/float64(pods), "kr_heap_B/pod")
+		b.Logf("kube-router %s, %d pods and %d policies: first full sync after %s; VmRSS %.1f MB, Go heap in use %.1f MB (%.0f B per pod of the cluster; its own start included, garbage not collected)",
+			cluster.KubeRouterVersion, pods, policies, kr.sync.Round(time.Millisecond), kr.rss/1e6, kr.heap/1e6, kr.heap/float64(pods))
+	default:
+		b.Fatalf("%s=%q: the peer measured is kube-router", policyScalePeerEnv, peer)
+	}
 }
 
 func scaleEnv(b *testing.B, name string, def int) int {
@@ -134,8 +157,11 @@ func scaleNSName(k int) string { return fmt.Sprintf("scale-ns-%d", k) }
 func createScalePod(ctx context.Context, client *kubernetes.Clientset, i int) error {
 	k, j := i/policyScalePerNS, i%policyScalePerNS
 	node := fmt.Sprintf("scale-node-%d", i%500)
+	// Each node's own address as hostIP, as a kubelet writes it (podnet
+	// goes by spec.nodeName; kube-router by hostIP).
+	hostIP := fmt.Sprintf("198.19.%d.%d", 1+(i%500)/250, 2+(i%500)%250)
 	if i < policyScaleLocal {
-		node = scaleAgentNode
+		node, hostIP = scaleAgentNode, scaleLocalHostIP
 	}
 	ip := fmt.Sprintf("10.%d.%d.%d", 128+i>>16, (i>>8)&255, i&255)
 	p := &corev1.Pod{
@@ -148,7 +174,7 @@ func createScalePod(ctx context.Context, client *kubernetes.Clientset, i int) er
 	if err != nil {
 		return err
 	}
-	created.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}, HostIP: "198.19.0.1"}
+	created.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}, HostIP: hostIP}
 	_, err = client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{})
 	return err
 }

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,81 +25,26 @@ var refPlugins = []string{
 	"plugins/main/bridge", "plugins/main/loopback", "plugins/ipam/host-local", "plugins/meta/portmap",
 }
 
+// refPluginsInstall builds the reference plugins the way upstream
+// releases them.
+var refPluginsInstall = goInstall{
+	what: "the reference CNI plugins", dir: "cni-plugins-" + RefPluginsVersion, version: RefPluginsVersion,
+	pkgs: func() []string {
+		var pkgs []string
+		for _, p := range refPlugins {
+			pkgs = append(pkgs, "github.com/containernetworking/plugins/"+p)
+		}
+		return pkgs
+	}(),
+}
+
 // ReferencePlugins returns a directory holding the reference plugins at
 // RefPluginsVersion, installing them from the Go module proxy (`go
 // install ...@v1.9.1`, static, as upstream releases them) into the cache
 // beside the Kubernetes binaries unless a build by the same toolchain is
 // there. Concurrent callers wait on the cache's lock.
 func ReferencePlugins(logf func(string, ...any)) (string, error) {
-	kube, err := CacheDir()
-	if err != nil {
-		return "", err
-	}
-	cache := filepath.Join(filepath.Dir(kube), "cni-plugins-"+RefPluginsVersion)
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return "", err
-	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		return "", fmt.Errorf("the reference plugins are built with go, not in $PATH: %w", err)
-	}
-	goVer, err := exec.Command(goTool, "env", "GOVERSION", "GOOS", "GOARCH").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env: %w", err)
-	}
-	stamp := RefPluginsVersion + " " + strings.Join(strings.Fields(string(goVer)), " ")
-	unlock, err := lockCache(cache)
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	bin := filepath.Join(cache, "bin")
-	if data, err := os.ReadFile(filepath.Join(bin, ".stamp")); err == nil && string(data) == stamp && refPluginsPresent(bin) {
-		return bin, nil
-	}
-	return bin, installRefPlugins(logf, goTool, cache, bin, stamp)
-}
-
-func refPluginsPresent(bin string) bool {
-	for _, p := range refPlugins {
-		if fi, err := os.Stat(filepath.Join(bin, filepath.Base(p))); err != nil || fi.Mode()&0o111 == 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// installRefPlugins installs into a directory of its own first and
-// writes the stamp last, as buildKube does: a cut-short install is never
-// reused.
-func installRefPlugins(logf func(string, ...any), goTool, cache, bin, stamp string) error {
-	tmp := fmt.Sprintf("%s.tmp-%d", bin, os.Getpid())
-	if err := os.RemoveAll(tmp); err != nil {
-		return err
-	}
-	args := []string{"install", "-trimpath"}
-	for _, p := range refPlugins {
-		args = append(args, "github.com/containernetworking/plugins/"+p+"@"+RefPluginsVersion)
-	}
-	logf("installing the reference CNI plugins %s into %s", RefPluginsVersion, bin)
-	start := time.Now()
-	cmd := exec.Command(goTool, args...)
-	// Outside any module: `go install pkg@version` builds the release's
-	// own go.mod.
-	cmd.Dir = cache
-	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "CGO_ENABLED=0", "GOFLAGS=")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		os.RemoveAll(tmp)
-		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
-	}
-	logf("installed the reference CNI plugins in %s", time.Since(start).Round(time.Second))
-	if err := os.RemoveAll(bin); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, bin); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(bin, ".stamp"), []byte(stamp), 0o644)
+	return refPluginsInstall.bin(logf)
 }
 
 // InstallReferenceChain puts the reference plugins into every node's CNI

@@ -173,3 +173,43 @@ func parseLDD(out []byte) ([]string, error) {
 	}
 	return libs, sc.Err()
 }
+
+// Loaded returns the image files of shared objects a program opens with
+// dlopen rather than links (iptables' extensions under
+// /usr/lib/<triplet>/xtables), each at its own path with the libraries
+// ldd resolves for it: ldd run on the program does not see them. A file
+// several objects share comes once.
+func Loaded(objects ...string) ([]ociimage.File, error) {
+	paths := map[string]bool{}
+	for _, o := range objects {
+		if !filepath.IsAbs(o) {
+			return nil, fmt.Errorf("shared object %q: want an absolute path", o)
+		}
+		paths[filepath.Clean(o)] = true
+		out, err := exec.Command("ldd", o).Output()
+		if err != nil {
+			return nil, fmt.Errorf("ldd %s: %w", o, err)
+		}
+		libs, err := parseLDD(out)
+		if err != nil {
+			return nil, fmt.Errorf("ldd %s: %w", o, err)
+		}
+		for _, l := range libs {
+			paths[l] = true
+		}
+	}
+	sorted := make([]string, 0, len(paths))
+	for p := range paths {
+		sorted = append(sorted, p)
+	}
+	sort.Strings(sorted)
+	files := make([]ociimage.File, 0, len(sorted))
+	for _, p := range sorted {
+		f, err := readFile(p, p)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}

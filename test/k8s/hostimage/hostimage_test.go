@@ -160,3 +160,26 @@ func TestExtracted(t *testing.T) {
 		t.Fatalf("no interpreter %s among the files", interp)
 	}
 }
+
+// TestLoaded: a dlopen'd object comes with what it links, and a relative
+// path is refused.
+func TestLoaded(t *testing.T) {
+	objs, _ := filepath.Glob("/usr/lib/*-linux-gnu/xtables/libxt_comment.so")
+	if len(objs) == 0 {
+		t.Skip("no iptables extensions on this machine")
+	}
+	files, err := Loaded(objs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, f := range files {
+		paths = append(paths, f.Path)
+	}
+	if !slices.Contains(paths, objs[0]) || !slices.ContainsFunc(paths, func(p string) bool { return strings.Contains(p, "libxtables.so") }) {
+		t.Fatalf("Loaded(%s) = %q, want it and libxtables", objs[0], paths)
+	}
+	if _, err := Loaded("libxt_comment.so"); err == nil {
+		t.Fatal("a relative path was accepted")
+	}
+}
