@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
 )
 
 // upstreamPkgs are the upstream binaries the tests run, built from the
