@@ -36,7 +36,13 @@ func Files(programs ...string) ([]ociimage.File, error) {
 			paths[d] = true
 		}
 	}
-	var sorted []string
+	return filesAt(paths)
+}
+
+// filesAt reads the machine's files at paths, in path order, each at the
+// same path in the image.
+func filesAt(paths map[string]bool) ([]ociimage.File, error) {
+	sorted := make([]string, 0, len(paths))
 	for p := range paths {
 		sorted = append(sorted, p)
 	}
@@ -198,18 +204,5 @@ func Loaded(objects ...string) ([]ociimage.File, error) {
 			paths[l] = true
 		}
 	}
-	sorted := make([]string, 0, len(paths))
-	for p := range paths {
-		sorted = append(sorted, p)
-	}
-	sort.Strings(sorted)
-	files := make([]ociimage.File, 0, len(sorted))
-	for _, p := range sorted {
-		f, err := readFile(p, p)
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, f)
-	}
-	return files, nil
+	return filesAt(paths)
 }
