@@ -31,9 +31,11 @@ import (
 // anything else, so no pipe of the caller's parent and no lock stays
 // held by it.
 //
-// The child is a fork of this process that makes raw system calls only
-// (a socket, the RTM_DELLINK, reading the answer, exit), with every
-// signal blocked. When it cannot be started the link is deleted as
+// The child makes raw system calls only (a socket, the RTM_DELLINK,
+// reading the answer, exit), with every signal blocked: on amd64 a
+// process sharing this one's memory and running on a stack of its own
+// (no page table copied, no copy-on-write fault after it), elsewhere a
+// fork. When it cannot be started the link is deleted as
 // DeleteLinkEarly does and unregistered reports in the same way. The
 // link is deleted in the calling thread's network namespace, which must
 // be h's. A link that does not exist is deleted already. An error,
@@ -53,13 +55,17 @@ func DeleteLinkDetached(h *netlink.Handle, name string, keep int) (unregistered 
 	if err != nil {
 		return DeleteLinkEarly(h, name)
 	}
-	pid, err := forkDeleteLink(index, keep)
+	pid, free, err := forkDeleteLink(index, keep)
 	if err != nil {
 		w.close()
 		return DeleteLinkEarly(h, name)
 	}
 	exited := make(chan error, 1)
-	go func() { exited <- waitDeleteLink(pid) }() // reaps the child, if this process outlives it
+	go func() { // reaps the child, if this process outlives it
+		err := waitDeleteLink(pid)
+		free()
+		exited <- err
+	}()
 	go func() {
 		defer w.close()
 		select {
@@ -111,8 +117,10 @@ func waitDeleteLink(pid int) error {
 // request not sent, no answer read); below, an errno from the kernel.
 const childFailed = 250
 
-// forkDeleteLink starts the child that deletes link index.
-func forkDeleteLink(index, keep int) (int, error) {
+// forkDeleteLink starts the child that deletes link index. It
+// returns the child's pid and a function that frees what the child used,
+// to be called once the child is reaped.
+func forkDeleteLink(index, keep int) (int, func(), error) {
 	// struct nlmsghdr + struct ifinfomsg: RTM_DELLINK by index.
 	var msg [unix.NLMSG_HDRLEN + unix.SizeofIfInfomsg]byte
 	hdr := (*unix.NlMsghdr)(unsafe.Pointer(&msg[0]))
@@ -124,75 +132,19 @@ func forkDeleteLink(index, keep int) (int, error) {
 	ifi.Family = unix.AF_UNSPEC
 	ifi.Index = int32(index)
 
-	// Signals blocked across the fork, so the child never runs a Go
+	// Signals blocked across the clone, so the child never runs a Go
 	// signal handler (it has no runtime to run one with); the child
 	// keeps them blocked. The thread stays this goroutine's meanwhile.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	all, old := ^uint64(0), uint64(0)
 	if _, _, e := syscall.RawSyscall6(syscall.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&all)), uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 {
-		return 0, fmt.Errorf("block signals: %w", e)
+		return 0, nil, fmt.Errorf("block signals: %w", e)
 	}
-	pid, e := rawForkDeleteLink(&msg[0], uintptr(len(msg)), keep)
+	pid, free, err := spawnDeleter(msg[:], keep)
 	syscall.RawSyscall6(syscall.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&old)), 0, 8, 0, 0)
-	runtime.KeepAlive(&msg)
-	if e != 0 {
-		return 0, fmt.Errorf("fork the link's deleter: %w", e)
+	if err != nil {
+		return 0, nil, fmt.Errorf("start the link's deleter: %w", err)
 	}
-	return int(pid), nil
-}
-
-// rawForkDeleteLink forks; the child sends msg on a new rtnetlink
-// socket, reads the answer and exits with its errno (0: deleted). The
-// child has one thread and a copy of this process's memory, whose
-// runtime it must not enter: it runs nothing but raw system calls on
-// this stack (nosplit, no allocation, no race instrumentation), as
-// package syscall's child between fork and exec does.
-//
-//go:nosplit
-//go:norace
-func rawForkDeleteLink(msg *byte, n uintptr, keep int) (pid uintptr, errno syscall.Errno) {
-	var ack [64]byte
-	pid, _, errno = syscall.RawSyscall6(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0, 0, 0, 0)
-	if errno != 0 || pid != 0 {
-		return pid, errno
-	}
-	// The child.
-	const all = 0xffffffff
-	var e syscall.Errno
-	if keep < 0 {
-		_, _, e = syscall.RawSyscall(unix.SYS_CLOSE_RANGE, 0, all, 0)
-	} else {
-		if keep > 0 {
-			_, _, e = syscall.RawSyscall(unix.SYS_CLOSE_RANGE, 0, uintptr(keep-1), 0)
-		}
-		if e == 0 {
-			_, _, e = syscall.RawSyscall(unix.SYS_CLOSE_RANGE, uintptr(keep+1), all, 0)
-		}
-	}
-	if e != 0 { // no close_range (before Linux 5.9): one by one
-		for fd := 0; fd < 4096; fd++ {
-			if fd != keep {
-				syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0)
-			}
-		}
-	}
-	code := uintptr(childFailed)
-	fd, _, e := syscall.RawSyscall(syscall.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
-	if e == 0 {
-		code++
-		if _, _, e = syscall.RawSyscall6(syscall.SYS_SENDTO, fd, uintptr(unsafe.Pointer(msg)), n, 0, 0, 0); e == 0 {
-			code++
-			r, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&ack[0])), uintptr(len(ack)), 0, 0, 0)
-			// struct nlmsgerr after the header: its error is 0 or -errno.
-			if e == 0 && r >= unix.NLMSG_HDRLEN+4 && *(*uint16)(unsafe.Pointer(&ack[4])) == unix.NLMSG_ERROR {
-				if errv := -*(*int32)(unsafe.Pointer(&ack[unix.NLMSG_HDRLEN])); errv >= 0 && errv < childFailed {
-					code = uintptr(errv)
-				}
-			}
-		}
-	}
-	for {
-		syscall.RawSyscall(syscall.SYS_EXIT_GROUP, code, 0, 0)
-	}
+	return pid, free, nil
 }
