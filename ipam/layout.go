@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/netip"
-	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -45,24 +45,40 @@ func (k Keys) checkMarker(value []byte) error {
 	return nil
 }
 
-// versionedPrefix is a prefix that names its layout, as DefaultPrefix
-// does.
-var versionedPrefix = regexp.MustCompile(`^(.*/)v([0-9]+)/$`)
+// versionedPrefix splits a prefix that names its layout, as
+// DefaultPrefix does ("<base>/v<n>/"), into base (with its slash) and n.
+// By hand, not a regexp: compiling one is a fifth of a plugin's package
+// initialisation, paid on every exec.
+func versionedPrefix(p string) (base string, n int, ok bool) {
+	rest, found := strings.CutSuffix(p, "/")
+	if !found {
+		return "", 0, false
+	}
+	i := strings.LastIndexByte(rest, '/')
+	if i < 0 || !strings.HasPrefix(rest[i+1:], "v") {
+		return "", 0, false
+	}
+	digits := rest[i+2:]
+	if digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil {
+		return "", 0, false
+	}
+	return rest[:i+1], n, true
+}
 
 // checkNewerPrefix refuses a store that holds the marker of the next
 // layout under the next prefix ("/podnet/v3/" beside "/podnet/v2/"): a
 // newer podnet's data, which this version would not see.
 func (a *Allocator) checkNewerPrefix(ctx context.Context) error {
-	m := versionedPrefix.FindStringSubmatch(a.keys.prefix())
-	if m == nil {
+	base, n, ok := versionedPrefix(a.keys.prefix())
+	if !ok {
 		return nil
 	}
-	n, err := strconv.Atoi(m[2])
-	if err != nil {
-		return nil
-	}
-	next := Keys{Prefix: m[1] + "v" + strconv.Itoa(n+1) + "/"}
-	_, err = a.store.Get(ctx, next.Layout())
+	next := Keys{Prefix: base + "v" + strconv.Itoa(n+1) + "/"}
+	_, err := a.store.Get(ctx, next.Layout())
 	switch {
 	case err == nil:
 		return errorf(KindInvalid, "the store holds a newer IPAM layout under %q (marker %s) beside v%d under %q: "+
