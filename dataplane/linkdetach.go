@@ -41,25 +41,21 @@ import (
 // be h's. A link that does not exist is deleted already. An error,
 // returned or reported, means the link was not deleted.
 func DeleteLinkDetached(h *netlink.Handle, name string, keep int) (unregistered <-chan error, err error) {
-	res := make(chan error, 1)
-	link, err := LinkByName(h, name)
-	if err != nil {
-		return nil, err
-	}
+	link, gone, err := linkToDelete(h, name)
 	if link == nil {
-		res <- nil
-		return res, nil
+		return gone, err
 	}
 	index := link.Attrs().Index
 	w, err := linkWatch(index)
 	if err != nil {
-		return DeleteLinkEarly(h, name)
+		return deleteLinkEarly(h, link, name)
 	}
 	pid, free, err := forkDeleteLink(index, keep)
 	if err != nil {
 		w.close()
-		return DeleteLinkEarly(h, name)
+		return deleteLinkEarly(h, link, name)
 	}
+	res := make(chan error, 1)
 	exited := make(chan error, 1)
 	go func() { // reaps the child, if this process outlives it
 		err := waitDeleteLink(pid)

@@ -24,15 +24,31 @@ import (
 // done has reported. A link that does not exist is deleted already. An
 // error means the link was not deleted.
 func DeleteLinkEarly(h *netlink.Handle, name string) (done <-chan error, err error) {
-	res := make(chan error, 1)
+	link, gone, err := linkToDelete(h, name)
+	if link == nil {
+		return gone, err
+	}
+	return deleteLinkEarly(h, link, name)
+}
+
+// linkToDelete looks the link called name up for a deletion: nil and
+// a done channel already answered when it does not exist.
+func linkToDelete(h *netlink.Handle, name string) (netlink.Link, <-chan error, error) {
 	link, err := LinkByName(h, name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if link == nil {
-		res <- nil
-		return res, nil
+		gone := make(chan error, 1)
+		gone <- nil
+		return nil, gone, nil
 	}
+	return link, nil, nil
+}
+
+// deleteLinkEarly is DeleteLinkEarly for a link looked up already.
+func deleteLinkEarly(h *netlink.Handle, link netlink.Link, name string) (done <-chan error, err error) {
+	res := make(chan error, 1)
 	del := func() error {
 		err := h.LinkDel(link)
 		if err != nil && !IsNotFound(err) {
