@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 
+	"github.com/podnet/podnet/dataplane/nftelem"
 	"github.com/podnet/podnet/dataplane/nftlayout"
 	"github.com/podnet/podnet/dataplane/tag"
 )
@@ -23,21 +25,30 @@ import (
 // both rules): racing writers leave exactly one copy.
 type Masq struct {
 	conn *nftables.Conn
+	// elems gets elements by key, on conn's socket; nil: sets are listed.
+	elems *nftelem.Conn
 }
 
 // NewMasq opens an nftables connection in the calling thread's network
 // namespace; like a netlink handle, it stays bound to it.
 func NewMasq() (*Masq, error) {
-	c, err := nftables.New(nftables.AsLasting())
+	c, elems, err := nftelem.Lasting()
 	if err != nil {
 		return nil, fmt.Errorf("open nftables netlink socket: %w", err)
 	}
-	return &Masq{conn: c}, nil
+	return &Masq{conn: c, elems: elems}, nil
 }
 
 // MasqOn is a Masq on a connection the caller owns (and closes), so
 // that its changes can share a batch with the caller's.
 func MasqOn(c *nftables.Conn) *Masq { return &Masq{conn: c} }
+
+// MasqOnElems is MasqOn with a way to get elements by key (on the same
+// socket: nftelem.Lasting), which QueueRemoveOwned uses instead of
+// listing the pod sets.
+func MasqOnElems(c *nftables.Conn, elems *nftelem.Conn) *Masq {
+	return &Masq{conn: c, elems: elems}
+}
 
 // Close releases the connection.
 func (m *Masq) Close() error { return m.conn.CloseLasting() }
@@ -233,13 +244,16 @@ func (m *Masq) RemovePod(network string, addrs []netip.Addr) error {
 }
 
 // QueueRemoveOwned queues, without committing, the removal of owner's
-// addresses from the network's pod sets. It finds them by the elements'
-// comments, not by address: an address from a stale prevResult may since
-// belong to another pod, whose entry must stay. The caller commits the
-// connection's batch; if that fails whole (an element went away in
-// between), RemovePod is the tolerant way to finish.
-func (m *Masq) QueueRemoveOwned(network string, owner tag.Owner) error {
-	addrs, err := m.OwnedBy(network, owner)
+// addresses from the network's pod sets. It removes only elements whose
+// comment names owner: an address from a stale prevResult may since
+// belong to another pod, whose entry must stay. candidates are the
+// addresses owner may have (prevResult's): their elements are got by key,
+// whatever the number of pods in the sets. Without candidates (no
+// prevResult), or without elems, it lists the sets to find owner's. The
+// caller commits the connection's batch; if that fails whole (an element
+// went away in between), RemovePod is the tolerant way to finish.
+func (m *Masq) QueueRemoveOwned(network string, owner tag.Owner, candidates []netip.Addr) error {
+	addrs, err := m.ownedAmong(network, owner, candidates)
 	if err != nil {
 		return err
 	}
@@ -250,6 +264,37 @@ func (m *Masq) QueueRemoveOwned(network string, owner tag.Owner) error {
 		}
 	}
 	return nil
+}
+
+// ownedAmong returns the candidates whose elements name owner; see
+// QueueRemoveOwned.
+func (m *Masq) ownedAmong(network string, owner tag.Owner, candidates []netip.Addr) ([]netip.Addr, error) {
+	if len(candidates) == 0 || m.elems == nil {
+		return m.OwnedBy(network, owner)
+	}
+	o := newMasqObjects(network)
+	var addrs []netip.Addr
+	var qs []nftelem.Query
+	for _, a := range candidates {
+		if a = a.Unmap(); a.IsValid() && !slices.Contains(addrs, a) {
+			addrs = append(addrs, a)
+			qs = append(qs, nftelem.Query{Set: o.podSet(a).Name, Key: a.AsSlice()})
+		}
+	}
+	rs, err := m.elems.Get(o.table, qs)
+	if errors.Is(err, nftelem.ErrUnsupported) {
+		return m.OwnedBy(network, owner)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("nftables: %w", err)
+	}
+	var out []netip.Addr
+	for i, r := range rs {
+		if who, _ := tag.ParseComment(network, r.Element.Comment); r.State == nftelem.Found && who == owner {
+			out = append(out, addrs[i])
+		}
+	}
+	return out, nil
 }
 
 func (m *Masq) deleteElements(o *masqObjects, addrs []netip.Addr, addFirst bool) error {

@@ -24,7 +24,11 @@
 // ID> <ifname>". DEL removes exactly the elements of its attachment
 // (without needing prevResult), GC the elements of its network whose
 // attachment is not valid, and ADD refuses a host port whose element
-// belongs to another attachment (KindConflict).
+// belongs to another attachment (KindConflict). ADD and DEL read the
+// elements they may touch by key (dataplane/nftelem: AddLookups, and the
+// request's keys for DEL), so their cost does not grow with the number
+// of containers on the host; a DEL without prevResult, CHECK and GC list
+// the maps.
 //
 // The package is split in a pure part (config.go, entry.go, plan.go,
 // ruleset.go: validation, the entries an attachment should have,

@@ -7,6 +7,7 @@ import (
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 
+	"github.com/podnet/podnet/dataplane/nftelem"
 	"github.com/podnet/podnet/dataplane/nftlayout"
 )
 
@@ -15,22 +16,27 @@ import (
 // thread that called OpenNFT.
 type NFT struct {
 	conn *nftables.Conn
-	rs   *Ruleset
+	// elems gets elements by key, on conn's socket; nil: sets are listed.
+	elems *nftelem.Conn
+	rs    *Ruleset
 }
 
 // OnConn is an NFT that queues its work on a connection the caller owns
 // (and closes): host ports then go into the same batch as the caller's
-// own changes, one commit for both.
-func OnConn(c *nftables.Conn) *NFT { return &NFT{conn: c, rs: NewRuleset()} }
+// own changes, one commit for both. elems gets elements by key (on the
+// same socket: nftelem.Lasting); nil makes the NFT list whole sets.
+func OnConn(c *nftables.Conn, elems *nftelem.Conn) *NFT {
+	return &NFT{conn: c, elems: elems, rs: NewRuleset()}
+}
 
 // OpenNFT opens a netlink socket to nftables in the caller's network
 // namespace.
 func OpenNFT() (*NFT, error) {
-	c, err := nftables.New(nftables.AsLasting())
+	c, elems, err := nftelem.Lasting()
 	if err != nil {
 		return nil, errorf(KindIO, "portmap: nftables netlink socket: %v", err)
 	}
-	return &NFT{conn: c, rs: NewRuleset()}, nil
+	return OnConn(c, elems), nil
 }
 
 // Close closes the socket.
@@ -60,6 +66,57 @@ func (n *NFT) List(sets []string) (entries []Entry, missing bool, err error) {
 		}
 	}
 	return entries, missing, nil
+}
+
+// Get reads the elements with the keys of es (their set and key; their
+// data and owner do not matter), in one round trip, however many
+// elements the sets hold. missing is true when one of those sets does
+// not exist. It needs an NFT with elems.
+func (n *NFT) Get(es []Entry) (found []Entry, missing bool, err error) {
+	qs := make([]nftelem.Query, 0, len(es))
+	for _, e := range es {
+		qs = append(qs, nftelem.Query{Set: e.Set(), Key: e.Key()})
+	}
+	rs, err := n.elems.Get(n.rs.Table, qs)
+	if err != nil {
+		if errors.Is(err, nftelem.ErrUnsupported) {
+			return nil, false, err
+		}
+		return nil, false, errorf(KindIO, "portmap: %v", err)
+	}
+	for i, r := range rs {
+		switch r.State {
+		case nftelem.NoSet:
+			missing = true
+		case nftelem.Found:
+			e, err := DecodeEntry(qs[i].Set, r.Element.Key, r.Element.Data, r.Element.Comment)
+			if err == nil { // else not ours to interpret, as in List
+				found = append(found, e)
+			}
+		}
+	}
+	return found, missing, nil
+}
+
+// lookup reads the elements with the keys of keys, and the sets of list
+// whole. Where elements cannot be got by key (no elems, or a kernel
+// before 4.15), it lists the sets of fallback instead.
+func (n *NFT) lookup(keys []Entry, list, fallback []string) (existing []Entry, missing bool, err error) {
+	if n.elems == nil {
+		return n.List(fallback)
+	}
+	got, missing, err := n.Get(keys)
+	if errors.Is(err, nftelem.ErrUnsupported) {
+		return n.List(fallback)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	listed, missing2, err := n.List(list)
+	if err != nil {
+		return nil, false, err
+	}
+	return append(got, listed...), missing || missing2, nil
 }
 
 // Apply makes ch in one batch, atomically. With setup, the batch first

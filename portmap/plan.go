@@ -164,6 +164,53 @@ func conflict(w, x Entry) error {
 		w.Proto, w.HostPort, host(w), owner, host(x), netip.AddrPortFrom(x.PodIP, x.PodPort))
 }
 
+// AddLookups says what ADD reads of the table so that Reconcile, given
+// only that, decides as it would given every element: the keys of want;
+// for a mapping on one host address, the any-address element of the same
+// port (its key is the port's, in dnat4 or dnat6); and for a mapping on
+// any address, the whole hostip map of its family (list), since another
+// container's mapping of the same port on any one host address conflicts
+// with it, and that address is part of the key. Nodes rarely have
+// hostIP mappings, so that map is small or empty. Keys of a listed map
+// are not looked up again.
+//
+// Elements the owner has under keys want no longer has (an ADD repeated
+// with other mappings) are not read, so Reconcile does not remove them:
+// runtimes DEL before they ADD again, a failed ADD undoes its own, and
+// GC sweeps what a lost DEL leaves.
+func AddLookups(want []Entry) (keys []Entry, list []string) {
+	listed := map[string]bool{}
+	for _, w := range want {
+		if w.Kind == DNAT && !w.HostIP.IsValid() {
+			s := SetHostIP6
+			if w.is4() {
+				s = SetHostIP4
+			}
+			if !listed[s] {
+				listed[s] = true
+				list = append(list, s)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	look := func(e Entry) {
+		k := e.Set() + "\x00" + string(e.Key())
+		if !listed[e.Set()] && !seen[k] {
+			seen[k] = true
+			keys = append(keys, e)
+		}
+	}
+	for _, w := range want {
+		look(w)
+		if w.Kind == DNAT && w.HostIP.IsValid() {
+			onAny := w
+			onAny.HostIP = netip.Addr{}
+			look(onAny)
+		}
+	}
+	return keys, list
+}
+
 // Owned returns the entries of existing that belong to owner.
 func Owned(owner tag.Owner, existing []Entry) []Entry {
 	var out []Entry

@@ -50,6 +50,25 @@ func (r *Request) want() ([]Entry, error) {
 	return Want(r.Owner, r.Config, r.Container.V4, r.Container.V6)
 }
 
+// delKeys are the elements a DEL looks up by key: those ADD made for
+// the same mappings and container (the runtime gives DEL the
+// configuration and prevResult of ADD), with the SNAT ones whatever the
+// configuration says now (two more keys, and no element of the owner's
+// is left should it have changed). nil when they cannot be derived: a
+// sweep, no prevResult, or mappings that do not fit its addresses.
+func (r *Request) delKeys() []Entry {
+	if r.Sweep || r.Container == nil {
+		return nil
+	}
+	c := *r.Config
+	c.SNAT = true
+	keys, err := Want(r.Owner, &c, r.Container.V4, r.Container.V6)
+	if err != nil {
+		return nil
+	}
+	return keys
+}
+
 // setsFor lists the sets of the families es touch.
 func setsFor(es []Entry) []string {
 	var has4, has6 bool
@@ -79,7 +98,10 @@ func Add(r *Request) error {
 		return err
 	}
 	err = locked(r.lockPath(), func(n *NFT) error {
-		existing, missing, err := n.List(setsFor(want))
+		// By key, not by listing every container's elements: see
+		// AddLookups for what that reads, and what it leaves.
+		keys, list := AddLookups(want)
+		existing, missing, err := n.lookup(keys, list, setsFor(want))
 		if err != nil {
 			return err
 		}
@@ -127,6 +149,12 @@ func Del(r *Request) error {
 // elements the request's owner has and returns them. The caller holds
 // Lock(r.LockPath) from before QueueDel until its Commit, and calls
 // FlushUDPOf(owned) once the batch is in.
+//
+// When the request's mappings and container addresses say which keys ADD
+// wrote (delKeys), it gets those elements by key; otherwise (a sweep, no
+// prevResult) it lists the sets. Either way it removes only the
+// elements whose comment names the owner: a key from a stale prevResult
+// may since be another container's.
 func QueueDel(n *NFT, r *Request) (owned []Entry, err error) {
 	if len(r.Config.Mappings) == 0 && !r.Sweep {
 		return nil, nil
@@ -135,7 +163,12 @@ func QueueDel(n *NFT, r *Request) (owned []Entry, err error) {
 	if c := r.Container; c != nil && c.V4.IsValid() != c.V6.IsValid() {
 		sets = SetsOf(c.V4.IsValid())
 	}
-	existing, _, err := n.List(sets)
+	var existing []Entry
+	if keys := r.delKeys(); keys != nil {
+		existing, _, err = n.lookup(keys, nil, sets)
+	} else {
+		existing, _, err = n.List(sets)
+	}
 	if err != nil {
 		return nil, err
 	}

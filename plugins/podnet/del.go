@@ -13,8 +13,10 @@ import (
 	"github.com/podnet/podnet/cni"
 	"github.com/podnet/podnet/cni/skel"
 	"github.com/podnet/podnet/dataplane"
+	"github.com/podnet/podnet/dataplane/nftelem"
 	"github.com/podnet/podnet/dataplane/tag"
 	"github.com/podnet/podnet/portmap"
+	"github.com/podnet/podnet/portmap/portmapcni"
 )
 
 // cmdDel undoes ADD: the masquerade entries, the host ports and the veth
@@ -50,14 +52,14 @@ func cmdDel(ctx context.Context, args *skel.CmdArgs) error {
 	// The nftables socket before the link's deleter starts: the deleter
 	// holds it until the kernel's RCU wait is over, so that closing it
 	// here does not wait for a grace period of its own.
-	conn, nftFd, nftErr := openNFT()
+	conn, elems, nftFd, nftErr := openNFT()
 	defer closeNFT(conn)
 	unregistered, err := a.deleteLink(host, nftFd)
 	if err != nil {
 		return errors.Join(err, nftErr)
 	}
 	if nftErr == nil {
-		nftErr = a.removeNFT(conn, withGuard)
+		nftErr = a.removeNFT(conn, elems, withGuard)
 	}
 	if err := errors.Join(nftErr, <-unregistered); err != nil {
 		return err // the dataplane is not clean: no release
@@ -83,9 +85,10 @@ func (a *attachment) deleteLink(host netlink.Link, keep int) (unregistered <-cha
 	return dataplane.DeleteLinkDetached(a.hh, a.hostName, keep)
 }
 
-// openNFT opens a lasting nftables connection and returns its socket's
-// descriptor (-1 when unknown).
-func openNFT() (conn *nftables.Conn, fd int, err error) {
+// openNFT opens a lasting nftables connection, a way to get elements by
+// key on the same socket (no second socket to close, see removeNFT), and
+// returns the socket's descriptor (-1 when unknown).
+func openNFT() (conn *nftables.Conn, elems *nftelem.Conn, fd int, err error) {
 	fd = -1
 	record := func(c *mdnetlink.Conn) error {
 		if rc, err := c.SyscallConn(); err == nil {
@@ -93,11 +96,11 @@ func openNFT() (conn *nftables.Conn, fd int, err error) {
 		}
 		return nil
 	}
-	conn, err = nftables.New(nftables.AsLasting(), nftables.WithSockOptions(record))
+	conn, elems, err = nftelem.Lasting(nftables.WithSockOptions(record))
 	if err != nil {
-		return nil, -1, cni.Errorf(cni.CodeIOFailure, "nftables netlink socket: %v", err)
+		return nil, nil, -1, cni.Errorf(cni.CodeIOFailure, "nftables netlink socket: %v", err)
 	}
-	return conn, fd, nil
+	return conn, elems, fd, nil
 }
 
 func closeNFT(conn *nftables.Conn) {
@@ -137,12 +140,22 @@ func confForDel(args *skel.CmdArgs) *conf {
 
 // removeNFT removes, through conn, the attachment's source guard,
 // masquerade entries and host ports in one nftables batch (the guard
-// apart when DEL has no prevResult to name its addresses). Should the
-// batch fail (it fails whole: say an element went away since it was
-// listed, or the guard went with its link), each part is removed again
-// the one-by-one way that tolerates whatever is missing.
-func (a *attachment) removeNFT(conn *nftables.Conn, withGuard bool) (err error) {
+// apart when DEL has no prevResult to name its addresses). With a
+// prevResult, the masquerade and host-port elements its addresses and
+// the mappings name are got by key through elems (a round trip each,
+// whatever the number of pods on the node), and only those whose comment
+// names the attachment are removed; without one, the sets are listed.
+// Should the batch fail (it fails whole: say an element went away since
+// it was read, or the guard went with its link), each part is removed
+// again the one-by-one way that tolerates whatever is missing.
+func (a *attachment) removeNFT(conn *nftables.Conn, elems *nftelem.Conn, withGuard bool) (err error) {
+	prevAddrs := a.prevResultAddrs()
 	ports := a.hostPortsToDelete()
+	if ports != nil && !ports.Sweep {
+		// The keys ADD wrote: its mappings lead to prevResult's
+		// addresses.
+		ports.Container = portmapcni.Container(a.args.NetConf.PrevResult)
+	}
 	unlock := func() {}
 	if ports != nil {
 		if unlock, err = portmap.Lock(ports.LockPath); err != nil {
@@ -154,8 +167,8 @@ func (a *attachment) removeNFT(conn *nftables.Conn, withGuard bool) (err error) 
 	if withGuard {
 		// By prevResult's addresses, in the batch; without them, by
 		// listing the guard's sets, apart.
-		if addrs := a.prevResultAddrs(); len(addrs) > 0 {
-			if err := dataplane.GuardsOn(conn).QueueRemove(a.guard(addrs)); err != nil {
+		if len(prevAddrs) > 0 {
+			if err := dataplane.GuardsOn(conn).QueueRemove(a.guard(prevAddrs)); err != nil {
 				return err
 			}
 		} else if err := a.removeGuard(); err != nil {
@@ -163,7 +176,7 @@ func (a *attachment) removeNFT(conn *nftables.Conn, withGuard bool) (err error) 
 		}
 	}
 	if a.conf.IPMasq {
-		if err := dataplane.MasqOn(conn).QueueRemoveOwned(a.conf.Name, a.owner); err != nil {
+		if err := dataplane.MasqOnElems(conn, elems).QueueRemoveOwned(a.conf.Name, a.owner, prevAddrs); err != nil {
 			return err
 		}
 	}
@@ -174,7 +187,7 @@ func (a *attachment) removeNFT(conn *nftables.Conn, withGuard bool) (err error) 
 	}
 	var owned []portmap.Entry
 	if ports != nil {
-		if owned, err = portmap.QueueDel(portmap.OnConn(conn), ports); err != nil {
+		if owned, err = portmap.QueueDel(portmap.OnConn(conn, elems), ports); err != nil {
 			return err
 		}
 	}
