@@ -77,14 +77,21 @@ func TestBridgedPodsJudged(t *testing.T) {
 			l.Close()
 		}
 	})
-	reaches := func(from string, v6 bool) bool {
+	var reachesWithin func(from string, v6 bool, wait time.Duration) bool
+	reaches := func(from string, v6 bool) bool { return reachesWithin(from, v6, 700*time.Millisecond) }
+	// A path that should be open gets a longer chance on a loaded
+	// machine; one that should be closed needs no more than one try.
+	opens := func(from string, v6 bool) bool {
+		return reaches(from, v6) || reachesWithin(from, v6, 5*time.Second)
+	}
+	reachesWithin = func(from string, v6 bool, wait time.Duration) bool {
 		fam := 0
 		if v6 {
 			fam = 1
 		}
 		var c net.Conn
 		err := netns.Do(paths[from], func() (err error) {
-			d := net.Dialer{Timeout: 700 * time.Millisecond}
+			d := net.Dialer{Timeout: wait}
 			c, err = d.Dial("tcp", netip.AddrPortFrom(addrs["server"][fam], 80).String())
 			return err
 		})
@@ -92,7 +99,7 @@ func TestBridgedPodsJudged(t *testing.T) {
 			return false
 		}
 		defer c.Close()
-		return echo(c, "hi", time.Second) == nil
+		return echo(c, "hi", max(wait, time.Second)) == nil
 	}
 
 	f, err := os.Open(node)
@@ -109,11 +116,11 @@ func TestBridgedPodsJudged(t *testing.T) {
 
 	for _, v6 := range []bool{false, true} {
 		must(t, netns.Do(node, func() error { return dataplane.WriteSysctls(dataplane.BridgeNetfilterSysctls(false)) }))
-		if !reaches("stranger", v6) {
+		if !opens("stranger", v6) {
 			t.Fatalf("IPv6=%v: without the bridge's hand-over the stranger does not reach the server either: the test proves nothing", v6)
 		}
 		must(t, netns.Do(node, func() error { return dataplane.WriteSysctls(dataplane.BridgeNetfilterSysctls(true)) }))
-		if !reaches("client", v6) {
+		if !opens("client", v6) {
 			t.Errorf("IPv6=%v: the client, which the policy allows, does not reach the server", v6)
 		}
 		if reaches("stranger", v6) {
