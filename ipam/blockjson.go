@@ -214,6 +214,7 @@ func (d *jsonParser) blockField(b *Block, bit uint16) bool {
 
 func (d *jsonParser) attributes(out *[]Attributes) bool {
 	as := []Attributes{}
+	node := ""
 	ok := d.array(func() bool {
 		var a Attributes
 		var seen uint8
@@ -228,7 +229,11 @@ func (d *jsonParser) attributes(out *[]Attributes) bool {
 			case k == "node" && seen&2 == 0:
 				seen |= 2
 				s, ok = d.str()
-				a.Node = string(s)
+				a.Node = node
+				if string(s) != node { // one node's block names it in every entry
+					a.Node = string(s)
+					node = a.Node
+				}
 			case k == "extra" && seen&4 == 0:
 				seen |= 4
 				ok = d.stringMap(&a.Extra)
@@ -367,9 +372,21 @@ func (d *jsonParser) stringMap(out *map[string]string) bool {
 	*out = m
 	return d.object(func(key []byte) bool {
 		v, ok := d.str()
-		m[string(key)] = string(v)
+		m[attrKey(key)] = string(v)
 		return ok
 	})
+}
+
+// attrKey is string(key), without a copy for the keys every endpoint's
+// allocation has.
+func attrKey(key []byte) string {
+	switch string(key) {
+	case AttrEndpoint:
+		return AttrEndpoint
+	case AttrCreated:
+		return AttrCreated
+	}
+	return string(key)
 }
 
 // mayHoldHandle reports whether a block's stored value may name handle:
