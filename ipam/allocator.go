@@ -230,13 +230,16 @@ func (a *Allocator) held(ctx context.Context, w *writeSet, node, handle string, 
 		return nil, a.checkLayout(ctx, node)
 	}
 	var out []netip.Prefix
+	needle := quotedHandle(handle)
 	for _, cidr := range ix.x.cidrs() {
-		r, err := w.block(ctx, cidr)
+		// Only blocks that may hold the handle are decoded; a node
+		// with many blocks has the handle's addresses in one or two.
+		r, err := w.blockHolding(ctx, cidr, handle, needle)
 		if err != nil {
 			return nil, err
 		}
-		if r.b == nil {
-			continue // a claim in flight, or Check reports it
+		if r == nil || r.b == nil {
+			continue // not the handle's; a claim in flight; or Check reports it
 		}
 		addrs := r.b.AddrsOf(handle)
 		for _, addr := range addrs {
@@ -340,6 +343,9 @@ func (f *famAssign) fromOwnBlocks(ctx context.Context) error {
 	for _, e := range slices.Clone(f.ix.x.Blocks) {
 		if e.State == AffinityPendingDeletion || !f.req.inPools(e.CIDR) {
 			continue
+		}
+		if f.done() && e.State != AffinityPending {
+			continue // only a pending claim is worth reading now
 		}
 		var r *blockRef
 		var err error

@@ -34,16 +34,30 @@ func BenchmarkBlockJSON(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.ReportMetric(float64(len(data)), "bytes")
-			for b.Loop() {
-				var x Block
-				if err := json.Unmarshal(data, &x); err != nil {
-					b.Fatal(err)
+			b.Run("encoding-json", func(b *testing.B) {
+				b.ReportMetric(float64(len(data)), "bytes")
+				for b.Loop() {
+					var x Block
+					if err := json.Unmarshal(data, &x); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := json.Marshal(&x); err != nil {
+						b.Fatal(err)
+					}
 				}
-				if _, err := json.Marshal(&x); err != nil {
-					b.Fatal(err)
+			})
+			// What the allocator runs (blockjson.go), Validate included.
+			b.Run("hand", func(b *testing.B) {
+				for b.Loop() {
+					x, err := decodeBlock(KV{Key: "k", Value: data})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := encodeBlock(x); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
+			})
 		})
 	}
 }

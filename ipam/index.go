@@ -43,6 +43,9 @@ type BorrowedBlock struct {
 }
 
 func decodeIndex(kv KV) (*NodeIndex, error) {
+	if x, ok := parseIndexJSON(kv.Value); ok {
+		return x, nil
+	}
 	x := new(NodeIndex)
 	if err := json.Unmarshal(kv.Value, x); err != nil {
 		return nil, fmt.Errorf("node index %s: %w", kv.Key, err)

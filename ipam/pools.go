@@ -209,10 +209,13 @@ func (a *Allocator) listPools(ctx context.Context) (poolList, error) {
 // wrong with it.
 func decodePool(kv KV, name string) (Pool, *InvalidPoolError) {
 	bad := &InvalidPoolError{Name: name, Key: kv.Key, rev: kv.ModRevision}
-	var p Pool
-	if err := json.Unmarshal(kv.Value, &p); err != nil {
-		bad.Err = fmt.Errorf("value does not decode: %w", err)
-		return Pool{}, bad
+	p, ok := parsePoolJSON(kv.Value)
+	if !ok {
+		p = Pool{}
+		if err := json.Unmarshal(kv.Value, &p); err != nil {
+			bad.Err = fmt.Errorf("value does not decode: %w", err)
+			return Pool{}, bad
+		}
 	}
 	n, err := p.normalize()
 	if err == nil {

@@ -176,7 +176,11 @@ func (a *Allocator) handleBlocks(ctx context.Context, w *writeSet, node, handle 
 		if err != nil {
 			return nil, err
 		}
+		needle := quotedHandle(handle)
 		for _, kv := range kvs {
+			if !mayHoldHandle(kv.Value, handle, needle) {
+				continue
+			}
 			r, err := w.addBlockKV(kv)
 			if err != nil {
 				return nil, err
@@ -189,6 +193,8 @@ func (a *Allocator) handleBlocks(ctx context.Context, w *writeSet, node, handle 
 		}
 		ix, _ := w.index(ctx, node)
 		for _, cidr := range ix.x.cidrs() {
+			// nil for a block held left undecoded: it cannot
+			// hold the handle.
 			refs = append(refs, w.blocks[cidr])
 		}
 	}

@@ -24,8 +24,13 @@ import (
 // blocks that back them). Writes that must precede a block change for
 // I1 (a claim's or a borrow's intent) are made at once, by writeIndex.
 type writeSet struct {
-	a       *Allocator
-	blocks  map[netip.Prefix]*blockRef
+	a      *Allocator
+	blocks map[netip.Prefix]*blockRef
+	// unread are blocks read but not decoded: held skips a block whose
+	// stored value cannot name the handle (mayHoldHandle), and block
+	// decodes it only if the operation turns out to use it, from the
+	// same read.
+	unread  map[netip.Prefix]KV
 	indexes map[string]*indexRef
 	wrote   bool // a write was made
 }
@@ -49,7 +54,7 @@ type indexRef struct {
 }
 
 func (a *Allocator) newWriteSet() *writeSet {
-	return &writeSet{a: a, blocks: map[netip.Prefix]*blockRef{}, indexes: map[string]*indexRef{}}
+	return &writeSet{a: a, blocks: map[netip.Prefix]*blockRef{}, unread: map[netip.Prefix]KV{}, indexes: map[string]*indexRef{}}
 }
 
 // idle reports whether w wrote nothing and has nothing to commit. An
@@ -86,24 +91,70 @@ func (w *writeSet) block(ctx context.Context, cidr netip.Prefix) (*blockRef, err
 	if r, ok := w.blocks[cidr]; ok {
 		return r, nil
 	}
-	r := &blockRef{}
+	kv, ok := w.unread[cidr]
+	if !ok {
+		var err error
+		if kv, err = w.readBlock(ctx, cidr); err != nil {
+			return nil, err
+		}
+	}
+	return w.decodeBlockKV(cidr, kv)
+}
+
+// blockHolding is block for a caller that only wants the block if it may
+// hold addresses of handle (needle is quotedHandle(handle)): it returns
+// nil, leaving the block undecoded, when the block does not exist or its
+// stored value cannot name handle.
+func (w *writeSet) blockHolding(ctx context.Context, cidr netip.Prefix, handle string, needle []byte) (*blockRef, error) {
+	if r, ok := w.blocks[cidr]; ok {
+		return r, nil
+	}
+	if _, ok := w.unread[cidr]; ok {
+		return nil, nil
+	}
+	kv, err := w.readBlock(ctx, cidr)
+	if err != nil {
+		return nil, err
+	}
+	if kv.Value != nil && !mayHoldHandle(kv.Value, handle, needle) {
+		w.unread[cidr] = kv
+		return nil, nil
+	}
+	return w.decodeBlockKV(cidr, kv)
+}
+
+// readBlock reads the block at cidr; a missing block is a KV with a nil
+// Value.
+func (w *writeSet) readBlock(ctx context.Context, cidr netip.Prefix) (KV, error) {
 	kv, err := w.a.store.Get(ctx, w.a.keys.Block(cidr))
 	switch {
 	case errors.Is(err, ErrNotFound):
+		return KV{}, nil
 	case err != nil:
-		return nil, err
-	default:
+		return KV{}, err
+	case kv.Value == nil:
+		kv.Value = []byte{} // present, if empty: decoding says it is invalid
+	}
+	return kv, nil
+}
+
+// decodeBlockKV puts the block read at cidr into w, decoded.
+func (w *writeSet) decodeBlockKV(cidr netip.Prefix, kv KV) (*blockRef, error) {
+	r := &blockRef{}
+	if kv.Value != nil {
 		b, err := decodeBlock(kv)
 		if err != nil {
 			return nil, err
 		}
 		r.b, r.rev = b, kv.ModRevision
 	}
+	delete(w.unread, cidr)
 	w.blocks[cidr] = r
 	return r, nil
 }
 
-// addBlockKV puts a block read by a List into w, unless w has it.
+// addBlockKV puts a block read by a List into w, unless w has it; one it
+// read before, undecoded, is taken from that read.
 func (w *writeSet) addBlockKV(kv KV) (*blockRef, error) {
 	b, err := decodeBlock(kv)
 	if err != nil {
@@ -112,20 +163,31 @@ func (w *writeSet) addBlockKV(kv KV) (*blockRef, error) {
 	if r, ok := w.blocks[b.CIDR]; ok {
 		return r, nil
 	}
+	if old, ok := w.unread[b.CIDR]; ok {
+		return w.decodeBlockKV(b.CIDR, old)
+	}
 	r := &blockRef{b: b, rev: kv.ModRevision}
 	w.blocks[b.CIDR] = r
 	return r, nil
 }
 
 func decodeBlock(kv KV) (*Block, error) {
-	b := new(Block)
-	if err := json.Unmarshal(kv.Value, b); err != nil {
-		return nil, fmt.Errorf("block %s: %w", kv.Key, err)
+	b, ok := parseBlockJSON(kv.Value)
+	if !ok {
+		b = new(Block)
+		if err := json.Unmarshal(kv.Value, b); err != nil {
+			return nil, fmt.Errorf("block %s: %w", kv.Key, err)
+		}
 	}
 	if err := b.Validate(); err != nil {
 		return nil, fmt.Errorf("key %s: %w", kv.Key, err)
 	}
 	return b, nil
+}
+
+// encodeBlock is json.Marshal(b), by hand (blockjson.go).
+func encodeBlock(b *Block) ([]byte, error) {
+	return appendBlockJSON(make([]byte, 0, 256+64*len(b.Owners)), b)
 }
 
 // index returns node's index, reading it on first use; ref.x is nil if
@@ -263,7 +325,7 @@ func (w *writeSet) writeBlock(ctx context.Context, cidr netip.Prefix, r *blockRe
 		}
 		return err
 	}
-	v, err := json.Marshal(r.b)
+	v, err := encodeBlock(r.b)
 	if err != nil {
 		return err
 	}
