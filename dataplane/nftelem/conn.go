@@ -10,6 +10,8 @@ import (
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/podnet/podnet/dataplane/nftlayout"
 )
 
 // perExchange bounds the keys of one exchange, so that the answers (a
@@ -113,7 +115,7 @@ func (c *Conn) get(t *nftables.Table, qs []Query) ([]Result, error) {
 	}
 	answers, err := c.exchange(msgs)
 	if err != nil {
-		return nil, fmt.Errorf("nftelem: get elements of table %s %s: %w", familyName(t.Family), t.Name, err)
+		return nil, fmt.Errorf("nftelem: get elements of table %s: %w", nftlayout.Name(t), err)
 	}
 	return interpret(t, qs, probeOf, answers[:probes], answers[probes:])
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
+
+	"github.com/podnet/podnet/dataplane/nftlayout"
 )
 
 // Query names one element: its set (or map) and its key, laid out as the
@@ -84,7 +86,7 @@ func interpret(t *nftables.Table, qs []Query, probeOf map[string]int, probes, el
 		case p.errno == unix.ENOENT:
 			out[i] = Result{State: NoSet}
 		case p.errno != 0:
-			return nil, fmt.Errorf("nftelem: look up set %s in table %s %s: %w", q.Set, familyName(t.Family), t.Name, p.errno)
+			return nil, fmt.Errorf("nftelem: look up set %s in table %s: %w", q.Set, nftlayout.Name(t), p.errno)
 		default:
 			out[i] = Result{State: NotFound}
 		}
@@ -93,23 +95,5 @@ func interpret(t *nftables.Table, qs []Query, probeOf map[string]int, probes, el
 }
 
 func where(t *nftables.Table, q Query) string {
-	return fmt.Sprintf("nftelem: get the element %x of set %s in table %s %s", q.Key, q.Set, familyName(t.Family), t.Name)
-}
-
-func familyName(f nftables.TableFamily) string {
-	switch f {
-	case nftables.TableFamilyINet:
-		return "inet"
-	case nftables.TableFamilyIPv4:
-		return "ip"
-	case nftables.TableFamilyIPv6:
-		return "ip6"
-	case nftables.TableFamilyBridge:
-		return "bridge"
-	case nftables.TableFamilyARP:
-		return "arp"
-	case nftables.TableFamilyNetdev:
-		return "netdev"
-	}
-	return fmt.Sprintf("family %d", f)
+	return fmt.Sprintf("nftelem: get the element %x of set %s in table %s", q.Key, q.Set, nftlayout.Name(t))
 }
