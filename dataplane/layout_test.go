@@ -75,7 +75,7 @@ func TestOlderWriterLeavesNewerTables(t *testing.T) {
 		futureTable(t, c, guardBr, GuardLayout)
 		futureTable(t, c, closed, ClosedLayout)
 
-		m := MasqOn(c)
+		m := MasqOn(c, nil)
 		if err := m.AddPod(MasqNetwork{Network: "n1"}, owner, pod); !nftlayout.IsNewer(err) {
 			t.Errorf("masquerade: %v, want a NewerError", err)
 		}
@@ -122,7 +122,7 @@ func TestMasqRulesOfNewerTable(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		m := MasqOn(c)
+		m := MasqOn(c, nil)
 		if err := m.AddPod(n, owner, []netip.Addr{netip.MustParseAddr("10.1.0.5")}); err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +161,7 @@ func TestWriterMarksTables(t *testing.T) {
 		if err := c.Flush(); err != nil {
 			return err
 		}
-		if err := MasqOn(c).AddPod(MasqNetwork{Network: "n1"}, owner, pod); err != nil {
+		if err := MasqOn(c, nil).AddPod(MasqNetwork{Network: "n1"}, owner, pod); err != nil {
 			t.Fatalf("masquerade: %v", err)
 		}
 		g := Guard{Owner: owner, HostIf: "pn1", PodMAC: mustMAC("02:00:00:00:00:01"), Addrs: pod}

@@ -40,13 +40,10 @@ func NewMasq() (*Masq, error) {
 }
 
 // MasqOn is a Masq on a connection the caller owns (and closes), so
-// that its changes can share a batch with the caller's.
-func MasqOn(c *nftables.Conn) *Masq { return &Masq{conn: c} }
-
-// MasqOnElems is MasqOn with a way to get elements by key (on the same
-// socket: nftelem.Lasting), which QueueRemoveOwned uses instead of
-// listing the pod sets.
-func MasqOnElems(c *nftables.Conn, elems *nftelem.Conn) *Masq {
+// that its changes can share a batch with the caller's. elems gets
+// elements by key on the same socket (nftelem.Lasting), which
+// QueueRemoveOwned uses instead of listing the pod sets; nil lists them.
+func MasqOn(c *nftables.Conn, elems *nftelem.Conn) *Masq {
 	return &Masq{conn: c, elems: elems}
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/podnet/podnet/dataplane/nftelem"
 	"github.com/podnet/podnet/dataplane/tag"
 	"github.com/podnet/podnet/portmap"
-	"github.com/podnet/podnet/portmap/portmapcni"
 )
 
 // cmdDel undoes ADD: the masquerade entries, the host ports and the veth
@@ -151,11 +150,6 @@ func confForDel(args *skel.CmdArgs) *conf {
 func (a *attachment) removeNFT(conn *nftables.Conn, elems *nftelem.Conn, withGuard bool) (err error) {
 	prevAddrs := a.prevResultAddrs()
 	ports := a.hostPortsToDelete()
-	if ports != nil && !ports.Sweep {
-		// The keys ADD wrote: its mappings lead to prevResult's
-		// addresses.
-		ports.Container = portmapcni.Container(a.args.NetConf.PrevResult)
-	}
 	unlock := func() {}
 	if ports != nil {
 		if unlock, err = portmap.Lock(ports.LockPath); err != nil {
@@ -176,7 +170,7 @@ func (a *attachment) removeNFT(conn *nftables.Conn, elems *nftelem.Conn, withGua
 		}
 	}
 	if a.conf.IPMasq {
-		if err := dataplane.MasqOnElems(conn, elems).QueueRemoveOwned(a.conf.Name, a.owner, prevAddrs); err != nil {
+		if err := dataplane.MasqOn(conn, elems).QueueRemoveOwned(a.conf.Name, a.owner, prevAddrs); err != nil {
 			return err
 		}
 	}

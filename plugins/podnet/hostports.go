@@ -46,12 +46,13 @@ func (a *attachment) hostPortRequest(prev *cni.Result) (*portmap.Request, error)
 // host port, and their DEL must not pay for a look through the tables.
 // Only when the mappings are absent or unreadable (DEL must clean up
 // whatever it is given) does it sweep the tables for the attachment's
-// elements.
+// elements. The request's container is prevResult's: with the mappings,
+// it names the keys ADD wrote, which DEL then reads by key.
 func (a *attachment) hostPortsToDelete() *portmap.Request {
 	if !a.hostPortsDeclared() {
 		return nil
 	}
-	r, err := a.hostPortRequest(nil)
+	r, err := a.hostPortRequest(a.args.NetConf.PrevResult)
 	switch {
 	case r != nil:
 		return r
