@@ -3,9 +3,7 @@ package policy
 import (
 	"cmp"
 	"fmt"
-	"net/netip"
 	"slices"
-	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
 )
@@ -121,6 +119,7 @@ func Compile(s *Snapshot, opts Options) *IR {
 		ir.Nodes = append(ir.Nodes, Node{Name: n.Name, IPs: sortedAddrs(slices.Clone(n.IPs))})
 	}
 	slices.SortFunc(ir.Nodes, func(a, b Node) int { return cmp.Compare(a.Name, b.Name) })
+	ir.inc = c.incremental(opts)
 	return ir
 }
 
@@ -138,6 +137,7 @@ type compiler struct {
 	cidrSets  map[string]*CIDRSet
 	portSets  map[string]*PortSet
 	namedSets map[string]*NamedPortSet
+	namedRefs map[string]namedRef // by key, for WithPodAddrs
 	// ingressRules shares an ingress rule between the pods on which its
 	// named ports resolve alike: by policy, rule and port set key.
 	ingressRules map[ingressRuleKey]*Rule
@@ -153,6 +153,7 @@ type ingressRuleKey struct {
 type peerSet struct {
 	set  PeerSet
 	pods []int
+	ref  peerRef // what selects its members, for WithPodAddrs
 }
 
 func newCompiler(s *Snapshot) *compiler {
@@ -165,6 +166,7 @@ func newCompiler(s *Snapshot) *compiler {
 		cidrSets:     map[string]*CIDRSet{},
 		portSets:     map[string]*PortSet{},
 		namedSets:    map[string]*NamedPortSet{},
+		namedRefs:    map[string]namedRef{},
 		ingressRules: map[ingressRuleKey]*Rule{},
 	}
 	for _, ns := range s.Namespaces {
@@ -429,136 +431,4 @@ func (c *compiler) cidrSet(b *cidrBlock) string {
 		c.cidrSets[b.key] = cs
 	}
 	return b.key
-}
-
-// peerSet returns the set of a selector peer, computing its members the
-// first time: a namespaceSelector matches only namespaces the snapshot
-// has (their labels are unknown otherwise); pods are the ones policy
-// applies to (not hostNetwork).
-func (c *compiler) peerSet(p *peerRef) *peerSet {
-	if ps, ok := c.peerSets[p.key]; ok {
-		return ps
-	}
-	ps := &peerSet{set: PeerSet{Key: p.key}}
-	if p.nodeSel != nil {
-		for _, n := range c.s.Nodes {
-			if !p.nodeSel.matches(n.Labels) {
-				continue
-			}
-			for _, ip := range n.IPs {
-				if ip = ip.Unmap(); ip.Is4() {
-					ps.set.V4 = append(ps.set.V4, ip)
-				} else {
-					ps.set.V6 = append(ps.set.V6, ip)
-				}
-			}
-		}
-		ps.set.V4 = sortedAddrs(ps.set.V4)
-		ps.set.V6 = sortedAddrs(ps.set.V6)
-		c.peerSets[p.key] = ps
-		return ps
-	}
-	addNs := func(ns string) {
-		for _, i := range c.candidates(ns, &p.podSel) {
-			pod := &c.s.Pods[i]
-			if !p.podSel.matches(pod.Labels) {
-				continue
-			}
-			ps.pods = append(ps.pods, i)
-			for _, ip := range pod.IPs {
-				if ip.Is4() {
-					ps.set.V4 = append(ps.set.V4, ip)
-				} else {
-					ps.set.V6 = append(ps.set.V6, ip)
-				}
-			}
-		}
-	}
-	if p.nsSel == nil {
-		addNs(p.fixed)
-	} else {
-		for _, ns := range c.nsNames {
-			if p.nsSel.matches(c.nsLabels[ns]) {
-				addNs(ns)
-			}
-		}
-	}
-	ps.set.V4 = sortedAddrs(ps.set.V4)
-	ps.set.V6 = sortedAddrs(ps.set.V6)
-	c.peerSets[p.key] = ps
-	return ps
-}
-
-// namedSet returns the key of the set of destination . protocol . port
-// for named port n on the pods of peer p (nil: every pod).
-func (c *compiler) namedSet(p *peerRef, n portName) string {
-	peerKey := "*"
-	if p != nil {
-		peerKey = p.key
-	}
-	key := peerKey + " port " + strings.ToLower(n.protocol.String()) + "/" + n.name
-	if _, ok := c.namedSets[key]; ok {
-		return key
-	}
-	ns := &NamedPortSet{Key: key}
-	add := func(i int, in func(netip.Addr) bool) {
-		pod := &c.s.Pods[i]
-		for _, cp := range pod.Ports {
-			if cp.Name != n.name || cp.Protocol != n.protocol {
-				continue
-			}
-			for _, ip := range pod.IPs {
-				if !in(ip) {
-					continue
-				}
-				e := PortElem{ip, n.protocol, cp.Port}
-				if ip.Is4() {
-					ns.V4 = append(ns.V4, e)
-				} else {
-					ns.V6 = append(ns.V6, e)
-				}
-			}
-		}
-	}
-	everyAddr := func(netip.Addr) bool { return true }
-	switch {
-	case p == nil:
-		for _, i := range c.namedPorts[n] {
-			add(i, everyAddr)
-		}
-	case p.block != nil:
-		for _, i := range c.namedPorts[n] {
-			add(i, func(ip netip.Addr) bool { return inPrefixes(p.block.prefixes, ip) })
-		}
-	default:
-		for _, i := range c.peerSet(p).pods {
-			add(i, everyAddr)
-		}
-	}
-	sortElems(ns.V4)
-	sortElems(ns.V6)
-	ns.V4 = slices.Compact(ns.V4)
-	ns.V6 = slices.Compact(ns.V6)
-	c.namedSets[key] = ns
-	return key
-}
-
-func inPrefixes(ps []netip.Prefix, ip netip.Addr) bool {
-	for _, p := range ps {
-		if p.Contains(ip) {
-			return true
-		}
-	}
-	return false
-}
-
-func sortedAddrs(a []netip.Addr) []netip.Addr {
-	slices.SortFunc(a, netip.Addr.Compare)
-	return slices.Compact(a)
-}
-
-func sortElems(e []PortElem) {
-	slices.SortFunc(e, func(a, b PortElem) int {
-		return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Port, b.Port))
-	})
 }

@@ -28,6 +28,10 @@ type IR struct {
 	// traffic from a pod's own node is always allowed in.
 	Nodes    []Node
 	Problems []Problem
+
+	// inc is what WithPodAddrs needs of the compile; nil in an IR that
+	// Compile did not make.
+	inc *incState
 }
 
 // PodRules is the policy of one isolated pod.

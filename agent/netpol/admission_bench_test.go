@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/client-go/kubernetes/fake"
+
 	"github.com/podnet/podnet/agent/netpol/admitsock"
 	itestutil "github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/policy"
@@ -121,4 +125,89 @@ func BenchmarkAddHandshake(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkAdmitNew is the agent's side of the handshake of a selected
+// pod whose sandbox brings addresses the rules do not have yet (a new
+// address each time: the pod's sandbox made again), socket round trip
+// included, with the real renderer in a fresh namespace:
+//
+//   - node=100: 100 pods on the node, one policy selecting them all,
+//     which is their peer set too;
+//   - cluster=5000: BenchmarkPolicyChange's cluster (1,000 policies,
+//     5,000 pods on 50 nodes), 100 more pods on the node, in ns0, which
+//     its default deny selects and its policies name as peers.
+//
+// Each is answered without compiling the cluster again (the apply's
+// "admit" op) unless something else changed.
+//
+//	go test ./agent/netpol -run '^$' -bench AdmitNew -benchtime 2000x
+func BenchmarkAdmitNew(b *testing.B) {
+	b.Run("node=100", func(b *testing.B) {
+		n := newNode(b)
+		n.c.addPolicy(denyFrom("x", "db", "db", "db"))
+		for i := range 100 {
+			n.c.addPod(apiPod("x", fmt.Sprintf("p-%d", i), self, map[string]string{"app": "db"}))
+		}
+		benchAdmit(b, n, "x", self)
+	})
+	b.Run("cluster=5000", func(b *testing.B) {
+		n := newNode(b)
+		n.c.cs = fake.NewClientset(benchObjects()...)
+		n.c.rv.Store(1 << 20)
+		for i := range 100 {
+			p := apiPod("ns0", fmt.Sprintf("p-%d", i), "node7", map[string]string{"app": fmt.Sprintf("app%d", i%10), "tier": "web"})
+			p.ResourceVersion = n.c.nextRV()
+			n.c.addPod(p)
+		}
+		benchAdmit(b, n, "ns0", "node7")
+	})
+}
+
+// benchAdmit runs the node's policy service for node and asks it, each
+// time, to admit one of the 100 pods p-<i> of namespace ns with a new
+// address.
+func benchAdmit(b *testing.B, n *node, ns, node string) {
+	s := New(Config{Node: node, NetNS: n.host, Sources: n.c.sources()})
+	adm := s.Admission(AdmissionConfig{Socket: n.socket})
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, 2)
+	go func() { errs <- s.Run(ctx) }()
+	go func() { errs <- adm.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-errs
+		<-errs
+	}()
+	<-adm.ReadyC()
+	select {
+	case <-s.FirstApplied():
+	case <-time.After(time.Minute):
+		b.Fatal("no first apply")
+	}
+	seq := 0
+	for b.Loop() {
+		seq++
+		addr := netip.AddrFrom4([4]byte{10, 100, byte(seq / 250 % 250), byte(1 + seq%250)})
+		p := admitsock.Pod{Namespace: ns, Name: fmt.Sprintf("p-%d", seq%100), ContainerID: fmt.Sprint(seq), IfName: "eth0", HostIf: "pnx",
+			Addrs: []netip.Addr{addr}}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		sel, err := admitsock.Ask(ctx, n.socket, p)
+		cancel()
+		if err != nil || !sel {
+			b.Fatalf("Ask = %v, %v", sel, err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(meanMs(b, s.m.compile), "compile-ms")
+	b.ReportMetric(float64(histCount(b, s.m.apply.WithLabelValues("admit").(prometheus.Histogram))), "admit-applies")
+}
+
+// histCount is a histogram's count.
+func histCount(b testing.TB, h prometheus.Histogram) uint64 {
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		b.Fatal(err)
+	}
+	return m.Histogram.GetSampleCount()
 }

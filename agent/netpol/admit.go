@@ -70,7 +70,7 @@ func (s *Service) Admit(ctx context.Context, namespace, name string, ips []netip
 		return false, nil
 	}
 	gen := s.reqGen.Add(1)
-	s.changed()
+	s.askRebuild()
 	for {
 		ch := s.applied.wait()
 		s.mu.Lock()

@@ -75,7 +75,8 @@ func benchObjects() []kruntime.Object {
 //
 //	go test ./agent/netpol -run '^$' -bench PolicyChange -benchtime 50x
 func BenchmarkPolicyChange(b *testing.B) {
-	c := &cluster{t: b, cs: fake.NewClientset(benchObjects()...)}
+	c := newCluster(b)
+	c.cs = fake.NewClientset(benchObjects()...)
 	c.rv.Store(1 << 20)
 	cfg := Config{Node: "node7", Sources: c.sources()}
 	kernel := os.Geteuid() == 0

@@ -51,7 +51,7 @@ func newMetrics(s *Service) *metrics {
 		compile: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "compile_duration_seconds",
 			Help: "Time to build the snapshot of the caches and compile it for this node.", Buckets: buckets}),
 		apply: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "apply_duration_seconds",
-			Help: "Time to write a compiled policy into the kernel, by op: apply (the change, one batch) or resync (the table whole).", Buckets: buckets},
+			Help: "Time to write a compiled policy into the kernel, by op: apply (the change, one batch), resync (the table whole), or admit (the addresses of pods being set up, added to the last compiled policy without compiling it again).", Buckets: buckets},
 			[]string{"op"}),
 		enforceLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "enforce_latency_seconds",
 			Help:    "Time from the first change the agent saw (a NetworkPolicy, ClusterNetworkPolicy, Namespace, Pod or Node event) to the end of the apply that enforces it, debounce and retries included.",
@@ -109,6 +109,11 @@ func (m *metrics) observe(snap *policy.Snapshot, ir *policy.IR) {
 	m.policies.Set(float64(len(snap.Policies)))
 	m.clusterPolicies.Set(float64(len(snap.ClusterPolicies)))
 	m.problems.Set(float64(len(ir.Problems)))
+	m.observeSets(ir)
+}
+
+// observeSets sets the gauges of ir's sets.
+func (m *metrics) observeSets(ir *policy.IR) {
 	sets, elems := setStats(ir)
 	m.sets.Set(float64(sets))
 	m.elems.Set(float64(elems))

@@ -13,9 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/podnet/podnet/agent/kubeevents"
@@ -123,6 +120,9 @@ type Service struct {
 	// reqGen counts the requests for a rebuild that must be waited for
 	// (Admit); a reconcile that read n applied every request up to n.
 	reqGen atomic.Uint64
+	// cacheGen counts the changes of the caches (their events): an IR
+	// compiled at cacheGen n is current while it is still n.
+	cacheGen atomic.Uint64
 	// summary is the last apply's, for Status: lock-free, never waiting.
 	summary atomic.Pointer[Summary]
 	// flowIndex serves FlowRules, lock-free (resolve.go).
@@ -141,6 +141,10 @@ type Service struct {
 	ir              *policy.IR // the last applied
 	appliedGen      uint64
 	lastErr         error
+	// irGen is the cacheGen ir's caches were read at; irAdmitted the
+	// admitted addresses ir has (admit.go's fast way adds to them).
+	irGen      uint64
+	irAdmitted map[policy.PodKey][]netip.Addr
 
 	// applyState turns the loop's failures and successes into Events
 	// on the Node when they change.
@@ -277,78 +281,14 @@ func (s *Service) Run(ctx context.Context) error {
 	return nil
 }
 
-// informers makes the four informers always run, their transforms and
-// handlers.
-func (s *Service) informers() ([]cache.SharedIndexInformer, error) {
-	src := s.cfg.Sources
-	if src.Policies == nil || src.Namespaces == nil || src.Pods == nil || src.Nodes == nil {
-		return nil, errors.New("network policy: missing sources")
-	}
-	if (src.ClusterPolicies == nil) != (src.ClusterPoliciesServed == nil) {
-		return nil, errors.New("network policy: ClusterNetworkPolicy sources: want both or neither")
-	}
-	type spec struct {
-		name      string
-		lw        cache.ListerWatcher
-		obj       runtime.Object
-		transform cache.TransformFunc
-		same      func(a, b any) bool
-		store     *cache.Indexer
-	}
-	specs := []spec{
-		{"NetworkPolicies", src.Policies, &networkingv1.NetworkPolicy{}, s.slimSharedPolicy, nil, &s.policies},
-		{"Namespaces", src.Namespaces, &corev1.Namespace{}, slimNamespace, sameNamespace, &s.namespaces},
-		{"Pods", src.Pods, &corev1.Pod{}, s.slimSharedPod, samePod, &s.pods},
-		{"Nodes", src.Nodes, &corev1.Node{}, slimNode, sameNode, &s.nodes},
-	}
-	var out []cache.SharedIndexInformer
-	for _, sp := range specs {
-		idx := cache.Indexers{}
-		switch sp.name {
-		case "NetworkPolicies":
-			idx[cache.NamespaceIndex] = cache.MetaNamespaceIndexFunc // Admit's question
-		case "Pods":
-			idx[podIPIndex] = podIPIndexFunc // ResolveAddr's
-		}
-		inf := cache.NewSharedIndexInformer(sp.lw, sp.obj, 0, idx)
-		if err := s.handle(inf, sp.name, sp.transform, sp.same); err != nil {
-			return nil, err
-		}
-		*sp.store = inf.GetIndexer()
-		out = append(out, inf)
-	}
-	return out, nil
-}
-
-// handle sets an informer's transform, its watch error handler and its
-// event handler, which asks for a rebuild on every change except an
-// update same says policy does not see.
-func (s *Service) handle(inf cache.SharedIndexInformer, name string, transform cache.TransformFunc, same func(a, b any) bool) error {
-	// Neither fails before the informer runs.
-	_ = inf.SetTransform(transform)
-	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-		s.m.watchRestarts.Inc()
-		s.log.Warn("list or watch failed; the informer lists again", "resource", name, "err", err)
-		cache.DefaultWatchErrorHandler(ctx, r, err)
-	})
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { s.changed() },
-		UpdateFunc: func(old, obj any) {
-			if same != nil && same(old, obj) {
-				s.events.broadcast() // a status update policy does not see
-				return
-			}
-			s.changed()
-		},
-		DeleteFunc: func(any) { s.changed() },
-	}); err != nil {
-		return fmt.Errorf("informer of %s: %w", name, err)
-	}
-	return nil
-}
-
-// changed asks for a rebuild.
+// changed asks for a rebuild after a change of the caches.
 func (s *Service) changed() {
+	s.cacheGen.Add(1)
+	s.askRebuild()
+}
+
+// askRebuild asks for a rebuild.
+func (s *Service) askRebuild() {
 	select {
 	case s.kick <- struct{}{}:
 	default:
@@ -420,7 +360,12 @@ func (s *Service) admitWaiting() bool {
 // reconcile compiles the caches' current state for this node and applies
 // it (or, with full, rewrites the table whole).
 func (s *Service) reconcile(full bool, localIPs func() ([]netip.Addr, error)) error {
-	gen := s.reqGen.Load()
+	if !full {
+		if done, err := s.reconcileAdmitted(); done {
+			return err
+		}
+	}
+	gen, cacheGen := s.reqGen.Load(), s.cacheGen.Load()
 	local, err := localIPs()
 	if err != nil {
 		s.fail(err)
@@ -466,6 +411,7 @@ func (s *Service) reconcile(full bool, localIPs func() ([]netip.Addr, error)) er
 	s.mu.Lock()
 	first := s.ir == nil
 	s.ir, s.appliedGen, s.lastErr = ir, gen, nil
+	s.irGen, s.irAdmitted = cacheGen, admitted
 	s.mu.Unlock()
 	s.applied.broadcast()
 	if first {

@@ -3,6 +3,7 @@ package policyrules
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/podnet/podnet/policy"
@@ -37,11 +38,38 @@ const hashLen = 16
 
 // hashName is prefix-<hash of key>: the same IR key gives the same name
 // in every process, so a diff or a resync finds what an earlier Apply
-// made without state.
+// made without state. Names are remembered (an Apply asks for every
+// name of the table again): up to maxNames, then forgotten all at once.
 func hashName(prefix, key string) string {
+	k := nameKey{prefix, key}
+	names.mu.Lock()
+	name, ok := names.m[k]
+	names.mu.Unlock()
+	if ok {
+		return name
+	}
 	h := sha256.Sum256([]byte(prefix + "\x00" + key))
-	return prefix + "-" + hex.EncodeToString(h[:])[:hashLen]
+	name = prefix + "-" + hex.EncodeToString(h[:])[:hashLen]
+	names.mu.Lock()
+	if len(names.m) >= maxNames {
+		clear(names.m)
+	}
+	names.m[k] = name
+	names.mu.Unlock()
+	return name
 }
+
+// maxNames bounds the names remembered: a node's table has a few
+// thousand (its pods' chains, the sets their rules name), a large one
+// tens of thousands.
+const maxNames = 1 << 15
+
+type nameKey struct{ prefix, key string }
+
+var names = struct {
+	mu sync.Mutex
+	m  map[nameKey]string
+}{m: map[nameKey]string{}}
 
 // Direction is ingress or egress.
 type Direction uint8

@@ -1,0 +1,130 @@
+package policy
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"reflect"
+	"slices"
+	"testing"
+)
+
+// TestWithPodAddrsMatchesCompile: on random clusters (NetworkPolicies
+// and ClusterNetworkPolicies), giving one, then a second pod without an
+// address its addresses with WithPodAddrs, then a third pod new ones,
+// yields what Compile of the snapshot with them does, for the whole
+// cluster and for one node; and WithPodAddrs refuses what only Compile
+// can tell (an old address another pod has, a pod it does not know).
+func TestWithPodAddrsMatchesCompile(t *testing.T) {
+	seeds := 600
+	if testing.Short() {
+		seeds = 100
+	}
+	fast := 0
+	for seed := range seeds {
+		fast += checkWithPodAddrs(t, uint64(seed))
+	}
+	if fast < seeds/2 {
+		t.Fatalf("only %d of %d seeds took the fast way", fast, seeds)
+	}
+}
+
+func checkWithPodAddrs(t *testing.T, seed uint64) (fast int) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 0x51ed27))
+	s := randomSnapshot(r)
+	// Two pods of n1 lose their addresses, as pods whose sandbox is
+	// being made; a third one's is made again.
+	var picked []int
+	for _, i := range r.Perm(len(s.Pods)) {
+		if p := &s.Pods[i]; !p.HostNetwork && p.Node == "n1" && len(picked) < 3 {
+			if len(picked) < 2 {
+				p.IPs = nil
+			}
+			picked = append(picked, i)
+		}
+	}
+	saved := make([][]netip.Addr, len(picked))
+	for n, i := range picked {
+		saved[n] = s.Pods[i].IPs
+	}
+	for _, node := range []string{"", "n1"} {
+		opts := Options{Node: node}
+		ir := Compile(s, opts)
+		for n, i := range picked {
+			key := s.Pods[i].Key()
+			addrs := randomAddrs(r, i)
+			held := func(ip netip.Addr) bool { return heldByOther(s, i, ip) }
+			got, ok := ir.WithPodAddrs(key, addrs, held)
+			shared := slices.ContainsFunc(s.Pods[i].IPs, held)
+			if !ok && !shared {
+				t.Fatalf("seed %d node %q: WithPodAddrs(%s) refused a pod whose addresses are its own", seed, node, key)
+			}
+			if ok && shared {
+				t.Fatalf("seed %d node %q: WithPodAddrs(%s) took a pod whose address another pod has", seed, node, key)
+			}
+			if !ok {
+				continue
+			}
+			s.Pods[i].IPs = addrs
+			want := Compile(s, opts)
+			if a, b := irValue(got), irValue(want); !reflect.DeepEqual(a, b) {
+				t.Fatalf("seed %d node %q, pod %d (%s) given %v:\nWithPodAddrs: %+v\nCompile:      %+v\n%s",
+					seed, node, n, key, addrs, a, b, dump(s, want))
+			}
+			ir = got
+			fast = 1
+		}
+		for n, i := range picked {
+			s.Pods[i].IPs = saved[n]
+		}
+	}
+	// A pod with addresses without held, and an unknown one, are
+	// Compile's.
+	for i := range s.Pods {
+		if len(s.Pods[i].IPs) > 0 {
+			if _, ok := Compile(s, Options{}).WithPodAddrs(s.Pods[i].Key(), randomAddrs(r, i), nil); ok {
+				t.Fatalf("seed %d: WithPodAddrs took %s, which has addresses, without held", seed, s.Pods[i].Key())
+			}
+			break
+		}
+	}
+	if _, ok := Compile(s, Options{}).WithPodAddrs(PodKey{"x", "nobody"}, randomAddrs(r, 1), nil); ok {
+		t.Fatalf("seed %d: WithPodAddrs took a pod the snapshot does not have", seed)
+	}
+	return fast
+}
+
+// heldByOther reports whether a pod of s other than pod i has ip.
+func heldByOther(s *Snapshot, i int, ip netip.Addr) bool {
+	for j := range s.Pods {
+		if j != i && slices.Contains(s.Pods[j].IPs, ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// randomAddrs are a pod's new addresses: its own, or another pod's
+// (a duplicate the sets must hold once), in one or both families.
+func randomAddrs(r *rand.Rand, i int) []netip.Addr {
+	if r.IntN(5) == 0 {
+		i = r.IntN(8) // maybe another pod's
+	}
+	out := []netip.Addr{netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)})}
+	switch r.IntN(3) {
+	case 0:
+		out = append(out, netip.MustParseAddr(fmt.Sprintf("fd00::%x", i+1)))
+	case 1:
+		out = []netip.Addr{netip.MustParseAddr(fmt.Sprintf("fd00::%x", i+1))}
+	}
+	return out
+}
+
+// irValue is the IR without what WithPodAddrs keeps of the compile.
+func irValue(ir *IR) IR {
+	v := *ir
+	v.inc = nil
+	v.Pods = slices.Clone(v.Pods)
+	return v
+}
