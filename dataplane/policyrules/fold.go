@@ -89,6 +89,7 @@ func (b *builder) npSection(rules []*policy.Rule, d Direction) []rule {
 		if len(cands[i]) < b.fold.min {
 			continue
 		}
+		b.foldTried = true
 		name, ok := b.foldOf(all, cands[i], fam, d)
 		if !ok {
 			continue

@@ -121,7 +121,7 @@ func (p *plan) chainDiff(cur, want map[string]*chain) {
 		switch {
 		case !ok:
 			p.newChains = append(p.newChains, w)
-		case !slices.Equal(c.rules, w.rules):
+		case c != w && !slices.Equal(c.rules, w.rules):
 			p.modChains = append(p.modChains, w)
 		}
 	}

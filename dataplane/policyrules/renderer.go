@@ -29,6 +29,8 @@ type Renderer struct {
 	// cur is what the last successful commit programmed; nil when
 	// unknown.
 	cur *ruleset
+	// memo is the last build's chains (chainmemo.go).
+	memo chainMemo
 }
 
 // Option configures New.
@@ -138,7 +140,10 @@ func (r *Renderer) Resync(ir *policy.IR) (Stats, error) {
 }
 
 func (r *Renderer) build(ir *policy.IR) *ruleset {
-	return buildWith(ir, r.node, buildOptions{denyLog: r.denyLog != nil, flow: r.flowLog != nil, fold: r.fold})
+	next := chainMemo{}
+	rs := buildWith(ir, r.node, buildOptions{denyLog: r.denyLog != nil, flow: r.flowLog != nil, fold: r.fold, memo: r.memo, nextMemo: next})
+	r.memo = next
+	return rs
 }
 
 func (r *Renderer) newBatch() *batch {

@@ -165,11 +165,14 @@ type buildOptions struct {
 	// fold: when to fold NetworkPolicy rules (fold.go); zero fields
 	// take the defaults.
 	fold foldLimits
+	// memo, when set, are the chains of the last build to take again;
+	// nextMemo, when set, gets this build's (chainmemo.go).
+	memo, nextMemo chainMemo
 }
 
 func buildWith(ir *policy.IR, node string, o buildOptions) *ruleset {
 	rs := emptyRuleset()
-	b := builder{ir: ir, rs: rs, denyLog: o.denyLog, flow: o.flow, fold: o.fold.orDefaults()}
+	b := builder{ir: ir, rs: rs, denyLog: o.denyLog, flow: o.flow, fold: o.fold.orDefaults(), memo: o.memo, nextMemo: o.nextMemo}
 	b.index()
 	// Both node sets exist always: the base chains refer to them.
 	node4 := rs.addrSet(setNode4, kindAddr4, "node "+node)
@@ -187,7 +190,7 @@ func buildWith(ir *policy.IR, node string, o buildOptions) *ruleset {
 		}
 	}
 	forChains(ir, node, func(p *policy.PodRules, d Direction, dir *policy.Direction) {
-		c, tail := b.chain(p, d, dir)
+		c, tail := b.podChain(p, d, dir)
 		rs.chains[c.name] = c
 		if tail != nil {
 			rs.chains[tail.name] = tail
@@ -264,6 +267,12 @@ type builder struct {
 	// folded counts the elements of the fold maps made so far, against
 	// fold.budget.
 	folded int
+	// memo is the chains of the last build, nextMemo this build's
+	// (chainmemo.go); refs, while a chain is built, the sets it names,
+	// foldTried whether it tried folding.
+	memo, nextMemo chainMemo
+	refs           *[]setRef
+	foldTried      bool
 }
 
 func (b *builder) index() {

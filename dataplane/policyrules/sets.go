@@ -27,6 +27,7 @@ func (b *builder) peerSet(key string, fam uint8) string {
 	if fam == 6 {
 		prefix = "peer6"
 	}
+	b.record(refPeer, key, fam)
 	name := hashName(prefix, key)
 	if _, ok := b.peerRefs[name]; !ok {
 		b.peerRefs[name] = peerRef{key: key, fam: fam}
@@ -76,6 +77,7 @@ func (b *builder) fillPeerSets() {
 // the block has no addresses of that family (its key fixes its content,
 // so the rules of a block never change with the cluster).
 func (b *builder) cidrSet(key string, fam uint8) string {
+	b.record(refCIDR, key, fam)
 	cs := b.cidrs[key]
 	if cs == nil {
 		return ""
@@ -107,6 +109,7 @@ func unmapBits(p netip.Prefix) int {
 }
 
 func (b *builder) portSet(key string) string {
+	b.record(refPorts, key, 0)
 	return b.sharedSet("ports", kindPorts, "ports ", key, func() (out []element) {
 		if ps := b.ports[key]; ps != nil {
 			for _, r := range ps.Ranges {
@@ -118,6 +121,7 @@ func (b *builder) portSet(key string) string {
 }
 
 func (b *builder) namedSet(key string, fam uint8) string {
+	b.record(refNamed, key, fam)
 	kind, prefix := kindNamed4, "named4"
 	if fam == 6 {
 		kind, prefix = kindNamed6, "named6"
