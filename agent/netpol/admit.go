@@ -27,7 +27,9 @@ import (
 // behind). It then records ips for the pod until its status has
 // addresses of its own. When no NetworkPolicy of the pod's namespace and
 // no ClusterNetworkPolicy with rules selects the pod it returns at once with selected false: the pod is not
-// isolated, and a policy that comes later finds its addresses recorded.
+// isolated; its addresses go into the sets of the rules that name it as
+// a peer with the next apply, asked for but not waited for, and a policy
+// that comes later finds them recorded.
 // Otherwise it asks for a rebuild and returns selected true once an apply
 // that saw ips has succeeded (selected false if, meanwhile, no policy
 // selects it any more).
@@ -67,6 +69,11 @@ func (s *Service) Admit(ctx context.Context, namespace, name string, ips []netip
 	s.admitted[key] = addrs
 	s.mu.Unlock()
 	if !s.selects(&pod) {
+		// Nothing waits, but the node's rules that name the pod as a
+		// peer should have it before its first packet to them: the fast
+		// way adds it at once (reconcileAdmitted), not at the status'
+		// update.
+		s.askRebuild()
 		return false, nil
 	}
 	gen := s.reqGen.Add(1)

@@ -56,7 +56,7 @@ func (s *Service) reconcileAdmitted() (done bool, err error) {
 			return false, nil
 		}
 	}
-	if len(keys) > 0 {
+	if changed(base, ir) {
 		start := time.Now()
 		s.publishFlowIndex(ir)
 		s.rmu.Lock()
@@ -103,4 +103,15 @@ func (s *Service) heldByOther(key policy.PodKey, ip netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// changed reports whether WithPodAddrs changed what the rules read: a
+// pod's addresses, a set (it copies what it changes). An unselected pod
+// that no rule names changes nothing.
+func changed(base, ir *policy.IR) bool {
+	return !same(base.Pods, ir.Pods) || !same(base.PeerSets, ir.PeerSets) || !same(base.NamedPortSets, ir.NamedPortSets)
+}
+
+func same[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

@@ -63,14 +63,14 @@ func TestAdmitFastWay(t *testing.T) {
 	c0, f0 := compiles(), fast()
 
 	admit("db1", true, "10.244.0.9")
-	admit("web2", false, "10.244.0.20") // a peer, not selected: no apply
-	admit("db2", true, "10.244.0.11")   // web2's address comes along
+	admit("web2", false, "10.244.0.20") // a peer, not selected: its apply not waited for
+	admit("db2", true, "10.244.0.11")
 	ir := r.last()
 	if !has(ir, "db1", "10.244.0.9") || !has(ir, "db2", "10.244.0.11") || !slices.Contains(peerAddrs(ir), addr("10.244.0.20")) {
 		t.Fatalf("IR after the admissions: %+v", ir)
 	}
-	if compiles() != c0 || fast() != f0+2 {
-		t.Fatalf("compiles %d -> %d, fast applies %d -> %d; want no compile, 2 fast", c0, compiles(), f0, fast())
+	if compiles() != c0 || fast() < f0+2 {
+		t.Fatalf("compiles %d -> %d, fast applies %d -> %d; want no compile, 2 or 3 fast", c0, compiles(), f0, fast())
 	}
 
 	admit("db1", true, "10.244.0.30") // its sandbox made again

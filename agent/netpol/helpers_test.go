@@ -209,11 +209,19 @@ type recorder struct {
 	irs     []*policy.IR
 	failing error
 	changed chan struct{}
+	// hold, while set, holds every Apply until it is closed.
+	hold chan struct{}
 }
 
 func newRecorder() *recorder { return &recorder{changed: make(chan struct{}, 1000)} }
 
 func (r *recorder) Apply(ir *policy.IR) (policyrules.Stats, error) {
+	r.mu.Lock()
+	hold := r.hold
+	r.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.failing != nil {
