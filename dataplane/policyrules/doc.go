@@ -43,11 +43,12 @@
 // Folding (fold.go) makes a first packet's cost independent of the number
 // of NetworkPolicy rules too. NetworkPolicy's rules all allow, so their
 // order decides no verdict; when a pod chain has at least 8 rules of a
-// family whose remote end is a pod-selector peer set, they are one
-// lookup instead:
+// family whose remote end is a pod-selector peer set or an ipBlock of at
+// most 256 addresses of the family (hosts, small ranges: their addresses
+// are taken as a peer set's), they are one lookup instead:
 //
 //	in-<pod>:      self; ...; ip saddr vmap @fold4-<hash>; ip6 saddr vmap @fold6-<hash>
-//	               the other rules (ipBlocks, named ports, every source), in order; log; counter drop
+//	               the other rules (wider ipBlocks, named ports, every source), in order; log; counter drop
 //	fold4-<hash>:  each address of the union of the folded rules' peer sets : jump class-<hash>
 //	class-<hash>:  each folded rule whose peer set holds the address, in order:
 //	               <its port match> [ct label set <its id>] counter accept

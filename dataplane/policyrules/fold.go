@@ -50,6 +50,63 @@ func (l foldLimits) orDefaults() foldLimits {
 	return l
 }
 
+// maxFoldBlock: an ipBlock's rule folds, its addresses taken as a peer
+// set's, when the block holds at most this many addresses of the family
+// (single hosts, small ranges); a wider one is walked.
+const maxFoldBlock = 256
+
+// foldable returns what folding knows of rule x's remote set, and whether
+// it can take it: an allow rule whose remote end is a peer set, or an
+// ipBlock of at most maxFoldBlock addresses. The key names it in a fold
+// map's key; an ipBlock's is apart from any peer set's.
+func (b *builder) foldable(x rule) (peerRef, bool) {
+	if x.kind != ruleAllow || x.peer == "" {
+		return peerRef{}, false
+	}
+	if ref, ok := b.peerRefs[x.peer]; ok {
+		return ref, true
+	}
+	if ref, ok := b.blocks[x.peer]; ok && len(b.blockAddrs(x.peer, ref)) > 0 {
+		return peerRef{key: "ipBlock " + ref.key, fam: ref.fam}, true
+	}
+	return peerRef{}, false
+}
+
+// foldAddrs are the addresses of a foldable remote set (foldable).
+func (b *builder) foldAddrs(name string, fam uint8) []netip.Addr {
+	if ref, ok := b.peerRefs[name]; ok {
+		return b.peerAddrs(ref.key, fam)
+	}
+	return b.blockAddrs(name, b.blocks[name])
+}
+
+// blockAddrs are the addresses of the ipBlock set name (of ref), nil when
+// they are more than maxFoldBlock; remembered for the build.
+func (b *builder) blockAddrs(name string, ref peerRef) []netip.Addr {
+	if a, ok := b.blockPoints[name]; ok {
+		return a
+	}
+	var out []netip.Addr
+	if cs := b.cidrs[ref.key]; cs != nil {
+		ps := cs.V4
+		if ref.fam == 6 {
+			ps = cs.V6
+		}
+		for _, p := range ps {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-unmapBits(p)).Masked()
+			if host := p.Addr().BitLen() - p.Bits(); host > 8 || len(out)+1<<host > maxFoldBlock {
+				out = nil
+				break
+			}
+			for a := p.Addr(); p.Contains(a); a = a.Next() {
+				out = append(out, a)
+			}
+		}
+	}
+	b.blockPoints[name] = out
+	return out
+}
+
 // fold is a fold map: remote address -> the class chain of the rules
 // whose peer sets hold it. Its name is a hash of the rules it folds, so
 // that the pods the same policies select share it, and a pod joining or
@@ -77,7 +134,7 @@ func (b *builder) npSection(rules []*policy.Rule, d Direction) []rule {
 		}
 		for _, x := range rs {
 			x.flowID = id
-			if ref, ok := b.peerRefs[x.peer]; ok && x.kind == ruleAllow {
+			if ref, ok := b.foldable(x); ok {
 				cands[ref.fam/6] = append(cands[ref.fam/6], len(all))
 			}
 			all = append(all, x)
@@ -114,7 +171,8 @@ func (b *builder) npSection(rules []*policy.Rule, d Direction) []rule {
 func (b *builder) foldOf(all []rule, cands []int, fam uint8, d Direction) (string, bool) {
 	key := []byte(d.String())
 	for _, i := range cands {
-		key = appendRuleKey(key, b.peerRefs[all[i].peer].key, all[i])
+		ref, _ := b.foldable(all[i])
+		key = appendRuleKey(key, ref.key, all[i])
 	}
 	prefix := "fold4"
 	if fam == 6 {
@@ -128,7 +186,7 @@ func (b *builder) foldOf(all []rule, cands []int, fam uint8, d Direction) (strin
 	// rules that take it in, in order.
 	byAddr := map[netip.Addr][]int32{}
 	for j, i := range cands {
-		for _, a := range b.peerAddrs(b.peerRefs[all[i].peer].key, fam) {
+		for _, a := range b.foldAddrs(all[i].peer, fam) {
 			a = a.Unmap()
 			if js := byAddr[a]; len(js) == 0 || js[len(js)-1] != int32(j) {
 				byAddr[a] = append(js, int32(j))

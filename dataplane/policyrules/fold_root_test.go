@@ -141,3 +141,50 @@ func TestLargeFold(t *testing.T) {
 		}
 	}
 }
+
+// TestBlockFold: ingress rules from ipBlocks of a few addresses (hosts,
+// a /30 less one address, both families) fold, in the kernel, into the
+// lookup the pod-selector rules use; the verdicts are the walk's, with
+// folding and without.
+func TestBlockFold(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		fold bool
+	}{{"folded", []Option{foldAll}, true}, {"walked", []Option{withFolding(noFolding)}, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tp := newTopology(t, fixedPods)
+			s := fixedCluster(tp)
+			s.Policies = nil
+			a, b, c, d := tp.pods[0], tp.pods[1], tp.pods[2], tp.pods[3]
+			blocks := [][]string{{a.v4.String() + "/32"}, {a.v6.String() + "/128"}, {remoteIP4.String() + "/32"},
+				{netip.PrefixFrom(c.v4, 30).Masked().String(), d.v4.String() + "/32"}}
+			for i, bl := range blocks {
+				np := netpol("x", fmt.Sprintf("host-%d", i), map[string]string{"app": "db"}, networkingv1.PolicyTypeIngress)
+				np.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{blockPeer(bl[0], bl[1:]...)},
+					Ports: []networkingv1.NetworkPolicyPort{numPort(corev1.ProtocolTCP, 81)}}}
+				s.Policies = append(s.Policies, np)
+			}
+			r := tp.renderer(t, tc.opts...)
+			if _, err := r.Apply(policy.Compile(s, policy.Options{Node: "n1"})); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(strings.Join(dumpTable(t, tp.node), "\n"), "fold4-"); got != tc.fold {
+				t.Fatalf("a fold map in the table: %v, want %v", got, tc.fold)
+			}
+			T := policy.TCP
+			checkProbes(t, tp, s, []probeCase{
+				{a.v4, b.v4, T, 81, true},
+				{a.v6, b.v6, T, 81, true},
+				{a.v4, b.v4, T, 80, false}, // not that port
+				{remoteIP4, b.v4, T, 81, true},
+				{remoteIP6, b.v6, T, 81, false},
+				{c.v4, b.v4, T, 81, true},  // in the /30
+				{c.v6, b.v6, T, 81, false}, // an IPv4 block
+				{d.v4, b.v4, T, 81, false}, // the /30's except
+				{n2IP4, b.v4, T, 81, false},
+				{externalIP4, b.v4, T, 81, false},
+			})
+		})
+	}
+}

@@ -110,6 +110,57 @@ func TestBuildFolds(t *testing.T) {
 	}
 }
 
+// TestBuildFoldsBlocks: rules whose peer is an ipBlock of a few
+// addresses fold as peer sets do (the interop data path's 999 policies of
+// one /32 each, in small); a wider block is walked.
+func TestBuildFoldsBlocks(t *testing.T) {
+	s := manyPolicies(0)
+	for i := range 12 {
+		np := netpol("x", fmt.Sprintf("host-%02d", i), map[string]string{"app": "server"}, networkingv1.PolicyTypeIngress)
+		from := []networkingv1.NetworkPolicyPeer{blockPeer(fmt.Sprintf("198.51.100.%d/32", i))}
+		if i == 0 {
+			from = append(from, blockPeer("203.0.113.0/30", "203.0.113.1/32"))
+		}
+		np.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: from, Ports: []networkingv1.NetworkPolicyPort{numPort(corev1.ProtocolTCP, 80)}}}
+		s.Policies = append(s.Policies, np)
+	}
+	wide := netpol("x", "wide", map[string]string{"app": "server"}, networkingv1.PolicyTypeIngress)
+	wide.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{blockPeer("192.0.2.0/23")}}}
+	s.Policies = append(s.Policies, wide)
+	rs := buildFolded(s, foldLimits{})
+	in := rs.chains[podChainName(policy.PodKey{Namespace: "x", Name: "server"}, Ingress)]
+	var folds, walked int
+	var fold string
+	for _, r := range in.rules {
+		switch {
+		case r.kind == ruleFold:
+			folds++
+			fold = r.peer
+		case r.kind == ruleAllow:
+			walked++
+			if r.policy != "x/wide" {
+				t.Errorf("walked: %+v", r)
+			}
+		}
+	}
+	f := rs.folds[fold]
+	if folds != 1 || walked != 1 || f == nil || f.fam != 4 {
+		t.Fatalf("server chain: %d folds, %d rules walked: %+v", folds, walked, in.rules)
+	}
+	want := []string{"198.51.100.0", "198.51.100.11", "203.0.113.0", "203.0.113.2", "203.0.113.3"}
+	for _, a := range want {
+		if f.elems[addr(a)] == "" {
+			t.Errorf("%s not in the fold", a)
+		}
+	}
+	if len(f.elems) != 12+3 || f.elems[addr("203.0.113.1")] != "" {
+		t.Errorf("fold elements %v", f.elems)
+	}
+	if c := rs.chains[f.elems[addr("203.0.113.2")]]; c == nil || len(c.rules) != 1 || c.rules[0].policy != "x/host-00" {
+		t.Errorf("203.0.113.2's class %+v", c)
+	}
+}
+
 // TestFoldLimits: under the minimum (24 peer-set rules a family), over the cap or the node's budget,
 // the rules are walked as without folding.
 func TestFoldLimits(t *testing.T) {

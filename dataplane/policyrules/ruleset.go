@@ -263,7 +263,11 @@ type builder struct {
 	// peerRefs are the peer sets rules named, filled by fillPeerSets
 	// with those a chain still refers to after folding.
 	peerRefs map[string]peerRef
-	fold     foldLimits
+	// blocks are the ipBlock sets rules named (name -> IR key, family),
+	// blockPoints their addresses when folding may take them (fold.go).
+	blocks      map[string]peerRef
+	blockPoints map[string][]netip.Addr
+	fold        foldLimits
 	// folded counts the elements of the fold maps made so far, against
 	// fold.budget.
 	folded int
@@ -277,6 +281,8 @@ type builder struct {
 
 func (b *builder) index() {
 	b.peerRefs = map[string]peerRef{}
+	b.blocks = map[string]peerRef{}
+	b.blockPoints = map[string][]netip.Addr{}
 	b.peers = make(map[string]*policy.PeerSet, len(b.ir.PeerSets))
 	for i := range b.ir.PeerSets {
 		b.peers[b.ir.PeerSets[i].Key] = &b.ir.PeerSets[i]

@@ -90,6 +90,9 @@ func (b *builder) cidrSet(key string, fam uint8) string {
 		return ""
 	}
 	name := hashName(prefix, key)
+	if _, ok := b.blocks[name]; !ok {
+		b.blocks[name] = peerRef{key: key, fam: fam}
+	}
 	if _, ok := b.rs.sets[name]; !ok {
 		s := b.rs.addrSet(name, kind, "ipBlock "+key)
 		for _, p := range ps {
