@@ -29,19 +29,7 @@ func BenchmarkHandshake(b *testing.B) {
 	for _, name := range []string{"db", "web"} {
 		n.c.addPod(apiPod("x", name, self, map[string]string{"app": name}))
 	}
-	s := New(Config{Node: self, NetNS: n.host, Sources: n.c.sources()}) // the default debounce
-	adm := s.Admission(AdmissionConfig{Socket: n.socket})
-	ctx, cancel := context.WithCancel(context.Background())
-	errs := make(chan error, 2)
-	go func() { errs <- s.Run(ctx) }()
-	go func() { errs <- adm.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-errs
-		<-errs
-	}()
-	<-adm.ReadyC()
-	<-s.FirstApplied()
+	serveAdmission(b, n, self) // the default debounce
 	for _, tc := range []struct {
 		pod      string
 		selected bool
@@ -168,23 +156,7 @@ func BenchmarkAdmitNew(b *testing.B) {
 // time, to admit one of the 100 pods p-<i> of namespace ns with a new
 // address.
 func benchAdmit(b *testing.B, n *node, ns, node string) {
-	s := New(Config{Node: node, NetNS: n.host, Sources: n.c.sources()})
-	adm := s.Admission(AdmissionConfig{Socket: n.socket})
-	ctx, cancel := context.WithCancel(context.Background())
-	errs := make(chan error, 2)
-	go func() { errs <- s.Run(ctx) }()
-	go func() { errs <- adm.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-errs
-		<-errs
-	}()
-	<-adm.ReadyC()
-	select {
-	case <-s.FirstApplied():
-	case <-time.After(time.Minute):
-		b.Fatal("no first apply")
-	}
+	s := serveAdmission(b, n, node)
 	seq := 0
 	for b.Loop() {
 		seq++
@@ -210,4 +182,28 @@ func histCount(b testing.TB, h prometheus.Histogram) uint64 {
 		b.Fatal(err)
 	}
 	return m.Histogram.GetSampleCount()
+}
+
+// serveAdmission runs the policy service of node (default settings) and
+// its handshake on n's socket until the benchmark ends, and returns once
+// both serve and the first rules are in place.
+func serveAdmission(b *testing.B, n *node, node string) *Service {
+	s := New(Config{Node: node, NetNS: n.host, Sources: n.c.sources()})
+	adm := s.Admission(AdmissionConfig{Socket: n.socket})
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, 2)
+	go func() { errs <- s.Run(ctx) }()
+	go func() { errs <- adm.Run(ctx) }()
+	b.Cleanup(func() {
+		cancel()
+		<-errs
+		<-errs
+	})
+	<-adm.ReadyC()
+	select {
+	case <-s.FirstApplied():
+	case <-time.After(time.Minute):
+		b.Fatal("no first apply")
+	}
+	return s
 }
