@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/podnet/podnet/netns"
 	"github.com/podnet/podnet/test/k8s/cluster"
 	"github.com/podnet/podnet/test/k8s/conformance"
 )
@@ -95,7 +97,10 @@ func runKubeRouterScale(ctx context.Context, b *testing.B, c *cluster.Cluster, c
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_, _ = cmd.Process.Wait()
 	}()
+	// Its metrics listen in the node's namespace, which the machine's
+	// has no route to: the connection is made there.
 	metrics := "http://" + c.Nodes[0].IP + ":" + strconv.Itoa(cluster.KubeRouterMetricsPort) + "/metrics"
+	nodeNS := c.Nodes[0].NetNS
 	maxRSS := float64(kubeRouterMaxRSS)
 	if mb := latencyEnv(b, "PODNET_POLICY_SCALE_PEER_MAX_MB", 0, 1); mb > 0 {
 		maxRSS = float64(mb << 20)
@@ -103,13 +108,16 @@ func runKubeRouterScale(ctx context.Context, b *testing.B, c *cluster.Cluster, c
 	var r kubeRouterScale
 	deadline := time.Now().Add(30 * time.Minute)
 	for {
-		m, err := scrapeMetrics(metrics)
+		m, err := scrapeMetrics(metrics, nodeNS)
 		rss, rerr := vmRSS(cmd.Process.Pid)
 		if rerr != nil {
 			b.Fatalf("kube-router exited before its first full sync (%v); its log: %s", rerr, logPath)
 		}
 		r.rss = max(r.rss, rss)
-		if err == nil && m["controller_iptables_sync_time_count"] >= 1 {
+		// v2.1.0 prefixes its controller's metrics with kube_router_
+		// (kube_router_controller_iptables_sync_time_count); the bare
+		// name is what older releases wrote.
+		if err == nil && max(m["kube_router_controller_iptables_sync_time_count"], m["controller_iptables_sync_time_count"]) >= 1 {
 			r.sync = time.Since(start)
 			r.heap = m["go_memstats_heap_inuse_bytes"]
 			r.rss = rss
@@ -130,9 +138,19 @@ func runKubeRouterScale(ctx context.Context, b *testing.B, c *cluster.Cluster, c
 	}
 }
 
-// scrapeMetrics reads a Prometheus text page's unlabelled samples.
-func scrapeMetrics(url string) (map[string]float64, error) {
-	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url)
+// scrapeMetrics reads a Prometheus text page's unlabelled samples, its
+// connection made in the network namespace nsPath.
+func scrapeMetrics(url, nsPath string) (map[string]float64, error) {
+	dial := func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
+		err = netns.Do(nsPath, func() error {
+			var d net.Dialer
+			conn, err = d.DialContext(ctx, network, addr)
+			return err
+		})
+		return conn, err
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
+	resp, err := client.Get(url)
 	if err != nil {
 		return nil, err
 	}
