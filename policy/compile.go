@@ -20,6 +20,22 @@ type Options struct {
 // the snapshot and keeps no reference to its policies.
 func Compile(s *Snapshot, opts Options) *IR {
 	c := newCompiler(s)
+	rules := c.compilePolicies(opts)
+	c.compileClusterPolicies(opts, rules)
+	ir := &IR{Problems: c.problems, Pods: c.podRules(rules)}
+	c.fillSets(ir)
+	for _, n := range s.Nodes {
+		ir.Nodes = append(ir.Nodes, Node{Name: n.Name, IPs: sortedAddrs(slices.Clone(n.IPs))})
+	}
+	slices.SortFunc(ir.Nodes, func(a, b Node) int { return cmp.Compare(a.Name, b.Name) })
+	ir.inc = c.incremental(opts)
+	return ir
+}
+
+// compilePolicies compiles the NetworkPolicies, in namespace/name order,
+// for the pods they select (of opts.Node, when set): by pod index.
+func (c *compiler) compilePolicies(opts Options) map[int]*podBuilder {
+	s := c.s
 	policies := slices.Clone(s.Policies)
 	slices.SortStableFunc(policies, func(a, b *networkingv1.NetworkPolicy) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
@@ -46,34 +62,42 @@ func Compile(s *Snapshot, opts Options) *IR {
 		}
 		c.compileRules(np, &cp)
 		for _, i := range selected {
-			pod := &s.Pods[i]
 			pb := rules[i]
 			if pb == nil {
 				pb = &podBuilder{}
 				rules[i] = pb
 			}
-			if cp.ingress {
-				pb.ingress.Isolated = true
-				pb.ingress.IsolatedBy = append(pb.ingress.IsolatedBy, cp.key)
-				for j := range cp.in {
-					if r := c.ingressRule(&cp, j, pod); r != nil {
-						pb.ingress.Rules = append(pb.ingress.Rules, r)
-					}
-				}
-			}
-			if cp.egress {
-				pb.egress.Isolated = true
-				pb.egress.IsolatedBy = append(pb.egress.IsolatedBy, cp.key)
-				for j := range cp.eg {
-					if r := c.egressRule(&cp, j); r != nil {
-						pb.egress.Rules = append(pb.egress.Rules, r)
-					}
-				}
+			c.addPolicy(pb, &cp, &s.Pods[i])
+		}
+	}
+	return rules
+}
+
+// addPolicy adds what policy cp says of pod to its builder.
+func (c *compiler) addPolicy(pb *podBuilder, cp *compiledPolicy, pod *Pod) {
+	if cp.ingress {
+		pb.ingress.Isolated = true
+		pb.ingress.IsolatedBy = append(pb.ingress.IsolatedBy, cp.key)
+		for j := range cp.in {
+			if r := c.ingressRule(cp, j, pod); r != nil {
+				pb.ingress.Rules = append(pb.ingress.Rules, r)
 			}
 		}
 	}
-	c.compileClusterPolicies(opts, rules)
-	ir := &IR{Problems: c.problems}
+	if cp.egress {
+		pb.egress.Isolated = true
+		pb.egress.IsolatedBy = append(pb.egress.IsolatedBy, cp.key)
+		for j := range cp.eg {
+			if r := c.egressRule(cp, j); r != nil {
+				pb.egress.Rules = append(pb.egress.Rules, r)
+			}
+		}
+	}
+}
+
+// podRules are the IR's pods, by namespace and name.
+func (c *compiler) podRules(rules map[int]*podBuilder) []PodRules {
+	s := c.s
 	// Sort pod indices, not the PodRules: they are large to move.
 	order := make([]int, 0, len(rules))
 	for i := range rules {
@@ -83,8 +107,9 @@ func Compile(s *Snapshot, opts Options) *IR {
 		pa, pb := &s.Pods[a], &s.Pods[b]
 		return cmp.Or(cmp.Compare(pa.Namespace, pb.Namespace), cmp.Compare(pa.Name, pb.Name))
 	})
+	var out []PodRules
 	if len(order) > 0 {
-		ir.Pods = make([]PodRules, 0, len(order))
+		out = make([]PodRules, 0, len(order))
 	}
 	for _, i := range order {
 		p, pb := &s.Pods[i], rules[i]
@@ -94,11 +119,16 @@ func Compile(s *Snapshot, opts Options) *IR {
 			slices.Sort(d.IsolatedBy)
 			d.IsolatedBy = slices.Compact(d.IsolatedBy)
 		}
-		ir.Pods = append(ir.Pods, PodRules{
+		out = append(out, PodRules{
 			Pod: p.Key(), Node: p.Node, IPs: sortedAddrs(slices.Clone(p.IPs)),
 			Ingress: pb.ingress, Egress: pb.egress,
 		})
 	}
+	return out
+}
+
+// fillSets puts the sets the rules named into ir, by key.
+func (c *compiler) fillSets(ir *IR) {
 	for _, ps := range c.peerSets {
 		ir.PeerSets = append(ir.PeerSets, ps.set)
 	}
@@ -115,12 +145,6 @@ func Compile(s *Snapshot, opts Options) *IR {
 		ir.NamedPortSets = append(ir.NamedPortSets, *ns)
 	}
 	slices.SortFunc(ir.NamedPortSets, func(a, b NamedPortSet) int { return cmp.Compare(a.Key, b.Key) })
-	for _, n := range s.Nodes {
-		ir.Nodes = append(ir.Nodes, Node{Name: n.Name, IPs: sortedAddrs(slices.Clone(n.IPs))})
-	}
-	slices.SortFunc(ir.Nodes, func(a, b Node) int { return cmp.Compare(a.Name, b.Name) })
-	ir.inc = c.incremental(opts)
-	return ir
 }
 
 type podBuilder struct{ ingress, egress Direction }
