@@ -41,13 +41,7 @@ func (c *compiler) peerSet(p *peerRef) *peerSet {
 				continue
 			}
 			ps.pods = append(ps.pods, i)
-			for _, ip := range pod.IPs {
-				if ip.Is4() {
-					ps.set.V4 = append(ps.set.V4, ip)
-				} else {
-					ps.set.V6 = append(ps.set.V6, ip)
-				}
-			}
+			ps.set.V4, ps.set.V6 = appendByFamily(ps.set.V4, ps.set.V6, pod.IPs)
 		}
 	}
 	if p.nsSel == nil {
@@ -80,22 +74,7 @@ func (c *compiler) namedSet(p *peerRef, n portName) string {
 	c.namedRefs[key] = namedRef{peer: p, port: n}
 	add := func(i int, in func(netip.Addr) bool) {
 		pod := &c.s.Pods[i]
-		for _, cp := range pod.Ports {
-			if cp.Name != n.name || cp.Protocol != n.protocol {
-				continue
-			}
-			for _, ip := range pod.IPs {
-				if !in(ip) {
-					continue
-				}
-				e := PortElem{ip, n.protocol, cp.Port}
-				if ip.Is4() {
-					ns.V4 = append(ns.V4, e)
-				} else {
-					ns.V6 = append(ns.V6, e)
-				}
-			}
-		}
+		ns.V4, ns.V6 = appendPortElems(ns.V4, ns.V6, pod, pod.IPs, n, in)
 	}
 	everyAddr := func(netip.Addr) bool { return true }
 	switch {
@@ -138,4 +117,38 @@ func sortElems(e []PortElem) {
 	slices.SortFunc(e, func(a, b PortElem) int {
 		return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Port, b.Port))
 	})
+}
+
+// appendByFamily appends ips to v4 or v6 by family.
+func appendByFamily(v4, v6, ips []netip.Addr) ([]netip.Addr, []netip.Addr) {
+	for _, ip := range ips {
+		if ip.Is4() {
+			v4 = append(v4, ip)
+		} else {
+			v6 = append(v6, ip)
+		}
+	}
+	return v4, v6
+}
+
+// appendPortElems appends to v4 or v6, by family, the elements of named
+// port n on pod at each of ips that in takes.
+func appendPortElems(v4, v6 []PortElem, pod *Pod, ips []netip.Addr, n portName, in func(netip.Addr) bool) ([]PortElem, []PortElem) {
+	for _, cp := range pod.Ports {
+		if cp.Name != n.name || cp.Protocol != n.protocol {
+			continue
+		}
+		for _, ip := range ips {
+			if !in(ip) {
+				continue
+			}
+			e := PortElem{ip, n.protocol, cp.Port}
+			if ip.Is4() {
+				v4 = append(v4, e)
+			} else {
+				v6 = append(v6, e)
+			}
+		}
+	}
+	return v4, v6
 }

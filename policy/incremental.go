@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"cmp"
 	"maps"
 	"net/netip"
 	"slices"
@@ -69,7 +68,7 @@ func (ir *IR) WithPodAddrs(key PodKey, addrs []netip.Addr, held func(netip.Addr)
 	}
 	ips := sortedAddrs(slices.Clone(addrs))
 	next := *ir
-	if i, found := slices.BinarySearchFunc(ir.Pods, key, comparePodRules); found {
+	if i, found := ir.podIndex(key); found {
 		next.Pods = slices.Clone(ir.Pods)
 		next.Pods[i].IPs = ips
 	}
@@ -84,8 +83,38 @@ func (ir *IR) WithPodAddrs(key PodKey, addrs []netip.Addr, held func(netip.Addr)
 	return &next, true
 }
 
-func comparePodRules(p PodRules, k PodKey) int {
-	return cmp.Or(cmp.Compare(p.Pod.Namespace, k.Namespace), cmp.Compare(p.Pod.Name, k.Name))
+// PodRules returns the rules of pod key, nil when the IR has none: no
+// policy isolates the pod and no ClusterNetworkPolicy rule applies to it.
+func (ir *IR) PodRules(key PodKey) *PodRules {
+	if i, found := ir.podIndex(key); found {
+		return &ir.Pods[i]
+	}
+	return nil
+}
+
+func (ir *IR) podIndex(key PodKey) (int, bool) {
+	return slices.BinarySearchFunc(ir.Pods, key, func(p PodRules, k PodKey) int { return p.Pod.Compare(k) })
+}
+
+// ChangedFrom reports whether ir, which WithPodAddrs made from base (or
+// from an IR it made from base), has pods' rules or sets that base does
+// not: false when the pods it was given addresses for are neither
+// isolated nor any set's members. WithPodAddrs copies what it changes.
+func (ir *IR) ChangedFrom(base *IR) bool {
+	return !sameSlice(base.Pods, ir.Pods) || !sameSlice(base.PeerSets, ir.PeerSets) ||
+		!sameSlice(base.NamedPortSets, ir.NamedPortSets)
+}
+
+// SameRules reports whether d and o hold the same rules, by identity:
+// an IR is read-only, so the same slices hold the same rules. It is for
+// a caller that keeps d (and so its slices) from an earlier IR.
+func (d *Direction) SameRules(o *Direction) bool {
+	return d.Isolated == o.Isolated && sameSlice(d.IsolatedBy, o.IsolatedBy) && sameSlice(d.Rules, o.Rules) &&
+		sameSlice(d.Admin, o.Admin) && sameSlice(d.Baseline, o.Baseline)
+}
+
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // selects reports whether the selector peer p has pod among its members,
@@ -120,14 +149,7 @@ func (inc *incState) peerSetsWith(sets []PeerSet, pod *Pod, ips []netip.Addr) []
 			out = slices.Clone(sets)
 		}
 		s := &out[i]
-		v4, v6 := without(s.V4, pod.IPs), without(s.V6, pod.IPs)
-		for _, ip := range ips {
-			if ip.Is4() {
-				v4 = append(v4, ip)
-			} else {
-				v6 = append(v6, ip)
-			}
-		}
+		v4, v6 := appendByFamily(without(s.V4, pod.IPs), without(s.V6, pod.IPs), ips)
 		s.V4, s.V6 = sortedAddrs(v4), sortedAddrs(v6)
 	}
 	if out == nil {
@@ -154,23 +176,7 @@ func (inc *incState) namedSetsWith(sets []NamedPortSet, pod *Pod, ips []netip.Ad
 		case !inc.selects(p, pod):
 			continue
 		}
-		var v4, v6 []PortElem
-		for _, cp := range pod.Ports {
-			if cp.Name != ref.port.name || cp.Protocol != ref.port.protocol {
-				continue
-			}
-			for _, ip := range ips {
-				if !in(ip) {
-					continue
-				}
-				e := PortElem{ip, ref.port.protocol, cp.Port}
-				if ip.Is4() {
-					v4 = append(v4, e)
-				} else {
-					v6 = append(v6, e)
-				}
-			}
-		}
+		v4, v6 := appendPortElems(nil, nil, pod, ips, ref.port, in)
 		if len(v4)+len(v6) == 0 && !hasAddrOf(sets[i], pod.IPs) {
 			continue
 		}

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"net/netip"
 	"strconv"
 
@@ -43,6 +44,11 @@ type PodKey struct {
 }
 
 func (k PodKey) String() string { return k.Namespace + "/" + k.Name }
+
+// Compare orders keys by namespace, then name: IR.Pods' order.
+func (k PodKey) Compare(o PodKey) int {
+	return cmp.Or(cmp.Compare(k.Namespace, o.Namespace), cmp.Compare(k.Name, o.Name))
+}
 
 // Pod is what policy needs of a pod.
 type Pod struct {

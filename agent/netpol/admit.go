@@ -1,7 +1,6 @@
 package netpol
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
@@ -178,12 +177,5 @@ func matches(ls *metav1.LabelSelector, l map[string]string) bool {
 }
 
 func inIR(ir *policy.IR, key policy.PodKey) bool {
-	if ir == nil {
-		return false
-	}
-	// IR.Pods are sorted by namespace, then name.
-	_, found := slices.BinarySearchFunc(ir.Pods, key, func(p policy.PodRules, k policy.PodKey) int {
-		return cmp.Or(cmp.Compare(p.Pod.Namespace, k.Namespace), cmp.Compare(p.Pod.Name, k.Name))
-	})
-	return found
+	return ir != nil && ir.PodRules(key) != nil
 }

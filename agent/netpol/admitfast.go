@@ -1,7 +1,6 @@
 package netpol
 
 import (
-	"cmp"
 	"net/netip"
 	"slices"
 	"time"
@@ -35,9 +34,7 @@ func (s *Service) reconcileAdmitted() (done bool, err error) {
 		return false, nil
 	}
 	ir := base
-	slices.SortFunc(keys, func(a, b policy.PodKey) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
+	slices.SortFunc(keys, policy.PodKey.Compare)
 	for _, k := range keys {
 		pod, ok := s.cachedPod(k)
 		if !ok || len(pod.IPs) > 0 {
@@ -56,7 +53,7 @@ func (s *Service) reconcileAdmitted() (done bool, err error) {
 			return false, nil
 		}
 	}
-	if changed(base, ir) {
+	if ir.ChangedFrom(base) {
 		start := time.Now()
 		s.publishFlowIndex(ir)
 		s.rmu.Lock()
@@ -103,15 +100,4 @@ func (s *Service) heldByOther(key policy.PodKey, ip netip.Addr) bool {
 		}
 	}
 	return false
-}
-
-// changed reports whether WithPodAddrs changed what the rules read: a
-// pod's addresses, a set (it copies what it changes). An unselected pod
-// that no rule names changes nothing.
-func changed(base, ir *policy.IR) bool {
-	return !same(base.Pods, ir.Pods) || !same(base.PeerSets, ir.PeerSets) || !same(base.NamedPortSets, ir.NamedPortSets)
-}
-
-func same[T any](a, b []T) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

@@ -50,7 +50,7 @@ const (
 // was built from.
 func (b *builder) podChain(p *policy.PodRules, d Direction, dir *policy.Direction) (c, tail *chain) {
 	k := chainKey{p.Pod, d}
-	if m := b.memo[k]; m != nil && slices.Equal(m.ips, p.IPs) && sameDirection(&m.dir, dir) {
+	if m := b.memo[k]; m != nil && slices.Equal(m.ips, p.IPs) && m.dir.SameRules(dir) {
 		for _, r := range m.refs {
 			b.nameSet(r)
 		}
@@ -88,16 +88,4 @@ func (b *builder) nameSet(r setRef) {
 	case refNamed:
 		b.namedSet(r.key, r.fam)
 	}
-}
-
-// sameDirection reports whether a and b are the same rules: the IR is
-// read-only, so the same slices (the memo keeps the old ones alive: no
-// new IR can reuse their memory) hold the same rules.
-func sameDirection(a, b *policy.Direction) bool {
-	return a.Isolated == b.Isolated && same(a.IsolatedBy, b.IsolatedBy) && same(a.Rules, b.Rules) &&
-		same(a.Admin, b.Admin) && same(a.Baseline, b.Baseline)
-}
-
-func same[T any](a, b []T) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

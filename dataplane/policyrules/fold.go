@@ -93,7 +93,7 @@ func (b *builder) blockAddrs(name string, ref peerRef) []netip.Addr {
 			ps = cs.V6
 		}
 		for _, p := range ps {
-			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-unmapBits(p)).Masked()
+			p = unmapPrefix(p)
 			if host := p.Addr().BitLen() - p.Bits(); host > 8 || len(out)+1<<host > maxFoldBlock {
 				out = nil
 				break

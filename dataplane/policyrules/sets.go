@@ -96,7 +96,7 @@ func (b *builder) cidrSet(key string, fam uint8) string {
 	if _, ok := b.rs.sets[name]; !ok {
 		s := b.rs.addrSet(name, kind, "ipBlock "+key)
 		for _, p := range ps {
-			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-unmapBits(p)).Masked()
+			p = unmapPrefix(p)
 			end, _ := afterLast(p)
 			s.elems = append(s.elems, element{addr: p.Addr(), end: end})
 		}
@@ -104,11 +104,13 @@ func (b *builder) cidrSet(key string, fam uint8) string {
 	return name
 }
 
-func unmapBits(p netip.Prefix) int {
+// unmapPrefix is p with an IPv4-mapped address as IPv4, masked.
+func unmapPrefix(p netip.Prefix) netip.Prefix {
+	bits := p.Bits()
 	if p.Addr().Is4In6() {
-		return 96
+		bits -= 96
 	}
-	return 0
+	return netip.PrefixFrom(p.Addr().Unmap(), bits).Masked()
 }
 
 func (b *builder) portSet(key string) string {
