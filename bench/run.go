@@ -36,7 +36,23 @@ type Options struct {
 	// workload starts when it returns, and stop ends it after the last
 	// phase. Its errors are the run's.
 	Host func(ctx context.Context, hostNetNS string) (stop func() error, err error)
+	// Gone, when set, is told of each pod once its DEL has succeeded, as
+	// a kubelet deletes the pod's object after its sandbox's tear-down:
+	// what Host runs can forget the pod.
+	Gone func(pod netplugin.PodRef)
 }
+
+// Phases is how many phases Run measures (sequential, then parallel).
+const Phases = 2
+
+// PodName is the name of the i-th pod of phase k (from 0): every pod of a
+// run has its own name, as pods created one after another in a cluster
+// do, so no pod comes back with another address while the cluster still
+// knows it by its old one.
+func PodName(phase, i, pods int) string { return fmt.Sprintf("pod-%d", phase*pods+i) }
+
+// Namespace is the namespace of the workload's pods.
+const Namespace = "podnet-bench"
 
 // Phase is the outcome of one phase.
 type Phase struct {
@@ -91,12 +107,12 @@ func Run(ctx context.Context, o Options) (phases []Phase, err error) {
 	if w.pm, err = netplugin.NewPluginManager(plugin, nil); err != nil {
 		return nil, err
 	}
-	for _, par := range []int{1, max(1, o.Parallel)} {
+	for k, par := range [Phases]int{1, max(1, o.Parallel)} {
 		name := "sequential"
 		if par > 1 {
 			name = fmt.Sprintf("parallel=%d", par)
 		}
-		ph, err := w.phase(ctx, name, par)
+		ph, err := w.phase(ctx, k, name, par)
 		if err != nil {
 			return phases, err
 		}
@@ -125,7 +141,7 @@ func (w *workload) netnsOf(id string) (string, error) {
 // phase sets up and tears down Pods pods, par at a time. Namespaces are
 // made before the clock starts: the runtime, not the network plugin,
 // creates them.
-func (w *workload) phase(ctx context.Context, name string, par int) (Phase, error) {
+func (w *workload) phase(ctx context.Context, k int, name string, par int) (Phase, error) {
 	n := w.opts.Pods
 	ids := make([]string, n)
 	suffix := randomSuffix()
@@ -151,7 +167,7 @@ func (w *workload) phase(ctx context.Context, name string, par int) (Phase, erro
 	// holds n pods at the peak, as a real one does.
 	pods := make([]netplugin.PodRef, n)
 	for i := range pods {
-		pods[i] = netplugin.PodRef{Namespace: "podnet-bench", Name: fmt.Sprintf("pod-%d", i)}
+		pods[i] = netplugin.PodRef{Namespace: Namespace, Name: PodName(k, i, n)}
 	}
 	start := time.Now()
 	adds, err := parallel(n, par, func(i int) error {
@@ -164,7 +180,11 @@ func (w *workload) phase(ctx context.Context, name string, par int) (Phase, erro
 	})
 	// Tear-down runs whatever set-up did, so nothing is left behind.
 	dels, delErr := parallel(n, par, func(i int) error {
-		return w.pm.TearDownPod(context.WithoutCancel(ctx), pods[i], ids[i])
+		err := w.pm.TearDownPod(context.WithoutCancel(ctx), pods[i], ids[i])
+		if err == nil && w.opts.Gone != nil {
+			w.opts.Gone(pods[i])
+		}
+		return err
 	})
 	wall := time.Since(start)
 	if err := errors.Join(err, delErr); err != nil {

@@ -137,7 +137,7 @@ func (bo *benchOptions) chains(opts *globalOptions, work string) ([]benchChain, 
 		if err := withPolicySocket(opts.confDir, bo.network, o.ConfDir, bp.socket); err != nil {
 			return nil, err
 		}
-		o.Host = bp.start
+		o.Host, o.Gone = bp.start, bp.gone
 		chains = append(chains, benchChain{"podnet+policy", o})
 	}
 	if bo.compareBin == "" {

@@ -9,7 +9,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,7 +27,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/podnet/podnet/agent/netpol"
+	"github.com/podnet/podnet/bench"
 	"github.com/podnet/podnet/cni"
+	"github.com/podnet/podnet/netplugin"
 )
 
 // bench --policy: the node's policy service (agent/netpol with its
@@ -33,9 +38,8 @@ import (
 // network names its socket (policySocket), so every ADD asks it whether
 // its pod may come up, as on a node that enforces NetworkPolicy.
 const (
-	benchNamespace = "podnet-bench" // bench.Run's pods' namespace
-	benchNode      = "bench-node"
-	benchPodLabel  = "bench"
+	benchNode     = "bench-node"
+	benchPodLabel = "bench"
 )
 
 // Policy modes of bench.
@@ -50,6 +54,9 @@ type benchPolicy struct {
 	mode   string
 	pods   int
 	socket string
+
+	mu      sync.Mutex
+	current *podSource // the running service's pods
 }
 
 // withPolicySocket copies podnet's network (network, or the first in
@@ -100,7 +107,11 @@ func withPolicySocket(confDir, network, dir, socket string) error {
 func (bp *benchPolicy) start(ctx context.Context, hostNetNS string) (func() error, error) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
-	s := netpol.New(netpol.Config{Node: benchNode, NetNS: hostNetNS, Sources: bp.sources(), Logger: log, Registry: reg})
+	pods := bp.podSource()
+	bp.mu.Lock()
+	bp.current = pods
+	bp.mu.Unlock()
+	s := netpol.New(netpol.Config{Node: benchNode, NetNS: hostNetNS, Sources: bp.sources(pods), Logger: log, Registry: reg})
 	adm := s.Admission(netpol.AdmissionConfig{Socket: bp.socket})
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	errs := make(chan error, 2)
@@ -156,19 +167,37 @@ func (bp *benchPolicy) checkAnswers(mfs []*dto.MetricFamily) error {
 }
 
 // serviceTimes is where the service's share of the handshake went, from
-// its own histograms: the mean answer (admission), and the mean compile
-// and apply of its rebuilds, each with its count.
+// its own histograms: the mean answer (admission), compile, and apply of
+// each kind (admit: an answer without a compile; apply, resync: after
+// one), each with its count.
 func serviceTimes(mfs []*dto.MetricFamily) string {
 	var out []string
 	for _, name := range []string{"admission_duration_seconds", "compile_duration_seconds", "apply_duration_seconds"} {
-		var n uint64
-		var sum float64
-		for _, m := range metricsOf(mfs, name) {
-			n += m.GetHistogram().GetSampleCount()
-			sum += m.GetHistogram().GetSampleSum()
+		type acc struct {
+			n   uint64
+			sum float64
 		}
-		if n > 0 {
-			out = append(out, fmt.Sprintf("%s mean %.3f ms (%d)", strings.Split(name, "_")[0], sum/float64(n)*1e3, n))
+		byOp := map[string]*acc{}
+		var ops []string
+		for _, m := range metricsOf(mfs, name) {
+			op := ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "op" {
+					op = " " + l.GetValue()
+				}
+			}
+			if byOp[op] == nil {
+				byOp[op] = &acc{}
+				ops = append(ops, op)
+			}
+			byOp[op].n += m.GetHistogram().GetSampleCount()
+			byOp[op].sum += m.GetHistogram().GetSampleSum()
+		}
+		slices.Sort(ops)
+		for _, op := range ops {
+			if a := byOp[op]; a.n > 0 {
+				out = append(out, fmt.Sprintf("%s%s mean %.3f ms (%d)", strings.Split(name, "_")[0], op, a.sum/float64(a.n)*1e3, a.n))
+			}
 		}
 	}
 	return strings.Join(out, ", ")
@@ -186,25 +215,44 @@ func metricsOf(mfs []*dto.MetricFamily, suffix string) []*dto.Metric {
 	return out
 }
 
-// sources is the fixed cluster: bench's namespace, its pods on this
-// node (no addresses: ADD tells them), this node, and one policy.
-func (bp *benchPolicy) sources() netpol.Sources {
-	pods := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}
-	for i := range bp.pods {
-		pods.Items = append(pods.Items, corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: fmt.Sprintf("pod-%d", i), ResourceVersion: "1",
-				Labels: map[string]string{"app": benchPodLabel}},
-			Spec:   corev1.PodSpec{NodeName: benchNode},
-			Status: corev1.PodStatus{Phase: corev1.PodPending},
-		})
+// gone is bench's word that a pod's DEL is done: the cluster deletes it.
+func (bp *benchPolicy) gone(pod netplugin.PodRef) {
+	bp.mu.Lock()
+	pods := bp.current
+	bp.mu.Unlock()
+	if pods != nil {
+		pods.delete(pod.Name)
 	}
+}
+
+// podSource is the cluster's pods of one run: every pod of every phase,
+// on this node, without addresses (ADD tells them), each deleted once
+// its DEL is done.
+func (bp *benchPolicy) podSource() *podSource {
+	src := &podSource{list: &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}, rv: 1, buffer: bench.Phases*bp.pods + 16}
+	for k := range bench.Phases {
+		for i := range bp.pods {
+			src.list.Items = append(src.list.Items, corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Namespace: bench.Namespace, Name: bench.PodName(k, i, bp.pods), ResourceVersion: "1",
+					Labels: map[string]string{"app": benchPodLabel}},
+				Spec:   corev1.PodSpec{NodeName: benchNode},
+				Status: corev1.PodStatus{Phase: corev1.PodPending},
+			})
+		}
+	}
+	return src
+}
+
+// sources is the cluster: bench's namespace, its pods, this node, and one
+// policy.
+func (bp *benchPolicy) sources(pods *podSource) netpol.Sources {
 	selected := benchPodLabel
 	if bp.mode == policyUnselected {
 		selected = "not-" + benchPodLabel
 	}
 	port := intstr.FromInt32(80)
 	policies := &networkingv1.NetworkPolicyList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []networkingv1.NetworkPolicy{{
-		ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: "bench", ResourceVersion: "1"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: bench.Namespace, Name: "bench", ResourceVersion: "1"},
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": selected}},
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{
@@ -215,10 +263,10 @@ func (bp *benchPolicy) sources() netpol.Sources {
 		},
 	}}}
 	namespaces := &corev1.NamespaceList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{
-		Name: benchNamespace, ResourceVersion: "1", Labels: map[string]string{"kubernetes.io/metadata.name": benchNamespace}}}}}
+		Name: bench.Namespace, ResourceVersion: "1", Labels: map[string]string{"kubernetes.io/metadata.name": bench.Namespace}}}}}
 	nodes := &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: benchNode, ResourceVersion: "1"}}}}
 	return netpol.Sources{
-		Policies: fixedList{policies}, Namespaces: fixedList{namespaces}, Pods: fixedList{pods}, Nodes: fixedList{nodes},
+		Policies: fixedList{policies}, Namespaces: fixedList{namespaces}, Pods: pods, Nodes: fixedList{nodes},
 	}
 }
 
@@ -237,3 +285,82 @@ func (f fixedList) Watch(metav1.ListOptions) (watch.Interface, error) { return w
 // IsWatchListSemanticsUnSupported tells the reflector to list, then
 // watch (a list can send no initial events).
 func (fixedList) IsWatchListSemanticsUnSupported() bool { return true }
+
+// podSource lists the run's pods and reports their deletions.
+type podSource struct {
+	buffer int
+
+	mu    sync.Mutex
+	list  *corev1.PodList
+	rv    int
+	watch *podWatch // the reflector's current watch, if any
+}
+
+var _ cache.ListerWatcher = (*podSource)(nil)
+
+func (p *podSource) List(metav1.ListOptions) (runtime.Object, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.list.DeepCopy(), nil
+}
+
+func (p *podSource) Watch(metav1.ListOptions) (watch.Interface, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Large enough for every pod's deletion: delete never waits for the
+	// reflector.
+	p.watch = &podWatch{ch: make(chan watch.Event, p.buffer)}
+	return p.watch, nil
+}
+
+// IsWatchListSemanticsUnSupported: as fixedList's.
+func (*podSource) IsWatchListSemanticsUnSupported() bool { return true }
+
+func (p *podSource) delete(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, pod := range p.list.Items {
+		if pod.Name != name {
+			continue
+		}
+		p.rv++
+		gone := pod.DeepCopy()
+		gone.ResourceVersion = strconv.Itoa(p.rv)
+		p.list.Items = slices.Delete(p.list.Items, i, i+1)
+		p.list.ResourceVersion = gone.ResourceVersion
+		if p.watch != nil {
+			p.watch.send(watch.Event{Type: watch.Deleted, Object: gone})
+		}
+		return
+	}
+}
+
+// podWatch is a watch the reflector may stop while a deletion is sent.
+type podWatch struct {
+	mu      sync.Mutex
+	ch      chan watch.Event
+	stopped bool
+}
+
+func (w *podWatch) ResultChan() <-chan watch.Event { return w.ch }
+
+func (w *podWatch) Stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped {
+		w.stopped = true
+		close(w.ch)
+	}
+}
+
+// send never blocks: the channel holds every pod's deletion.
+func (w *podWatch) send(ev watch.Event) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped {
+		select {
+		case w.ch <- ev:
+		default:
+		}
+	}
+}
