@@ -211,108 +211,120 @@ func clusterRule(name string, action cnpv1beta1.ClusterNetworkPolicyRuleAction, 
 	}
 	onlyPods := true // every peer is a pods or namespaces peer: named ports resolve on them
 	for i := range peers {
-		p := &peers[i]
 		f := fmt.Sprintf("%s[%d]", peersField, i)
-		var cp ClusterPeer
-		n := 0
-		if p.Namespaces != nil {
-			n++
-			cp.Pods = &PodsSelector{Namespaces: *p.Namespaces.DeepCopy()}
-		}
-		if p.Pods != nil {
-			n++
-			ps := namespacedPods(p.Pods)
-			cp.Pods = &ps
-		}
-		if p.Nodes != nil {
-			n++
-			cp.Nodes = p.Nodes.DeepCopy()
-			if _, err := metav1.LabelSelectorAsSelector(cp.Nodes); err != nil {
-				bad("%s.nodes: %v", f, err)
-			}
-		}
-		if p.Networks != nil {
-			n++
-			if len(p.Networks) == 0 {
-				bad("%s.networks: empty", f)
-			}
-			for _, c := range p.Networks {
-				pfx, err := netip.ParsePrefix(string(c))
-				if err != nil || pfx != pfx.Masked() {
-					bad("%s.networks: %q is no masked CIDR", f, c)
-					continue
-				}
-				cp.Networks = append(cp.Networks, pfx)
-			}
-		}
-		if p.DomainNames != nil {
-			n++
-			for _, d := range p.DomainNames {
-				cp.DomainNames = append(cp.DomainNames, string(d))
-			}
-			if r.Action != Accept {
-				bad("%s.domainNames: only in Accept rules", f)
-			}
-		}
-		if n != 1 {
-			bad("%s: %d fields set, not exactly one", f, n)
-		}
-		if cp.Pods != nil {
-			if err := cp.Pods.check(); err != nil {
-				bad("%s: %v", f, err)
-			}
-		} else {
+		cp := clusterPeer(&peers[i], f, r.Action, bad)
+		if cp.Pods == nil {
 			onlyPods = false
 		}
 		r.Peers = append(r.Peers, cp)
 	}
 	for i := range protocols {
-		p := &protocols[i]
 		f := fmt.Sprintf("protocols[%d]", i)
-		n := 0
-		add := func(proto Protocol, dp *cnpv1beta1.Port) {
-			n++
-			cp := ClusterProtocol{Protocol: proto, First: 0, Last: 65535}
-			switch {
-			case dp == nil:
-			case (dp.Number != 0) == (dp.Range != nil):
-				bad("%s.destinationPort: not exactly one of number, range", f)
-			case dp.Range == nil:
-				if dp.Number < 1 || dp.Number > 65535 {
-					bad("%s.destinationPort.number: %d", f, dp.Number)
-				}
-				cp.First, cp.Last = uint16(dp.Number), uint16(dp.Number)
-			default:
-				s, e := dp.Range.Start, dp.Range.End
-				if s < 1 || e > 65535 || s >= e {
-					bad("%s.destinationPort.range: %d-%d", f, s, e)
-				}
-				cp.First, cp.Last = uint16(s), uint16(e)
-			}
-			r.Protocols = append(r.Protocols, cp)
-		}
-		if p.TCP != nil {
-			add(TCP, p.TCP.DestinationPort)
-		}
-		if p.UDP != nil {
-			add(UDP, p.UDP.DestinationPort)
-		}
-		if p.SCTP != nil {
-			add(SCTP, p.SCTP.DestinationPort)
-		}
-		if p.DestinationNamedPort != "" {
-			n++
-			r.Protocols = append(r.Protocols, ClusterProtocol{NamedPort: p.DestinationNamedPort})
-			if !onlyPods {
-				bad("%s.destinationNamedPort: with a peer that is no pod", f)
-			}
-		}
-		if n != 1 {
-			bad("%s: %d fields set, not exactly one", f, n)
-		}
+		r.Protocols = append(r.Protocols, clusterProtocols(&protocols[i], f, onlyPods, bad)...)
 	}
 	r.Broken = strings.Join(broken, "; ")
 	return r
+}
+
+// clusterPeer is one peer of a rule whose action is given; what is wrong
+// with it goes to bad, under the field name f.
+func clusterPeer(p *cnpv1beta1.ClusterNetworkPolicyEgressPeer, f string, action Action, bad func(string, ...any)) ClusterPeer {
+	var cp ClusterPeer
+	n := 0
+	if p.Namespaces != nil {
+		n++
+		cp.Pods = &PodsSelector{Namespaces: *p.Namespaces.DeepCopy()}
+	}
+	if p.Pods != nil {
+		n++
+		ps := namespacedPods(p.Pods)
+		cp.Pods = &ps
+	}
+	if p.Nodes != nil {
+		n++
+		cp.Nodes = p.Nodes.DeepCopy()
+		if _, err := metav1.LabelSelectorAsSelector(cp.Nodes); err != nil {
+			bad("%s.nodes: %v", f, err)
+		}
+	}
+	if p.Networks != nil {
+		n++
+		if len(p.Networks) == 0 {
+			bad("%s.networks: empty", f)
+		}
+		for _, c := range p.Networks {
+			pfx, err := netip.ParsePrefix(string(c))
+			if err != nil || pfx != pfx.Masked() {
+				bad("%s.networks: %q is no masked CIDR", f, c)
+				continue
+			}
+			cp.Networks = append(cp.Networks, pfx)
+		}
+	}
+	if p.DomainNames != nil {
+		n++
+		for _, d := range p.DomainNames {
+			cp.DomainNames = append(cp.DomainNames, string(d))
+		}
+		if action != Accept {
+			bad("%s.domainNames: only in Accept rules", f)
+		}
+	}
+	if n != 1 {
+		bad("%s: %d fields set, not exactly one", f, n)
+	}
+	if cp.Pods != nil {
+		if err := cp.Pods.check(); err != nil {
+			bad("%s: %v", f, err)
+		}
+	}
+	return cp
+}
+
+// clusterProtocols is one entry of a rule's protocols (one protocol, or
+// one named port, which needs every peer to be pods: onlyPods); what is
+// wrong with it goes to bad, under the field name f.
+func clusterProtocols(p *cnpv1beta1.ClusterNetworkPolicyProtocol, f string, onlyPods bool, bad func(string, ...any)) []ClusterProtocol {
+	var out []ClusterProtocol
+	add := func(proto Protocol, dp *cnpv1beta1.Port) {
+		cp := ClusterProtocol{Protocol: proto, First: 0, Last: 65535}
+		switch {
+		case dp == nil:
+		case (dp.Number != 0) == (dp.Range != nil):
+			bad("%s.destinationPort: not exactly one of number, range", f)
+		case dp.Range == nil:
+			if dp.Number < 1 || dp.Number > 65535 {
+				bad("%s.destinationPort.number: %d", f, dp.Number)
+			}
+			cp.First, cp.Last = uint16(dp.Number), uint16(dp.Number)
+		default:
+			s, e := dp.Range.Start, dp.Range.End
+			if s < 1 || e > 65535 || s >= e {
+				bad("%s.destinationPort.range: %d-%d", f, s, e)
+			}
+			cp.First, cp.Last = uint16(s), uint16(e)
+		}
+		out = append(out, cp)
+	}
+	if p.TCP != nil {
+		add(TCP, p.TCP.DestinationPort)
+	}
+	if p.UDP != nil {
+		add(UDP, p.UDP.DestinationPort)
+	}
+	if p.SCTP != nil {
+		add(SCTP, p.SCTP.DestinationPort)
+	}
+	if p.DestinationNamedPort != "" {
+		out = append(out, ClusterProtocol{NamedPort: p.DestinationNamedPort})
+		if !onlyPods {
+			bad("%s.destinationNamedPort: with a peer that is no pod", f)
+		}
+	}
+	if len(out) != 1 {
+		bad("%s: %d fields set, not exactly one", f, len(out))
+	}
+	return out
 }
 
 // failClosed reports how a broken rule acts: an Accept rule matches

@@ -113,6 +113,31 @@ func (d *Direction) SameRules(o *Direction) bool {
 		sameSlice(d.Admin, o.Admin) && sameSlice(d.Baseline, o.Baseline)
 }
 
+// EqualRules reports whether d and o hold equal rules: the same slices
+// (SameRules), or rules equal field by field, as two compiles of one
+// cluster make them. A chain built from d's rules is the chain of o's.
+func (d *Direction) EqualRules(o *Direction) bool {
+	if d.SameRules(o) {
+		return true
+	}
+	return d.Isolated == o.Isolated && slices.Equal(d.IsolatedBy, o.IsolatedBy) &&
+		slices.EqualFunc(d.Rules, o.Rules, (*Rule).equal) &&
+		slices.EqualFunc(d.Admin, o.Admin, (*TierRule).equal) &&
+		slices.EqualFunc(d.Baseline, o.Baseline, (*TierRule).equal)
+}
+
+// equal compares every field of the rules (TestRuleEqualCoversFields
+// keeps it so).
+func (r *Rule) equal(o *Rule) bool {
+	return r == o || (r.Policy == o.Policy && r.Index == o.Index && r.AllPeers == o.AllPeers &&
+		r.AllPorts == o.AllPorts && r.PortSet == o.PortSet && slices.Equal(r.PeerSets, o.PeerSets) &&
+		slices.Equal(r.CIDRSets, o.CIDRSets) && slices.Equal(r.NamedPortSets, o.NamedPortSets))
+}
+
+func (t *TierRule) equal(o *TierRule) bool {
+	return t == o || (t.Ref == o.Ref && t.Rule.equal(&o.Rule))
+}
+
 func sameSlice[T any](a, b []T) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

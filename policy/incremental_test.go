@@ -128,3 +128,69 @@ func irValue(ir *IR) IR {
 	v.Pods = slices.Clone(v.Pods)
 	return v
 }
+
+// TestRuleEqualCoversFields: a copy of a rule with any one field changed
+// is not equal to it (a field equal forgot would let the renderer's memo
+// keep a chain built from other rules), and an equal copy in new slices
+// is; the same for the tier rules and their directions.
+func TestRuleEqualCoversFields(t *testing.T) {
+	base := TierRule{
+		Rule: Rule{Policy: "ns/p", Index: 1, AllPeers: false, PeerSets: []string{"a"}, CIDRSets: []string{"b"},
+			AllPorts: false, PortSet: "c", NamedPortSets: []string{"d"}},
+		Ref: ClusterRuleRef{Policy: "cp", Tier: AdminTier, Priority: 3, Index: 2, Name: "n", Action: Accept},
+	}
+	deepCopy := func(tr TierRule) *TierRule {
+		tr.PeerSets = slices.Clone(tr.PeerSets)
+		tr.CIDRSets = slices.Clone(tr.CIDRSets)
+		tr.NamedPortSets = slices.Clone(tr.NamedPortSets)
+		return &tr
+	}
+	if !deepCopy(base).equal(&base) {
+		t.Fatal("a copy in new slices is not equal")
+	}
+	probe := *deepCopy(base)
+	var walk func(v reflect.Value, path string)
+	walk = func(v reflect.Value, path string) {
+		for i := range v.NumField() {
+			f, name := v.Field(i), path+v.Type().Field(i).Name
+			if f.Kind() == reflect.Struct {
+				walk(f, name+".")
+				continue
+			}
+			saved := reflect.New(f.Type()).Elem()
+			saved.Set(f)
+			switch f.Kind() {
+			case reflect.String:
+				f.SetString(f.String() + "x")
+			case reflect.Bool:
+				f.SetBool(!f.Bool())
+			case reflect.Int, reflect.Int32, reflect.Uint8:
+				if f.CanInt() {
+					f.SetInt(f.Int() + 1)
+				} else {
+					f.SetUint(f.Uint() + 1)
+				}
+			case reflect.Slice:
+				f.Set(reflect.Append(f, reflect.ValueOf("z")))
+			default:
+				t.Fatalf("%s: a %s; teach this test (and equal) about it", name, f.Kind())
+			}
+			changed := *deepCopy(probe)
+			f.Set(saved)
+			if changed.equal(&base) || base.equal(&changed) {
+				t.Errorf("rules differing in %s are equal", name)
+			}
+		}
+	}
+	walk(reflect.ValueOf(&probe).Elem(), "")
+
+	d := Direction{Isolated: true, IsolatedBy: []string{"ns/p"}, Rules: []*Rule{&base.Rule}, Admin: []*TierRule{&base}}
+	e := Direction{Isolated: true, IsolatedBy: []string{"ns/p"}, Rules: []*Rule{&deepCopy(base).Rule}, Admin: []*TierRule{deepCopy(base)}}
+	if !d.EqualRules(&e) || d.SameRules(&e) {
+		t.Errorf("directions of equal rules in new slices: EqualRules %v (want true), SameRules %v (want false)", d.EqualRules(&e), d.SameRules(&e))
+	}
+	e.Baseline = e.Admin
+	if d.EqualRules(&e) {
+		t.Error("a direction with baseline rules equals one without")
+	}
+}

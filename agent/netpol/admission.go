@@ -168,91 +168,112 @@ func (a *Admission) kickRescan() {
 // pod's elements are removed, if they still name it. A pod whose
 // elements go meanwhile (DEL) stops being waited for.
 func (a *Admission) reopen(ctx context.Context, closed *dataplane.Closed) {
-	type done struct {
-		key string
-		p   dataplane.ClosedPod
-		pod policy.PodKey
-		err error
-	}
-	inflight := map[string]context.CancelFunc{}
-	// since is when each closed element was first found: its Event says
-	// how long the pod was closed.
-	since := map[string]time.Time{}
-	results := make(chan done)
+	r := &reopener{a: a, closed: closed, inflight: map[string]context.CancelFunc{}, since: map[string]time.Time{}, results: make(chan reopened)}
 	tick := time.NewTicker(a.cfg.Rescan)
 	defer tick.Stop()
-	defer func() {
-		for _, cancel := range inflight {
-			cancel()
-		}
-		for range inflight {
-			<-results
-		}
-	}()
-	scan := func() {
-		pods, err := closed.List()
-		if err != nil {
-			a.s.log.Warn("closed pods not read", "err", err)
-			return
-		}
-		a.m.closed.Set(float64(len(pods)))
-		seen := map[string]bool{}
-		for _, p := range pods {
-			if p.Pod == "" {
-				continue // not podnet's
-			}
-			k := closedKey(p)
-			seen[k] = true
-			if _, ok := inflight[k]; ok {
-				continue
-			}
-			if _, ok := since[k]; !ok {
-				since[k] = time.Now()
-			}
-			cctx, cancel := context.WithCancel(ctx)
-			inflight[k] = cancel
-			go func() {
-				pod, err := a.admitClosed(cctx, p)
-				results <- done{k, p, pod, err}
-			}()
-		}
-		for k, cancel := range inflight {
-			if !seen[k] {
-				cancel() // gone: DEL or GC removed it
-			}
-		}
-		for k := range since {
-			if !seen[k] {
-				delete(since, k)
-			}
-		}
-	}
-	scan()
+	defer r.stop()
+	r.scan(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case r := <-results:
-			inflight[r.key]()
-			delete(inflight, r.key)
-			if r.err != nil {
-				continue // cancelled: gone, or the agent stops
-			}
-			opened, err := closed.Open(ctx, r.p)
-			switch {
-			case err != nil:
-				a.s.log.Warn("closed pod not opened; retried at the next scan", "pod", r.p.Pod, "err", err)
-			case opened:
-				a.m.opened.Inc()
-				a.s.log.Info("closed pod admitted and opened", "pod", r.p.Pod, "addresses", r.p.Addrs)
-				a.s.closedOpened(r.pod, since[r.key])
-				delete(since, r.key)
-			}
+		case res := <-r.results:
+			r.finish(ctx, res)
 			continue
 		case <-tick.C:
 		case <-a.rescan:
 		}
-		scan()
+		r.scan(ctx)
+	}
+}
+
+// reopener is reopen's state: the closed pods being admitted, and when
+// each closed element was first found (its Event says how long the pod
+// was closed).
+type reopener struct {
+	a        *Admission
+	closed   *dataplane.Closed
+	inflight map[string]context.CancelFunc
+	since    map[string]time.Time
+	results  chan reopened
+}
+
+// reopened is the outcome of one closed pod's Admit.
+type reopened struct {
+	key string
+	p   dataplane.ClosedPod
+	pod policy.PodKey
+	err error
+}
+
+// scan reads the closed table: each closed pod not yet being admitted
+// is, and one whose elements went (DEL or GC) stops being waited for.
+func (r *reopener) scan(ctx context.Context) {
+	pods, err := r.closed.List()
+	if err != nil {
+		r.a.s.log.Warn("closed pods not read", "err", err)
+		return
+	}
+	r.a.m.closed.Set(float64(len(pods)))
+	seen := map[string]bool{}
+	for _, p := range pods {
+		if p.Pod == "" {
+			continue // not podnet's
+		}
+		k := closedKey(p)
+		seen[k] = true
+		if _, ok := r.inflight[k]; ok {
+			continue
+		}
+		if _, ok := r.since[k]; !ok {
+			r.since[k] = time.Now()
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		r.inflight[k] = cancel
+		go func() {
+			pod, err := r.a.admitClosed(cctx, p)
+			r.results <- reopened{k, p, pod, err}
+		}()
+	}
+	for k, cancel := range r.inflight {
+		if !seen[k] {
+			cancel() // gone: DEL or GC removed it
+		}
+	}
+	for k := range r.since {
+		if !seen[k] {
+			delete(r.since, k)
+		}
+	}
+}
+
+// finish opens a pod its Admit has returned for, if its elements still
+// name it.
+func (r *reopener) finish(ctx context.Context, res reopened) {
+	r.inflight[res.key]()
+	delete(r.inflight, res.key)
+	if res.err != nil {
+		return // cancelled: gone, or the agent stops
+	}
+	opened, err := r.closed.Open(ctx, res.p)
+	switch {
+	case err != nil:
+		r.a.s.log.Warn("closed pod not opened; retried at the next scan", "pod", res.p.Pod, "err", err)
+	case opened:
+		r.a.m.opened.Inc()
+		r.a.s.log.Info("closed pod admitted and opened", "pod", res.p.Pod, "addresses", res.p.Addrs)
+		r.a.s.closedOpened(res.pod, r.since[res.key])
+		delete(r.since, res.key)
+	}
+}
+
+// stop cancels the admissions in flight and waits for them.
+func (r *reopener) stop() {
+	for _, cancel := range r.inflight {
+		cancel()
+	}
+	for range r.inflight {
+		<-r.results
 	}
 }
 

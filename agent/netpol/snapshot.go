@@ -58,18 +58,28 @@ func buildSnapshot(c contents, in snapshotInput) (*policy.Snapshot, []policy.Pod
 			s.Namespaces = append(s.Namespaces, n.Namespace)
 		}
 	}
+	var stale []policy.PodKey
+	s.Pods, stale = snapshotPods(s.Pods, c.pods, in.admitted)
+	s.Nodes = snapshotNodes(s.Nodes, c.nodes, in)
+	return s, stale
+}
+
+// snapshotPods appends the cached pods to pods, each pod Admit was told
+// of and that has no addresses of its own with Admit's; stale are the
+// admitted pods whose addresses are no longer needed (the status has
+// them, or the pod is gone).
+func snapshotPods(pods []policy.Pod, objs []any, admitted map[policy.PodKey][]netip.Addr) (_ []policy.Pod, stale []policy.PodKey) {
 	var seen map[policy.PodKey]bool
-	if len(in.admitted) > 0 {
+	if len(admitted) > 0 {
 		seen = map[policy.PodKey]bool{}
 	}
-	var stale []policy.PodKey
-	for _, o := range c.pods {
+	for _, o := range objs {
 		p, ok := o.(*podObj)
 		if !ok {
 			continue
 		}
 		pod := p.Pod // a shallow copy: Compile modifies nothing
-		if ips, ok := in.admitted[pod.Key()]; ok {
+		if ips, ok := admitted[pod.Key()]; ok {
 			seen[pod.Key()] = true
 			if len(pod.IPs) == 0 && !pod.HostNetwork {
 				pod.IPs = ips
@@ -77,35 +87,40 @@ func buildSnapshot(c contents, in snapshotInput) (*policy.Snapshot, []policy.Pod
 				stale = append(stale, pod.Key())
 			}
 		}
-		s.Pods = append(s.Pods, pod)
+		pods = append(pods, pod)
 	}
-	for k := range in.admitted {
+	for k := range admitted {
 		if !seen[k] {
 			stale = append(stale, k)
 		}
 	}
-	// Every node is there for ClusterNetworkPolicy's nodes peers; this
-	// node's is there even before its Node is cached, with the addresses
-	// it has in its namespace added (the renderer's node sets read it).
+	return pods, stale
+}
+
+// snapshotNodes appends the cached nodes to nodes. Every node is there
+// for ClusterNetworkPolicy's nodes peers; this node's is there even
+// before its Node is cached, with the addresses it has in its namespace
+// added (the renderer's node sets read it).
+func snapshotNodes(nodes []policy.Node, objs []any, in snapshotInput) []policy.Node {
 	self := -1
-	for _, o := range c.nodes {
+	for _, o := range objs {
 		if n, ok := o.(*nodeObj); ok {
 			if n.Name == in.node {
-				self = len(s.Nodes)
+				self = len(nodes)
 			}
-			s.Nodes = append(s.Nodes, n.Node) // shared: only self's IPs are copied before a change
+			nodes = append(nodes, n.Node) // shared: only self's IPs are copied before a change
 		}
 	}
 	if self < 0 {
-		self = len(s.Nodes)
-		s.Nodes = append(s.Nodes, policy.Node{Name: in.node})
+		self = len(nodes)
+		nodes = append(nodes, policy.Node{Name: in.node})
 	}
-	n := &s.Nodes[self]
+	n := &nodes[self]
 	n.IPs = slices.Clone(n.IPs)
 	for _, ip := range in.localIPs {
 		if ip = ip.Unmap().WithZone(""); !slices.Contains(n.IPs, ip) {
 			n.IPs = append(n.IPs, ip)
 		}
 	}
-	return s, stale
+	return nodes
 }

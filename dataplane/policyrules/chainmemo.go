@@ -10,10 +10,11 @@ import (
 // chainMemo remembers the pod chains of a Renderer's last build whose
 // rules follow from their pod's PodRules alone (no folding was tried:
 // that reads the sets' contents), with the sets they named. A build of
-// an IR that shares a pod's rules with the last one (policy.IR's
-// WithPodAddrs copies them; Compile makes new ones) takes the chain as
-// it is: an admission's apply builds the chains of its pods, not of the
-// node's. The memo holds what the last ruleset holds, and the slices of
+// an IR whose pod has the rules the last one had (the same slices, as
+// policy.IR's WithPodAddrs copies them, or equal ones, as Compile makes
+// them again) takes the chain as it is: an admission's apply, or a
+// rebuild after a pod elsewhere changed, builds the chains of the pods
+// whose rules changed, not of the node's. The memo holds what the last ruleset holds, and the slices of
 // the last IR's PodRules, nothing more.
 type chainMemo map[chainKey]*memoChain
 
@@ -50,7 +51,7 @@ const (
 // was built from.
 func (b *builder) podChain(p *policy.PodRules, d Direction, dir *policy.Direction) (c, tail *chain) {
 	k := chainKey{p.Pod, d}
-	if m := b.memo[k]; m != nil && slices.Equal(m.ips, p.IPs) && m.dir.SameRules(dir) {
+	if m := b.memo[k]; m != nil && slices.Equal(m.ips, p.IPs) && m.dir.EqualRules(dir) {
 		for _, r := range m.refs {
 			b.nameSet(r)
 		}

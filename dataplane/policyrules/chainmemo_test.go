@@ -47,6 +47,31 @@ func TestChainMemo(t *testing.T) {
 				check(fmt.Sprintf("%s admitted", p.Key()), ir)
 			}
 			check("compiled again", policy.Compile(s, policy.Options{Node: "n1"}))
+			// Changes between compiles: the memo keeps the chains of the
+			// pods whose rules come out equal, and only those.
+			for step := range 6 {
+				changeMemoCluster(rng, s, step)
+				check(fmt.Sprintf("change %d compiled", step), policy.Compile(s, policy.Options{Node: "n1"}))
+			}
+		}
+	}
+}
+
+// changeMemoCluster changes s as step says: one policy replaced by
+// another of its name, a pod of n1 relabelled, or a policy gone (one
+// added when there is one left).
+func changeMemoCluster(rng *rand.Rand, s *policy.Snapshot, step int) {
+	switch step % 3 {
+	case 0:
+		i := rng.IntN(len(s.Policies))
+		s.Policies[i] = randomPolicy(rng, s.Policies[i].Name)
+	case 1:
+		s.Pods[rng.IntN(8)].Labels = randomLabels(rng, "app", "tier")
+	default:
+		if len(s.Policies) > 1 {
+			s.Policies = s.Policies[:len(s.Policies)-1]
+		} else {
+			s.Policies = append(s.Policies, randomPolicy(rng, "np-added"))
 		}
 	}
 }
