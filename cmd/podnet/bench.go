@@ -49,10 +49,12 @@ over the rounds: on a shared machine whole runs drift, and taking turns
 keeps the drift out of the ratios.
 
 With --policy selected (or unselected) it also measures podnet with the
-node's NetworkPolicy service beside it, the agent's own code fed a fixed
-cluster: the network names the service's socket (policySocket), so every
-ADD waits for the first-packet handshake, and a NetworkPolicy selects
-every pod (or, unselected, none of them while its namespace has one). The
+node's NetworkPolicy service beside it, the agent's own code fed a
+cluster of bench's pods (each deleted once its DEL is done, as the API
+server does after a kubelet's tear-down): the network names the
+service's socket (policySocket), so every ADD waits for the first-packet
+handshake, and a NetworkPolicy selects every pod (or, unselected, none
+of them while its namespace has one). The
 chain "podnet+policy" is printed beside podnet, with the difference of
 their latencies.`,
 		Args: cobra.NoArgs,
