@@ -72,11 +72,11 @@ func (s *Service) Admit(ctx context.Context, namespace, name string, ips []netip
 		// peer should have it before its first packet to them: the fast
 		// way adds it at once (reconcileAdmitted), not at the status'
 		// update.
-		s.askRebuild()
+		s.askSoon()
 		return false, nil
 	}
 	gen := s.reqGen.Add(1)
-	s.askRebuild()
+	s.askSoon()
 	for {
 		ch := s.applied.wait()
 		s.mu.Lock()

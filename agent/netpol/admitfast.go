@@ -9,10 +9,12 @@ import (
 )
 
 // reconcileAdmitted is the handshake's fast way: when the caches have not
-// changed since the last apply and what Admit was told since is only the
-// addresses of pods that had none then (a sandbox being made), the last
-// IR gets them with policy.IR.WithPodAddrs (the IR Compile would make, at
-// the cost of the pod's own sets, not of the cluster's) and is applied.
+// changed since the last apply but for pod deletions, and what Admit was
+// told since is only the addresses of pods that had none then (a sandbox
+// being made), none a deleted pod had, the last IR gets them with
+// policy.IR.WithPodAddrs (the IR Compile would make, at the cost of the
+// pod's own sets, not of the cluster's; the deleted pods' addresses stay
+// in it, as in the kernel, until their batch) and is applied.
 // done is false when it cannot tell, and nothing was done: the caller
 // compiles. With nothing new at all it only answers the waiting Admits.
 func (s *Service) reconcileAdmitted() (done bool, err error) {
@@ -26,11 +28,14 @@ func (s *Service) reconcileAdmitted() (done bool, err error) {
 		}
 	}
 	news := make(map[policy.PodKey][]netip.Addr, len(keys))
+	reused := false
 	for _, k := range keys {
 		news[k] = s.admitted[k]
+		reused = reused || s.deletedPending(news[k])
 	}
 	s.mu.Unlock()
-	if base == nil || failed || s.cacheGen.Load() != baseGen {
+	if base == nil || failed || reused || s.eagerGen.Load() > baseGen ||
+		(len(keys) == 0 && s.cacheGen.Load() != baseGen) { // the deletions' batch
 		return false, nil
 	}
 	ir := base

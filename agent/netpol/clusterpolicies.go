@@ -66,7 +66,7 @@ func (f *clusterFollower) check(ctx context.Context) (cache.SharedIndexInformer,
 func (f *clusterFollower) start(ctx context.Context) (cache.SharedIndexInformer, <-chan struct{}) {
 	inf := cache.NewSharedIndexInformer(f.lw, &cnpv1beta1.ClusterNetworkPolicy{}, 0, cache.Indexers{})
 	// It fails only on an informer that has run and stopped.
-	_ = f.s.handle(inf, "ClusterNetworkPolicies", slimClusterPolicy, sameClusterPolicy)
+	_ = f.s.handle(inf, "ClusterNetworkPolicies", slimClusterPolicy, sameClusterPolicy, f.s.deleted)
 	if w := f.s.status; w != nil {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: w.seen, UpdateFunc: func(_, obj any) { w.seen(obj) }})
 	}

@@ -45,7 +45,11 @@ func (s *Service) informers() ([]cache.SharedIndexInformer, error) {
 			idx[podIPIndex] = podIPIndexFunc // ResolveAddr's
 		}
 		inf := cache.NewSharedIndexInformer(sp.lw, sp.obj, 0, idx)
-		if err := s.handle(inf, sp.name, sp.transform, sp.same); err != nil {
+		deleted := s.deleted
+		if sp.name == "Pods" {
+			deleted = s.podDeleted
+		}
+		if err := s.handle(inf, sp.name, sp.transform, sp.same, deleted); err != nil {
 			return nil, err
 		}
 		*sp.store = inf.GetIndexer()
@@ -56,8 +60,8 @@ func (s *Service) informers() ([]cache.SharedIndexInformer, error) {
 
 // handle sets an informer's transform, its watch error handler and its
 // event handler, which asks for a rebuild on every change except an
-// update same says policy does not see.
-func (s *Service) handle(inf cache.SharedIndexInformer, name string, transform cache.TransformFunc, same func(a, b any) bool) error {
+// update same says policy does not see; a deletion goes to deleted.
+func (s *Service) handle(inf cache.SharedIndexInformer, name string, transform cache.TransformFunc, same func(a, b any) bool, deleted func(any)) error {
 	// Neither fails before the informer runs.
 	_ = inf.SetTransform(transform)
 	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
@@ -74,7 +78,7 @@ func (s *Service) handle(inf cache.SharedIndexInformer, name string, transform c
 			}
 			s.changed()
 		},
-		DeleteFunc: func(any) { s.changed() },
+		DeleteFunc: deleted,
 	}); err != nil {
 		return fmt.Errorf("informer of %s: %w", name, err)
 	}

@@ -52,9 +52,11 @@ type Config struct {
 	// Sources are the informers' list-watchers (NewSources).
 	Sources Sources
 	// Debounce is how long the first event of a change waits for more
-	// (default DefaultDebounce); ResyncInterval how often the table is
-	// rewritten whole (default DefaultResyncInterval).
-	Debounce, ResyncInterval time.Duration
+	// (default DefaultDebounce), DeleteDebounce the same for pod
+	// deletions (default DefaultDeleteDebounce); ResyncInterval how
+	// often the table is rewritten whole (default
+	// DefaultResyncInterval).
+	Debounce, DeleteDebounce, ResyncInterval time.Duration
 	// CRDRecheck is how often the service asks whether the API server
 	// serves ClusterNetworkPolicies (default DefaultCRDRecheck).
 	CRDRecheck time.Duration
@@ -121,8 +123,13 @@ type Service struct {
 	// (Admit); a reconcile that read n applied every request up to n.
 	reqGen atomic.Uint64
 	// cacheGen counts the changes of the caches (their events): an IR
-	// compiled at cacheGen n is current while it is still n.
-	cacheGen atomic.Uint64
+	// compiled at cacheGen n is current while it is still n. eagerGen is
+	// cacheGen at the last change that was not a pod's deletion (an IR
+	// compiled at n lacks only pending deletions while eagerGen <= n);
+	// eager says such a change, or an Admit, asked for the rebuild
+	// since the loop last looked (deletions.go).
+	cacheGen, eagerGen atomic.Uint64
+	eager              atomic.Bool
 	// summary is the last apply's, for Status: lock-free, never waiting.
 	summary atomic.Pointer[Summary]
 	// flowIndex serves FlowRules, lock-free (resolve.go).
@@ -145,6 +152,9 @@ type Service struct {
 	// admitted addresses ir has (admit.go's fast way adds to them).
 	irGen      uint64
 	irAdmitted map[policy.PodKey][]netip.Addr
+	// gone are the addresses of deleted pods, each with the cacheGen of
+	// its deletion, until an applied compile read the caches after it.
+	gone map[netip.Addr]uint64
 
 	// applyState turns the loop's failures and successes into Events
 	// on the Node when they change.
@@ -159,6 +169,9 @@ func New(cfg Config) *Service {
 	if cfg.Debounce <= 0 {
 		cfg.Debounce = DefaultDebounce
 	}
+	if cfg.DeleteDebounce <= 0 {
+		cfg.DeleteDebounce = DefaultDeleteDebounce
+	}
 	if cfg.ResyncInterval <= 0 {
 		cfg.ResyncInterval = DefaultResyncInterval
 	}
@@ -170,7 +183,7 @@ func New(cfg Config) *Service {
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger.With("service", "network-policy"),
 		kick: make(chan struct{}, 1), synced: make(chan struct{}), firstApplied: make(chan struct{}),
-		admitted: map[policy.PodKey][]netip.Addr{}, share: newShareTable()}
+		admitted: map[policy.PodKey][]netip.Addr{}, gone: map[netip.Addr]uint64{}, share: newShareTable()}
 	if cfg.Sources.ClusterPolicyStatus != nil {
 		s.status = newStatusWriter(cfg.Sources.ClusterPolicyStatus, s.log)
 	}
@@ -282,11 +295,6 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 // changed asks for a rebuild after a change of the caches.
-func (s *Service) changed() {
-	s.cacheGen.Add(1)
-	s.askRebuild()
-}
-
 // askRebuild asks for a rebuild.
 func (s *Service) askRebuild() {
 	select {
@@ -302,7 +310,7 @@ func (s *Service) askRebuild() {
 func (s *Service) loop(ctx context.Context, localIPs func() ([]netip.Addr, error)) {
 	resync := time.NewTicker(s.cfg.ResyncInterval)
 	defer resync.Stop()
-	var debounce, retry <-chan time.Time
+	var t loopTimers
 	backoff := minBackoff
 	full := false
 	var since time.Time // the oldest change not applied yet
@@ -315,28 +323,25 @@ func (s *Service) loop(ctx context.Context, localIPs func() ([]netip.Addr, error
 				if since.IsZero() {
 					since = time.Now()
 				}
-				if s.admitWaiting() {
-					// A CNI ADD waits on this rebuild with the pod
-					// held back: no debounce, which would add its
-					// length to the ADD. Events coalesce anyway while a
-					// rebuild runs.
-					break
+				if !s.admitWaiting() {
+					t.arm(s.debounceFor())
+					continue
 				}
-				if debounce == nil {
-					debounce = time.After(s.cfg.Debounce)
-				}
-				continue
-			case <-debounce:
-			case <-retry:
+				// A CNI ADD waits on this rebuild with the pod held
+				// back: no debounce, which would add its length to the
+				// ADD. Events coalesce anyway while a rebuild runs.
+			case <-t.debounce:
+			case <-t.retry:
 			case <-resync.C:
 				full = true
 			}
 		}
-		debounce, retry = nil, nil
+		t.debounce, t.retry = nil, nil
+		s.eager.Store(false) // this rebuild reads every change asked for so far
 		if err := s.reconcile(full, localIPs); err != nil {
 			s.log.Warn("policy not applied", "err", err, "retry_in", backoff)
 			s.applyFailed(err)
-			retry = time.After(backoff)
+			t.retry = time.After(backoff)
 			backoff = min(backoff*2, maxBackoff)
 			continue
 		}
@@ -346,6 +351,26 @@ func (s *Service) loop(ctx context.Context, localIPs func() ([]netip.Addr, error
 			s.m.enforceLatency.Observe(time.Since(since).Seconds())
 			since = time.Time{}
 		}
+		if s.deletionsPending() {
+			// The handshake's fast way left pod deletions for their
+			// batch.
+			since = time.Now()
+			t.arm(s.cfg.DeleteDebounce)
+		}
+	}
+}
+
+// loopTimers are the loop's: the debounce of the changes pending (when
+// it ends), and the retry of a failed apply.
+type loopTimers struct {
+	debounce, retry <-chan time.Time
+	debounceAt      time.Time
+}
+
+// arm makes the debounce end within d: sooner, never later.
+func (t *loopTimers) arm(d time.Duration) {
+	if at := time.Now().Add(d); t.debounce == nil || at.Before(t.debounceAt) {
+		t.debounce, t.debounceAt = time.After(d), at
 	}
 }
 
@@ -412,6 +437,7 @@ func (s *Service) reconcile(full bool, localIPs func() ([]netip.Addr, error)) er
 	first := s.ir == nil
 	s.ir, s.appliedGen, s.lastErr = ir, gen, nil
 	s.irGen, s.irAdmitted = cacheGen, admitted
+	s.forgetDeleted(cacheGen)
 	s.mu.Unlock()
 	s.applied.broadcast()
 	if first {
