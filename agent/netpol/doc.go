@@ -39,8 +39,10 @@
 // On a change (service.go) the service waits Debounce (10 ms: one window
 // from the first event, not sliding, so a stream of events cannot hold
 // the rules back), builds a Snapshot (snapshot.go), compiles it for this
-// node and applies the difference in one batch. Updates that change
-// nothing policy reads (pod status) cost nothing. Every ResyncInterval
+// node and applies the difference in one batch; a pod's deletion waits
+// DeleteDebounce (100 ms) instead, so that deletions, whose commits wait
+// for a kernel grace period, go a batch at a time (deletions.go). Updates
+// that change nothing policy reads (pod status) cost nothing. Every ResyncInterval
 // the table is rewritten whole, to repair a change made behind the
 // agent's back. A failed apply is retried with backoff; Ready says why
 // it failed, and is not ready before the informers synced and the first
