@@ -2,6 +2,7 @@ package netpol
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"k8s.io/client-go/tools/cache"
@@ -59,9 +60,15 @@ func (s *Service) podDeleted(obj any) {
 		s.changed()
 		return
 	}
-	var addrs []netip.Addr
+	// Remembered first: an Admit that gives one of them to a new pod
+	// from now on is compiled, and one that gave it before shows in
+	// heldByOther below.
 	s.mu.Lock()
-	addrs = append(append(addrs, p.IPs...), s.admitted[p.Key()]...)
+	addrs := append(slices.Clone(p.IPs), s.admitted[p.Key()]...)
+	g := s.cacheGen.Add(1)
+	for _, ip := range addrs {
+		s.gone[ip] = g
+	}
 	s.mu.Unlock()
 	for _, ip := range addrs {
 		if s.heldByOther(p.Key(), ip) {
@@ -69,12 +76,6 @@ func (s *Service) podDeleted(obj any) {
 			return
 		}
 	}
-	s.mu.Lock()
-	g := s.cacheGen.Add(1)
-	for _, ip := range addrs {
-		s.gone[ip] = g
-	}
-	s.mu.Unlock()
 	s.askRebuild()
 }
 

@@ -294,7 +294,6 @@ func (s *Service) Run(ctx context.Context) error {
 	return nil
 }
 
-// changed asks for a rebuild after a change of the caches.
 // askRebuild asks for a rebuild.
 func (s *Service) askRebuild() {
 	select {
