@@ -176,6 +176,13 @@ func benchAdmit(b *testing.B, n *node, ns, node string) {
 }
 
 // histCount is a histogram's count.
+// applyCounts counts the service's compiles and its applies without one
+// (the handshake's fast way).
+func applyCounts(t testing.TB, s *Service) (compiles, fast func() uint64) {
+	return func() uint64 { return histCount(t, s.m.compile) },
+		func() uint64 { return histCount(t, s.m.apply.WithLabelValues("admit").(prometheus.Histogram)) }
+}
+
 func histCount(b testing.TB, h prometheus.Histogram) uint64 {
 	var m dto.Metric
 	if err := h.Write(&m); err != nil {

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	itestutil "github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/policy"
 )
@@ -44,8 +42,7 @@ func TestAdmitFastWay(t *testing.T) {
 		defer s.mu.Unlock()
 		return s.irGen == s.cacheGen.Load() && s.appliedGen == s.reqGen.Load()
 	})
-	compiles := func() uint64 { return histCount(t, s.m.compile) }
-	fast := func() uint64 { return histCount(t, s.m.apply.WithLabelValues("admit").(prometheus.Histogram)) }
+	compiles, fast := applyCounts(t, s)
 	admit := func(name string, want bool, ips ...string) {
 		t.Helper()
 		var addrs []netip.Addr

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	itestutil "github.com/podnet/podnet/internal/testutil"
 	"github.com/podnet/podnet/policy"
 )
@@ -38,8 +36,7 @@ func TestPodDeletionsBatched(t *testing.T) {
 		defer s.mu.Unlock()
 		return s.ir != nil && s.clusterPolicies != nil && s.irGen == s.cacheGen.Load() && len(peerAddrs(s.ir)) == 4
 	})
-	compiles := func() uint64 { return histCount(t, s.m.compile) }
-	fast := func() uint64 { return histCount(t, s.m.apply.WithLabelValues("admit").(prometheus.Histogram)) }
+	compiles, fast := applyCounts(t, s)
 	peers := func() []netip.Addr { return peerAddrs(r.last()) }
 
 	c0 := compiles()
