@@ -54,9 +54,8 @@ cluster of bench's pods (each deleted once its DEL is done, as the API
 server does after a kubelet's tear-down): the network names the
 service's socket (policySocket), so every ADD waits for the first-packet
 handshake, and a NetworkPolicy selects every pod (or, unselected, none
-of them while its namespace has one). The
-chain "podnet+policy" is printed beside podnet, with the difference of
-their latencies.`,
+of them while its namespace has one). The chain "podnet+policy" is
+printed beside podnet, with the difference of their latencies.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return bo.run(cmd, opts) },
 	}

@@ -14,8 +14,8 @@ import (
 // policy.IR's WithPodAddrs copies them, or equal ones, as Compile makes
 // them again) takes the chain as it is: an admission's apply, or a
 // rebuild after a pod elsewhere changed, builds the chains of the pods
-// whose rules changed, not of the node's. The memo holds what the last ruleset holds, and the slices of
-// the last IR's PodRules, nothing more.
+// whose rules changed, not of the node's. The memo holds what the last
+// ruleset holds, and the slices of the last IR's PodRules, nothing more.
 type chainMemo map[chainKey]*memoChain
 
 type chainKey struct {
