@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"testing"
 
 	"github.com/podnet/podnet/ipam"
 )
@@ -121,8 +122,14 @@ func testInvalidPoolReported(e env, opts Options) {
 		}
 	}
 
-	// Mending: the CIDR that decoded cannot change (blocks may have been
-	// cut by it); the value that did not decode can be anything valid.
+	mendInvalidPools(t, a)
+}
+
+// mendInvalidPools: PutPool mends the invalid pools badsel and garbage,
+// keeping the CIDR that decoded (blocks may have been cut by it); the
+// mended pool serves an allocation.
+func mendInvalidPools(t *testing.T, a *ipam.Allocator) {
+	t.Helper()
 	moved := ipam.Pool{Name: "badsel", CIDR: netip.MustParsePrefix("10.15.0.0/16")}
 	if err := a.PutPool(ctxT(t), moved); ipam.KindOf(err) != ipam.KindInvalid {
 		t.Errorf("PutPool moving invalid pool badsel to another cidr: %v, want KindInvalid", err)

@@ -63,20 +63,7 @@ func (s *pausingStore) Write(ctx context.Context, w ipam.Write) (int64, error) {
 // routed) and Check is clean: either the reclaim backs off, or the
 // allocation goes to another block.
 func testReclaimRace(e env) {
-	anyWrite := func(ipam.Write) bool { return true }
-	for _, tt := range []struct {
-		name string
-		// reclaimFirst: the allocation is paused at its first write and
-		// the whole reclaim runs there; otherwise the reclaim is paused
-		// at its write number pauseAt (before it, or after it applied)
-		// and the allocation runs there.
-		reclaimFirst bool
-		pauseAt      int
-		after        bool
-		// keep: the reclaim must back off, and the allocation be in the
-		// block; else the block goes, and the allocation elsewhere.
-		keep bool
-	}{
+	for _, tt := range []reclaimRaceCase{
 		{name: "AllocationBeforeReclaimsFirstWrite", pauseAt: 1, keep: true},
 		{name: "AllocationAfterReclaimsFirstWrite", pauseAt: 1, after: true},
 		{name: "AllocationAfterReclaimsSecondWrite", pauseAt: 2, after: true},
@@ -84,74 +71,98 @@ func testReclaimRace(e env) {
 	} {
 		// One store and prefix for all (a Kubernetes store serves one):
 		// a node for each case.
-		node := strings.ToLower(tt.name)
-		e.t.Run(tt.name, func(t *testing.T) {
-			ps := &pausingStore{Store: e.store}
-			clk := newClock()
-			a := ipam.New(ps, ipam.Config{Keys: e.keys, Now: clk.now})
-			x := env{t: t, store: ps, keys: e.keys}
-			mustPool(t, a, "p", "10.40.0.0/16", 0)
-			first, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "first", Node: node, Num4: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := a.ReleaseByHandle(ctxT(t), node, "first"); err != nil {
-				t.Fatal(err)
-			}
-			clk.advance(2 * time.Hour)
-			block := first.IPv4[0].Masked()
+		e.t.Run(tt.name, func(t *testing.T) { tt.run(t, e, strings.ToLower(tt.name)) })
+	}
+}
 
-			var got ipam.Assignment
-			var allocErr error
-			alloc := func() {
-				got, allocErr = a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "late", Node: node, Num4: 1})
-			}
-			var released int
-			var reclaimErr error
-			reclaim := func() {
-				released, reclaimErr = reclaimIdle(a, node, 0, time.Hour)
-			}
-			if tt.reclaimFirst {
-				ps.pauseAt(anyWrite, false, reclaim)
-				alloc()
-			} else {
-				n := 0
-				ps.pauseAt(func(ipam.Write) bool { n++; return n == tt.pauseAt }, tt.after, alloc)
-				reclaim()
-			}
-			if allocErr != nil || reclaimErr != nil {
-				t.Fatalf("allocation: %+v, %v; reclaim: %d, %v", got, allocErr, released, reclaimErr)
-			}
-			held, err := a.IPsByHandle(ctxT(t), node, "late")
-			if err != nil || !slices.Equal(held, got.IPv4) || len(held) != 1 {
-				t.Fatalf("the allocation got %v, but its node finds %v (%v): lost to the reclaim of %s (released %d)", got.IPv4, held, err, block, released)
-			}
-			// (A block let go may be claimed again at once: the node's
-			// candidates come in a fixed order.)
-			if in := held[0].Masked() == block; tt.keep && (!in || released != 0) || !tt.keep && released != 1 {
-				t.Errorf("released %d blocks, allocation in the emptied block %s: %v; want the block kept: %v", released, block, in, tt.keep)
-			}
-			ix := x.index(node)
-			if ix == nil || !slices.ContainsFunc(ix.Blocks, func(b ipam.NodeBlock) bool {
-				return b.CIDR == held[0].Masked() && b.State == ipam.AffinityConfirmed
-			}) {
-				t.Fatalf("%s holds the allocation, but %s's index is %+v: not a confirmed claim", held[0].Masked(), node, ix)
-			}
-			mustClean(t, a)
-			// Nothing was left half done: a later pass finds nothing more
-			// to let go than the block the allocation did not use.
-			more, err := reclaimIdle(a, node, 0, time.Hour)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if released+more > 1 {
-				t.Fatalf("released %d blocks and %d more, with one empty block to let go at most", released, more)
-			}
-			mustClean(t, a)
-			if err := a.ReleaseByHandle(ctxT(t), node, "late"); err != nil {
-				t.Fatal(err)
-			}
-		})
+// reclaimRaceCase is one interleaving of testReclaimRace.
+type reclaimRaceCase struct {
+	name string
+	// reclaimFirst: the allocation is paused at its first write and the
+	// whole reclaim runs there; otherwise the reclaim is paused at its
+	// write number pauseAt (before it, or after it applied) and the
+	// allocation runs there.
+	reclaimFirst bool
+	pauseAt      int
+	after        bool
+	// keep: the reclaim must back off, and the allocation be in the
+	// block; else the block goes, and the allocation elsewhere.
+	keep bool
+}
+
+func (tt reclaimRaceCase) run(t *testing.T, e env, node string) {
+	ps := &pausingStore{Store: e.store}
+	clk := newClock()
+	a := ipam.New(ps, ipam.Config{Keys: e.keys, Now: clk.now})
+	x := env{t: t, store: ps, keys: e.keys}
+	mustPool(t, a, "p", "10.40.0.0/16", 0)
+	first, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "first", Node: node, Num4: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ReleaseByHandle(ctxT(t), node, "first"); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(2 * time.Hour)
+	block := first.IPv4[0].Masked()
+
+	var got ipam.Assignment
+	var allocErr error
+	alloc := func() {
+		got, allocErr = a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: "late", Node: node, Num4: 1})
+	}
+	var released int
+	var reclaimErr error
+	reclaim := func() {
+		released, reclaimErr = reclaimIdle(a, node, 0, time.Hour)
+	}
+	if tt.reclaimFirst {
+		ps.pauseAt(func(ipam.Write) bool { return true }, false, reclaim)
+		alloc()
+	} else {
+		n := 0
+		ps.pauseAt(func(ipam.Write) bool { n++; return n == tt.pauseAt }, tt.after, alloc)
+		reclaim()
+	}
+	if allocErr != nil || reclaimErr != nil {
+		t.Fatalf("allocation: %+v, %v; reclaim: %d, %v", got, allocErr, released, reclaimErr)
+	}
+	tt.check(t, x, a, node, got, block, released)
+}
+
+// check: the allocation survived the reclaim, in the block or not as
+// the case says, its node's index confirms its block, and nothing was
+// left half done.
+func (tt reclaimRaceCase) check(t *testing.T, x env, a *ipam.Allocator, node string, got ipam.Assignment, block netip.Prefix, released int) {
+	t.Helper()
+	held, err := a.IPsByHandle(ctxT(t), node, "late")
+	if err != nil || !slices.Equal(held, got.IPv4) || len(held) != 1 {
+		t.Fatalf("the allocation got %v, but its node finds %v (%v): lost to the reclaim of %s (released %d)", got.IPv4, held, err, block, released)
+	}
+	// (A block let go may be claimed again at once: the node's
+	// candidates come in a fixed order.)
+	if in := held[0].Masked() == block; tt.keep && (!in || released != 0) || !tt.keep && released != 1 {
+		t.Errorf("released %d blocks, allocation in the emptied block %s: %v; want the block kept: %v", released, block, in, tt.keep)
+	}
+	ix := x.index(node)
+	if ix == nil || !slices.ContainsFunc(ix.Blocks, func(b ipam.NodeBlock) bool {
+		return b.CIDR == held[0].Masked() && b.State == ipam.AffinityConfirmed
+	}) {
+		t.Fatalf("%s holds the allocation, but %s's index is %+v: not a confirmed claim", held[0].Masked(), node, ix)
+	}
+	mustClean(t, a)
+	// Nothing was left half done: a later pass finds nothing more to let
+	// go than the block the allocation did not use.
+	more, err := reclaimIdle(a, node, 0, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if released+more > 1 {
+		t.Fatalf("released %d blocks and %d more, with one empty block to let go at most", released, more)
+	}
+	mustClean(t, a)
+	if err := a.ReleaseByHandle(ctxT(t), node, "late"); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -171,6 +182,42 @@ func testReclaimScaleDown(e env) {
 	clk := newClock()
 	a := e.alloc(ipam.Config{Now: clk.now})
 	mustPool(t, a, "p", "10.41.0.0/16", 0) // 64 addresses a block: 500 pods fill 8
+	kept := scaleUpAndDown(e, a)
+	clk.advance(time.Minute)
+	if n, err := reclaimIdle(a, "n1", 1, 10*time.Minute); err != nil || n != 0 {
+		t.Fatalf("reclaim within the grace: %d, %v; want none", n, err)
+	}
+	clk.advance(10 * time.Minute)
+	n, err := reclaimIdle(a, "n1", 1, 10*time.Minute)
+	if err != nil || n != 2 {
+		t.Fatalf("reclaim after the grace: %d, %v; want the 2 empty blocks beyond the spare", n, err)
+	}
+	checkScaledDown(e, a, kept)
+	mustClean(t, a)
+	// Nothing more goes on later passes, nor from n2 within its grace.
+	if n, err := reclaimIdle(a, "n1", 1, 10*time.Minute); err != nil || n != 0 {
+		t.Fatalf("second reclaim: %d, %v; want none", n, err)
+	}
+	if n, err := reclaimIdle(a, "n2", 0, time.Hour); err != nil || n != 0 {
+		t.Fatalf("reclaim of n2 within its grace: %d, %v; want none", n, err)
+	}
+	// The spare serves the next pods before any new block is claimed.
+	for i := range 60 {
+		if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: fmt.Sprint("net.d", i), Node: "n1", Num4: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if x := e.index("n1"); len(x.Blocks) != 6 {
+		t.Errorf("n1 claimed %d blocks for 60 pods with 5 partly used blocks and a spare, want none", len(x.Blocks)-6)
+	}
+	mustClean(t, a)
+}
+
+// scaleUpAndDown gives n1 500 pods (8 blocks) and n2 one, then lets all
+// go but 5 of n1's, in 5 of its blocks; it returns their handles.
+func scaleUpAndDown(e env, a *ipam.Allocator) map[string]bool {
+	t := e.t
+	t.Helper()
 	const pods = 500
 	kept := map[string]bool{}
 	for i := range pods {
@@ -198,15 +245,14 @@ func testReclaimScaleDown(e env) {
 			}
 		}
 	}
-	clk.advance(time.Minute)
-	if n, err := reclaimIdle(a, "n1", 1, 10*time.Minute); err != nil || n != 0 {
-		t.Fatalf("reclaim within the grace: %d, %v; want none", n, err)
-	}
-	clk.advance(10 * time.Minute)
-	n, err := reclaimIdle(a, "n1", 1, 10*time.Minute)
-	if err != nil || n != 2 {
-		t.Fatalf("reclaim after the grace: %d, %v; want the 2 empty blocks beyond the spare", n, err)
-	}
+	return kept
+}
+
+// checkScaledDown: after the reclaim, the kept pods hold their
+// addresses, and n1 has their 5 blocks and 1 spare, all confirmed.
+func checkScaledDown(e env, a *ipam.Allocator, kept map[string]bool) {
+	t := e.t
+	t.Helper()
 	used := map[netip.Prefix]bool{}
 	for h := range kept {
 		held, err := a.IPsByHandle(ctxT(t), "n1", h)
@@ -231,22 +277,4 @@ func testReclaimScaleDown(e env) {
 	if n := e.count(e.keys.Blocks()); n != 7 {
 		t.Errorf("%d blocks left, want n1's 6 and n2's", n)
 	}
-	mustClean(t, a)
-	// Nothing more goes on later passes, nor from n2 within its grace.
-	if n, err := reclaimIdle(a, "n1", 1, 10*time.Minute); err != nil || n != 0 {
-		t.Fatalf("second reclaim: %d, %v; want none", n, err)
-	}
-	if n, err := reclaimIdle(a, "n2", 0, time.Hour); err != nil || n != 0 {
-		t.Fatalf("reclaim of n2 within its grace: %d, %v; want none", n, err)
-	}
-	// The spare serves the next pods before any new block is claimed.
-	for i := range 60 {
-		if _, err := a.AutoAssign(ctxT(t), ipam.AutoAssignArgs{Handle: fmt.Sprint("net.d", i), Node: "n1", Num4: 1}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if x := e.index("n1"); len(x.Blocks) != 6 {
-		t.Errorf("n1 claimed %d blocks for 60 pods with 5 partly used blocks and a spare, want none", len(x.Blocks)-6)
-	}
-	mustClean(t, a)
 }
