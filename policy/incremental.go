@@ -105,19 +105,19 @@ func (ir *IR) ChangedFrom(base *IR) bool {
 		!sameSlice(base.NamedPortSets, ir.NamedPortSets)
 }
 
-// SameRules reports whether d and o hold the same rules, by identity:
-// an IR is read-only, so the same slices hold the same rules. It is for
-// a caller that keeps d (and so its slices) from an earlier IR.
-func (d *Direction) SameRules(o *Direction) bool {
+// sameRules reports whether d and o hold the same rules, by identity:
+// an IR is read-only, so the same slices hold the same rules (the fast
+// answer of EqualRules).
+func (d *Direction) sameRules(o *Direction) bool {
 	return d.Isolated == o.Isolated && sameSlice(d.IsolatedBy, o.IsolatedBy) && sameSlice(d.Rules, o.Rules) &&
 		sameSlice(d.Admin, o.Admin) && sameSlice(d.Baseline, o.Baseline)
 }
 
 // EqualRules reports whether d and o hold equal rules: the same slices
-// (SameRules), or rules equal field by field, as two compiles of one
+// (sameRules), or rules equal field by field, as two compiles of one
 // cluster make them. A chain built from d's rules is the chain of o's.
 func (d *Direction) EqualRules(o *Direction) bool {
-	if d.SameRules(o) {
+	if d.sameRules(o) {
 		return true
 	}
 	return d.Isolated == o.Isolated && slices.Equal(d.IsolatedBy, o.IsolatedBy) &&

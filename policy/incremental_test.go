@@ -186,8 +186,8 @@ func TestRuleEqualCoversFields(t *testing.T) {
 
 	d := Direction{Isolated: true, IsolatedBy: []string{"ns/p"}, Rules: []*Rule{&base.Rule}, Admin: []*TierRule{&base}}
 	e := Direction{Isolated: true, IsolatedBy: []string{"ns/p"}, Rules: []*Rule{&deepCopy(base).Rule}, Admin: []*TierRule{deepCopy(base)}}
-	if !d.EqualRules(&e) || d.SameRules(&e) {
-		t.Errorf("directions of equal rules in new slices: EqualRules %v (want true), SameRules %v (want false)", d.EqualRules(&e), d.SameRules(&e))
+	if !d.EqualRules(&e) || d.sameRules(&e) {
+		t.Errorf("directions of equal rules in new slices: EqualRules %v (want true), sameRules %v (want false)", d.EqualRules(&e), d.sameRules(&e))
 	}
 	e.Baseline = e.Admin
 	if d.EqualRules(&e) {

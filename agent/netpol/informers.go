@@ -27,13 +27,14 @@ func (s *Service) informers() ([]cache.SharedIndexInformer, error) {
 		obj       runtime.Object
 		transform cache.TransformFunc
 		same      func(a, b any) bool
+		deleted   func(any)
 		store     *cache.Indexer
 	}
 	specs := []spec{
-		{"NetworkPolicies", src.Policies, &networkingv1.NetworkPolicy{}, s.slimSharedPolicy, nil, &s.policies},
-		{"Namespaces", src.Namespaces, &corev1.Namespace{}, slimNamespace, sameNamespace, &s.namespaces},
-		{"Pods", src.Pods, &corev1.Pod{}, s.slimSharedPod, samePod, &s.pods},
-		{"Nodes", src.Nodes, &corev1.Node{}, slimNode, sameNode, &s.nodes},
+		{"NetworkPolicies", src.Policies, &networkingv1.NetworkPolicy{}, s.slimSharedPolicy, nil, s.deleted, &s.policies},
+		{"Namespaces", src.Namespaces, &corev1.Namespace{}, slimNamespace, sameNamespace, s.deleted, &s.namespaces},
+		{"Pods", src.Pods, &corev1.Pod{}, s.slimSharedPod, samePod, s.podDeleted, &s.pods},
+		{"Nodes", src.Nodes, &corev1.Node{}, slimNode, sameNode, s.deleted, &s.nodes},
 	}
 	var out []cache.SharedIndexInformer
 	for _, sp := range specs {
@@ -45,11 +46,7 @@ func (s *Service) informers() ([]cache.SharedIndexInformer, error) {
 			idx[podIPIndex] = podIPIndexFunc // ResolveAddr's
 		}
 		inf := cache.NewSharedIndexInformer(sp.lw, sp.obj, 0, idx)
-		deleted := s.deleted
-		if sp.name == "Pods" {
-			deleted = s.podDeleted
-		}
-		if err := s.handle(inf, sp.name, sp.transform, sp.same, deleted); err != nil {
+		if err := s.handle(inf, sp.name, sp.transform, sp.same, sp.deleted); err != nil {
 			return nil, err
 		}
 		*sp.store = inf.GetIndexer()

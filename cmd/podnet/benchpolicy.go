@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -150,10 +151,8 @@ func (bp *benchPolicy) start(ctx context.Context, hostNetNS string) (func() erro
 func (bp *benchPolicy) checkAnswers(mfs []*dto.MetricFamily) error {
 	answers := map[string]uint64{}
 	for _, m := range metricsOf(mfs, "admission_duration_seconds") {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "answer" {
-				answers[l.GetValue()] += m.GetHistogram().GetSampleCount()
-			}
+		if a := labelOf(m, "answer"); a != "" {
+			answers[a] += m.GetHistogram().GetSampleCount()
 		}
 	}
 	want := "selected"
@@ -178,29 +177,34 @@ func serviceTimes(mfs []*dto.MetricFamily) string {
 			sum float64
 		}
 		byOp := map[string]*acc{}
-		var ops []string
 		for _, m := range metricsOf(mfs, name) {
-			op := ""
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "op" {
-					op = " " + l.GetValue()
-				}
+			op := labelOf(m, "op")
+			if op != "" {
+				op = " " + op
 			}
 			if byOp[op] == nil {
 				byOp[op] = &acc{}
-				ops = append(ops, op)
 			}
 			byOp[op].n += m.GetHistogram().GetSampleCount()
 			byOp[op].sum += m.GetHistogram().GetSampleSum()
 		}
-		slices.Sort(ops)
-		for _, op := range ops {
+		for _, op := range slices.Sorted(maps.Keys(byOp)) {
 			if a := byOp[op]; a.n > 0 {
 				out = append(out, fmt.Sprintf("%s%s mean %.3f ms (%d)", strings.Split(name, "_")[0], op, a.sum/float64(a.n)*1e3, a.n))
 			}
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// labelOf is the value of m's label name, empty when it has none.
+func labelOf(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
 }
 
 // metricsOf returns the metrics of the service's family whose name ends
